@@ -1,0 +1,253 @@
+"""The billing source: invoices, refund eligibility, and idempotent refunds.
+
+Natural failures: financial records need scope ``billing:read`` and refunds ``billing:refund``
+(permission); a refund above the £500 automatic limit, or above what is left to refund, is refused
+by a business rule with the assessment attached as partial results; ``issue_refund`` is idempotent
+by key, and a key reused with other arguments is a validation error.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from pydantic import BaseModel, Field
+
+from sources.auth import current_principal, require_scope
+from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
+from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY_KEY, ORDER_ID
+from sources.settings import SourceSettings
+from sources.store import Store
+from sources.toolkit import invalid, open_source, page_of
+from sources.world import TODAY
+
+__all__ = ["AUTOMATIC_REFUND_LIMIT", "Invoice", "Refund", "RefundAssessment", "create_server"]
+
+AUTOMATIC_REFUND_LIMIT = 500.0
+
+
+class Invoice(BaseModel):
+    id: str
+    customer_id: str
+    order_id: str
+    issued_on: str
+    amount: float
+    currency: str
+    status: str
+    refunded: float
+
+
+class RefundAssessment(BaseModel):
+    id: str = Field(description="The order assessed.")
+    requested: float
+    paid: float
+    already_refunded: float
+    refundable_balance: float
+    automatic_limit: float
+    eligible: bool
+    reason: str
+
+
+class Refund(BaseModel):
+    id: str
+    order_id: str
+    amount: float
+    idempotency_key: str
+    issued_by: str
+    issued_on: str
+    replayed: bool = Field(
+        description="True when this key had already issued the refund: nothing new was paid."
+    )
+
+
+def _pounds(amount: float) -> str:
+    return f"£{amount:,.2f}"
+
+
+def _check_amount(amount: float) -> None:
+    if round(amount, 2) != amount:
+        raise invalid(
+            "amount",
+            "has more than two decimals",
+            received=amount,
+            expected=f"Expected: {AMOUNT_DESCRIPTION}.",
+            example=45.0,
+        )
+
+
+def _assess(store: Store, order_id: str, amount: float) -> RefundAssessment | None:
+    """What may be refunded on this order, or None when billing has no invoice for it."""
+    invoice = store.row("SELECT amount, status FROM invoices WHERE order_id = ?", (order_id,))
+    if invoice is None:
+        return None
+    refunded = store.row(
+        "SELECT COALESCE(SUM(amount), 0) AS total FROM refunds WHERE order_id = ?", (order_id,)
+    )
+    already = round(refunded["total"] if refunded else 0.0, 2)
+    paid = invoice["amount"] if invoice["status"] == "paid" else 0.0
+    balance = round(paid - already, 2)
+    if paid == 0:
+        eligible, reason = False, f"the invoice of {order_id} is {invoice['status']}: nothing was paid"
+    elif amount > balance:
+        eligible, reason = (
+            False,
+            f"{_pounds(amount)} is more than the refundable balance of {_pounds(balance)}",
+        )
+    elif amount > AUTOMATIC_REFUND_LIMIT:
+        eligible, reason = (
+            False,
+            (
+                f"{_pounds(amount)} exceeds the {_pounds(AUTOMATIC_REFUND_LIMIT)} automatic limit; a manager must approve it"
+            ),
+        )
+    else:
+        eligible, reason = True, f"{_pounds(amount)} is within the balance and the automatic limit"
+    return RefundAssessment(
+        id=order_id,
+        requested=amount,
+        paid=paid,
+        already_refunded=already,
+        refundable_balance=balance,
+        automatic_limit=AUTOMATIC_REFUND_LIMIT,
+        eligible=eligible,
+        reason=reason,
+    )
+
+
+def _refuse(assessment: RefundAssessment) -> ToolFailure:
+    over_limit = (
+        assessment.requested > AUTOMATIC_REFUND_LIMIT
+        and assessment.requested <= assessment.refundable_balance
+    )
+    next_step = (
+        "Escalate to a manager with the refund details (KB-ESCALATION)." if over_limit else "Do not retry."
+    )
+    return ToolFailure(
+        ToolError.of(
+            ErrorCategory.BUSINESS,
+            f"Refund of {_pounds(assessment.requested)} on {assessment.id} is not allowed: {assessment.reason}. {next_step}",
+            partial_results=[assessment.model_dump(mode="json")],
+        )
+    )
+
+
+def create_server(
+    settings: SourceSettings | None = None, *, wire: Callable[[bytes], None] | None = None
+) -> MCPServer:
+    source = open_source(
+        "billing",
+        settings,
+        wire=wire,
+        instructions="Invoices and refunds. Financial records need scope billing:read; refunds need billing:refund.",
+    )
+    store = source.store
+
+    @source.tool(Invoice)
+    def list_invoices(
+        customer_id: Annotated[str, CUSTOMER_ID.field("Whose invoices to list.")],
+    ) -> ResultPage[Invoice] | EmptyResult:
+        """List a customer's invoices, newest first, with the amount refunded on each. Needs scope billing:read.
+
+        No invoices is a valid empty result (isError false, resultCount 0). Without the scope the
+        call fails with a `permission` error: request elevation to billing:read, never retry as is.
+        """
+        require_scope("billing:read", "financial records")
+        rows = store.rows(
+            """SELECT i.*, COALESCE((SELECT SUM(r.amount) FROM refunds r WHERE r.order_id = i.order_id), 0) AS refunded
+               FROM invoices i WHERE i.customer_id = ? ORDER BY i.issued_on DESC, i.id""",
+            (customer_id,),
+        )
+        return page_of(
+            [Invoice(**row) for row in rows],
+            empty_message=f"No invoices for {customer_id}. The query executed successfully and returned no matches.",
+        )
+
+    @source.tool(RefundAssessment)
+    def refund_eligibility(
+        order_id: Annotated[str, ORDER_ID.field("The order to refund.")],
+        amount: AMOUNT,
+    ) -> ResultPage[RefundAssessment] | EmptyResult:
+        """Assess whether a refund of `amount` (GBP) on an order may be issued automatically. Needs scope billing:read.
+
+        Returns the assessment when the refund is allowed. A refund above the £500 automatic limit,
+        or above the refundable balance, is a `business` error (never retry) carrying the assessment
+        in `partial_results`: escalate to a manager. An order billing does not know is a valid
+        empty result.
+        """
+        require_scope("billing:read", "financial records")
+        _check_amount(amount)
+        assessment = _assess(store, order_id, amount)
+        if assessment is None:
+            return page_of(
+                [],
+                empty_message=f"No invoice for {order_id}. The query executed successfully and returned no matches.",
+            )
+        if not assessment.eligible:
+            raise _refuse(assessment)
+        return page_of([assessment], empty_message="")
+
+    @source.tool(Refund)
+    def issue_refund(
+        order_id: Annotated[str, ORDER_ID.field("The order to refund.")],
+        amount: AMOUNT,
+        idempotency_key: Annotated[
+            str, IDEMPOTENCY_KEY.field("Repeat the call with the same key and nothing is paid twice.")
+        ],
+    ) -> ResultPage[Refund] | EmptyResult:
+        """Issue a refund of `amount` (GBP) on an order. Needs scope billing:refund. Idempotent by key.
+
+        Calling again with the same key and arguments returns the refund already issued
+        (`replayed` true) and pays nothing more. A refund above the £500 automatic limit or above
+        the refundable balance is a `business` error (never retry; escalate to a manager). A key
+        already used with other arguments is a `validation` error.
+        """
+        require_scope("billing:refund", "issuing refunds")
+        _check_amount(amount)
+        with store.transaction() as connection:
+            connection.row_factory = sqlite3.Row
+            earlier = connection.execute(
+                "SELECT * FROM refunds WHERE idempotency_key = ?", (idempotency_key,)
+            ).fetchone()
+            if earlier is not None:
+                return _replay(dict(earlier), order_id, amount)
+            assessment = _assess(store, order_id, amount)
+            if assessment is None:
+                raise invalid("order_id", "names no invoiced order", received=order_id, form=ORDER_ID)
+            if not assessment.eligible:
+                raise _refuse(assessment)
+            count = connection.execute("SELECT COUNT(*) FROM refunds").fetchone()[0]
+            refund = {
+                "id": f"RFD-{50001 + count:05d}",
+                "order_id": order_id,
+                "amount": amount,
+                "idempotency_key": idempotency_key,
+                "issued_by": current_principal().subject,
+                "issued_on": TODAY.isoformat(),
+            }
+            connection.execute(
+                "INSERT INTO refunds (id, order_id, amount, idempotency_key, issued_by, issued_on) "
+                "VALUES (:id, :order_id, :amount, :idempotency_key, :issued_by, :issued_on)",
+                refund,
+            )
+        return page_of([Refund(**refund, replayed=False)], empty_message="")
+
+    return source.server
+
+
+def _replay(earlier: dict[str, Any], order_id: str, amount: float) -> ResultPage[Refund] | EmptyResult:
+    if (earlier["order_id"], earlier["amount"]) != (order_id, amount):
+        raise invalid(
+            "idempotency_key",
+            f"was already used for a refund of {_pounds(earlier['amount'])} on {earlier['order_id']}",
+            received=earlier["idempotency_key"],
+            form=IDEMPOTENCY_KEY,
+        )
+    return page_of([Refund(**earlier, replayed=True)], empty_message="")
+
+
+if __name__ == "__main__":
+    from sources.serve import main
+
+    main(create_server)

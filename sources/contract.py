@@ -1,0 +1,213 @@
+"""The error contract: the wire shapes every source speaks and every subagent reads.
+
+Three shapes travel from a source to its caller, one model each:
+
+    ResultPage   isError false   {"resultCount": 2, "results": [...], "truncated": false}
+    EmptyResult  isError false   {"resultCount": 0, "results": [], "message": "...matched nothing..."}
+    ToolError    isError true    {"errorCategory": ..., "isRetryable": ..., "description": ...,
+                                  "attempted_query"?, "partial_results"?, "retryAfterMs"?}
+
+A subagent that cannot recover hands its coordinator an ``Escalation``: the full contract with
+every field present, including the ordered ``Decision`` list that led there.
+
+Wire names are camelCase where the contract has them (``errorCategory``, ``isRetryable``,
+``retryAfterMs``, ``resultCount``) and snake_case where it has them (``attempted_query``,
+``partial_results``). Python code uses snake_case attributes throughout; the aliases are the wire.
+
+``to_call_tool_result`` is the one way a model becomes an MCP ``CallToolResult``: the JSON goes into
+``structuredContent`` and, for clients that read only text, the same JSON into one text block.
+``parse_tool_result`` is its inverse.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any, Generic, Literal, TypeVar
+
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+__all__ = [
+    "AttemptedQuery",
+    "ContractViolation",
+    "Decision",
+    "DecisionAction",
+    "EmptyResult",
+    "ErrorCategory",
+    "Escalation",
+    "ResultPage",
+    "ToolError",
+    "ToolFailure",
+    "parse_tool_result",
+    "to_call_tool_result",
+]
+
+RecordT = TypeVar("RecordT", bound=BaseModel)
+
+
+class ErrorCategory(StrEnum):
+    """Which branch of the recovery tree a failure takes."""
+
+    TRANSIENT = "transient"  # the call did not execute; the identical call may succeed later
+    VALIDATION = "validation"  # the input was wrong; fix the arguments and call again
+    BUSINESS = "business"  # a rule refused it; retrying cannot help, a human decides
+    PERMISSION = "permission"  # the caller lacks a scope; elevate or escalate
+
+
+class _Wire(BaseModel):
+    """Base for wire models: accept Python names and wire aliases, reject unknown fields."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON object this model is on the wire (aliases, optional fields left out when unset)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class AttemptedQuery(_Wire):
+    """The exact call that was made: a tool and the arguments it ran with."""
+
+    tool: str
+    arguments: dict[str, Any]
+
+
+class ResultPage(_Wire, Generic[RecordT]):
+    """A successful result. Also the output schema of every tool, so it admits the empty shape."""
+
+    result_count: int = Field(alias="resultCount", ge=0)
+    results: list[RecordT]
+    truncated: bool = False
+    next_cursor: str | None = Field(
+        default=None, alias="nextCursor", description="Pass as `cursor` to fetch the next page."
+    )
+    message: str | None = None
+
+    @model_validator(mode="after")
+    def _count_matches(self) -> ResultPage[RecordT]:
+        if self.result_count != len(self.results):
+            raise ValueError(
+                f"resultCount is {self.result_count} but {len(self.results)} results are present"
+            )
+        return self
+
+
+class EmptyResult(_Wire):
+    """The query executed and matched nothing: a success, never an error, never worth a retry."""
+
+    result_count: Literal[0] = Field(default=0, alias="resultCount")
+    results: list[Any] = Field(default_factory=list, max_length=0)
+    message: str
+
+
+class ToolError(_Wire):
+    """A tool failure in the contract. ``isRetryable`` is true for transient failures only."""
+
+    error_category: ErrorCategory = Field(alias="errorCategory")
+    is_retryable: bool = Field(alias="isRetryable")
+    description: str = Field(min_length=1)
+    attempted_query: AttemptedQuery | None = None
+    partial_results: list[Any] | None = None
+    retry_after_ms: int | None = Field(default=None, alias="retryAfterMs", ge=0)
+
+    @model_validator(mode="after")
+    def _retryable_only_when_transient(self) -> ToolError:
+        if self.is_retryable != (self.error_category is ErrorCategory.TRANSIENT):
+            raise ValueError(
+                "isRetryable must be true for transient errors and false for every other category"
+            )
+        return self
+
+    @classmethod
+    def of(cls, category: ErrorCategory, description: str, **fields: Any) -> ToolError:
+        """Build an error whose ``isRetryable`` follows from its category."""
+        return cls(
+            error_category=category,
+            is_retryable=category is ErrorCategory.TRANSIENT,
+            description=description,
+            **fields,
+        )
+
+
+DecisionAction = Literal[
+    "retry", "repair", "elevate", "escalate", "accept_empty", "give_up", "breaker_open", "hook_blocked"
+]
+
+
+class Decision(_Wire):
+    """One step a subagent's recovery policy took, in order."""
+
+    action: DecisionAction
+    category: ErrorCategory | None = None
+    attempt: int = Field(ge=1)
+    backoff_ms: int = Field(default=0, ge=0)
+    reason: str
+
+
+class Escalation(_Wire):
+    """What a subagent hands its coordinator when it cannot recover. Every field is always present."""
+
+    is_error: Literal[True] = Field(default=True, alias="isError")
+    error_category: ErrorCategory = Field(alias="errorCategory")
+    is_retryable: bool = Field(alias="isRetryable")
+    message: str = Field(min_length=1)
+    attempted_query: AttemptedQuery
+    partial_results: list[Any]
+    source: str
+    attempts: int = Field(ge=0)
+    decisions: list[Decision]
+
+    def to_wire(self) -> dict[str, Any]:
+        # All fields always present: partial_results is [] when none, never missing.
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class ContractViolation(ValueError):
+    """A tool result that does not speak this contract (a third-party server, or garbage)."""
+
+
+def to_call_tool_result(model: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
+    """The one way a contract model becomes an MCP result: structured content plus the same JSON as text."""
+    payload = model.to_wire()
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+        structured_content=payload,
+        is_error=isinstance(model, ToolError),
+    )
+
+
+def parse_tool_result(result: CallToolResult) -> ResultPage[Any] | EmptyResult | ToolError:
+    """Read a ``CallToolResult`` back into the contract, from structured content or else its text block.
+
+    Raises ``ContractViolation`` when the result is not in the contract; the caller decides how to
+    classify such a result (its text is kept on the exception).
+    """
+    payload = result.structured_content
+    text = "".join(block.text for block in result.content if isinstance(block, TextContent))
+    if payload is None:
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ContractViolation(text) from exc
+    if not isinstance(payload, dict):
+        raise ContractViolation(text)
+    try:
+        if result.is_error:
+            return ToolError.model_validate(payload)
+        if payload.get("resultCount") == 0 and not payload.get("results"):
+            return EmptyResult.model_validate(payload)
+        return ResultPage[Any].model_validate(payload)
+    except ValidationError as exc:
+        raise ContractViolation(text) from exc
+
+
+class ToolFailure(Exception):
+    """Raised inside a tool body to end the call with a contract error.
+
+    The tool wrapper turns it into the result; where the error names no ``attempted_query``, the
+    wrapper fills in the call's own tool and arguments.
+    """
+
+    def __init__(self, error: ToolError) -> None:
+        super().__init__(error.description)
+        self.error = error

@@ -1,0 +1,165 @@
+"""The one fault layer every source runs behind: latency, transient faults, hangs, crashes, garbage.
+
+Faults are set at start, by ``--faults`` or ``RESEARCH_FAULTS``, as ``name=value`` pairs:
+
+    latency=200ms,jitter=50ms,transient=0.2,hang=0.05,crash=0.01,garbage=0.05,seed=7
+
+| name        | effect on each ``tools/call``                                              | default |
+|-------------|----------------------------------------------------------------------------|---------|
+| `latency`   | added delay before the call runs (`ms` or `s`)                            | 0       |
+| `jitter`    | the delay varies uniformly by up to this much either way                   | 0       |
+| `transient` | probability of a transient contract error instead of running the call     | 0       |
+| `hang`      | probability that the call is accepted and never answered                   | 0       |
+| `crash`     | probability that the process is killed (SIGKILL) mid-call                 | 0       |
+| `garbage`   | probability that a corrupt line goes on the wire instead of the answer (stdio) | 0   |
+| `seed`      | seed of the fault dice, so a run replays exactly                           | 0       |
+
+Every die is rolled for every call, in a fixed order, whichever fault fires: the sequence of
+outcomes depends on the seed and the call count alone, so a failing run replays. A source's own
+code never special-cases chaos; it never sees a call the fault layer took.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sources.contract import ErrorCategory, ToolError, to_call_tool_result
+
+__all__ = ["FaultLayer", "FaultSettings"]
+
+_DURATION = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>ms|s)?\s*$")
+_GARBAGE = b'}{"jsonrpc": "2.0", "id": \x00\xff garbage from the fault layer\n'
+
+
+class FaultSettings(BaseModel):
+    """What the fault layer injects. All probabilities are per ``tools/call``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    latency_ms: float = Field(default=0, ge=0)
+    jitter_ms: float = Field(default=0, ge=0)
+    transient: float = Field(default=0, ge=0, le=1)
+    hang: float = Field(default=0, ge=0, le=1)
+    crash: float = Field(default=0, ge=0, le=1)
+    garbage: float = Field(default=0, ge=0, le=1)
+    seed: int = 0
+
+    @property
+    def active(self) -> bool:
+        return any((self.latency_ms, self.jitter_ms, self.transient, self.hang, self.crash, self.garbage))
+
+    @classmethod
+    def parse(cls, spec: str) -> FaultSettings:
+        """Read ``latency=200ms,transient=0.2,...``; a bad spec raises ``ValueError`` naming the pair."""
+        values: dict[str, Any] = {}
+        for pair in filter(None, (part.strip() for part in spec.split(","))):
+            name, sep, value = pair.partition("=")
+            name = name.strip()
+            if not sep or name not in _SPEC_FIELDS:
+                raise ValueError(
+                    f"fault setting {pair!r} is not name=value with a name among {', '.join(_SPEC_FIELDS)}; "
+                    "e.g. latency=200ms,transient=0.2,seed=7"
+                )
+            field = _SPEC_FIELDS[name]
+            if field.endswith("_ms"):
+                match = _DURATION.match(value)
+                if match is None:
+                    raise ValueError(f"fault setting {name}={value!r} needs a duration such as 200ms or 1.5s")
+                factor = 1000 if match["unit"] == "s" else 1
+                values[field] = float(match["number"]) * factor
+            else:
+                values[field] = value.strip()
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problem = exc.errors()[0]
+            raise ValueError(
+                f"fault setting {problem['loc'][0]}: {problem['msg']}; e.g. transient=0.2 (a probability 0..1)"
+            ) from None
+
+    def spec(self) -> str:
+        """The ``name=value`` form that ``parse`` reads back to these settings."""
+        parts = []
+        for name, field in _SPEC_FIELDS.items():
+            value = getattr(self, field)
+            if value:
+                parts.append(f"{name}={value:g}ms" if field.endswith("_ms") else f"{name}={value}")
+        return ",".join(parts)
+
+
+_SPEC_FIELDS = {
+    "latency": "latency_ms",
+    "jitter": "jitter_ms",
+    "transient": "transient",
+    "hang": "hang",
+    "crash": "crash",
+    "garbage": "garbage",
+    "seed": "seed",
+}
+
+
+def _kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class FaultLayer:
+    """Server middleware that applies ``FaultSettings`` to every ``tools/call``.
+
+    ``wire`` writes raw bytes to the transport (stdio's stdout); without it, the garbage fault is
+    refused at start rather than silently doing nothing.
+    """
+
+    def __init__(
+        self,
+        settings: FaultSettings,
+        *,
+        source: str,
+        wire: Callable[[bytes], None] | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        crash: Callable[[], None] = _kill_self,
+    ) -> None:
+        if settings.garbage and wire is None:
+            raise ValueError("the garbage fault corrupts the stdio wire; it is not available over HTTP")
+        self.settings = settings
+        self._source = source
+        self._rng = random.Random(settings.seed)  # noqa: S311  (fault dice, not cryptography)
+        self._wire = wire
+        self._sleep = sleep
+        self._crash = crash
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method != "tools/call" or not self.settings.active:
+            return await call_next(ctx)
+        s = self.settings
+        # Roll every die, in a fixed order, before acting on any: replay depends on the call count only.
+        delay_ms = max(0.0, s.latency_ms + self._rng.uniform(-s.jitter_ms, s.jitter_ms))
+        crash, hang, garbage, transient = (
+            self._rng.random() < p for p in (s.crash, s.hang, s.garbage, s.transient)
+        )
+        if delay_ms:
+            await self._sleep(delay_ms / 1000)
+        if crash:
+            self._crash()
+        if garbage and self._wire is not None:
+            self._wire(_GARBAGE)
+            await anyio.sleep_forever()  # the answer was the garbage: the caller waits in vain
+        if hang:
+            await anyio.sleep_forever()
+        if transient:
+            return to_call_tool_result(
+                ToolError.of(
+                    ErrorCategory.TRANSIENT,
+                    f"The {self._source} source is temporarily unavailable (injected fault); "
+                    "the request did not execute and should succeed on retry.",
+                )
+            )
+        return await call_next(ctx)

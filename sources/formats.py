@@ -1,0 +1,138 @@
+"""The argument formats the sources accept, each with its pattern, a plain description and an example.
+
+A format is declared once and serves three readers: the tool's published input schema (pattern,
+description, examples), the argument guard that turns a mismatch into a validation error naming the
+field, the expected form and an example, and a tool body that finds a deeper problem (a date that
+matches the pattern but does not exist) and reports it in the same words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field
+
+__all__ = [
+    "AMOUNT",
+    "ARTICLE_ID",
+    "CURSOR",
+    "CUSTOMER_ID",
+    "CUSTOMER_IDENTIFIER",
+    "IDEMPOTENCY_KEY",
+    "ISO_DATE",
+    "ORDER_ID",
+    "SEARCH_TEXT",
+    "SKU",
+    "Format",
+    "LookupMode",
+    "TicketStatus",
+]
+
+
+@dataclass(frozen=True)
+class Format:
+    """A string format: what the schema enforces and what an error message says about it."""
+
+    pattern: str
+    description: str
+    example: str
+    max_length: int
+
+    def field(self, summary: str | None = None, **constraints: Any) -> Any:
+        """A pydantic ``Field`` publishing this format in a tool's input schema."""
+        description = f"{summary} {self.expected}" if summary else self.expected
+        return Field(
+            description=description,
+            examples=[self.example],
+            pattern=self.pattern,
+            max_length=self.max_length,
+            **constraints,
+        )
+
+    @property
+    def expected(self) -> str:
+        """The sentence an error message and the schema use for this format."""
+        return f"Expected: {self.description}."
+
+
+CUSTOMER_ID = Format(
+    pattern=r"^CUST-[0-9]{5}$",
+    description="a customer id: CUST- followed by exactly five digits",
+    example="CUST-00042",
+    max_length=10,
+)
+CUSTOMER_IDENTIFIER = Format(
+    pattern=r"^(CUST-[0-9]{5}|[a-z0-9._%+-]+@[a-z0-9-]+(\.[a-z0-9-]+)*\.[a-z]{2,})$",
+    description="a lowercase email address without spaces (user@domain.com) or a customer id (CUST-NNNNN)",
+    example="jane.doe@example.com",
+    max_length=254,
+)
+ORDER_ID = Format(
+    pattern=r"^ORD-[0-9]{5}$",
+    description="an order id: ORD- followed by exactly five digits",
+    example="ORD-10023",
+    max_length=9,
+)
+SKU = Format(
+    pattern=r"^SKU-[0-9]{4}-[A-Z]{3}$",
+    description="a SKU: SKU-, four digits, a hyphen and three capital letters",
+    example="SKU-4417-BLK",
+    max_length=12,
+)
+ISO_DATE = Format(
+    pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+    description="a calendar date in ISO form YYYY-MM-DD",
+    example="2026-10-01",
+    max_length=10,
+)
+SEARCH_TEXT = Format(
+    pattern=r"^[\s\S]*[A-Za-z0-9][\s\S]*$",
+    description="free text of at most 500 characters containing at least one letter or digit",
+    example="damaged item refund",
+    max_length=500,
+)
+ARTICLE_ID = Format(
+    pattern=r"^KB-[A-Z0-9]+(-[A-Z0-9]+)*$",
+    description="a policy article id: KB- followed by capital letters, digits and hyphens",
+    example="KB-REFUNDS",
+    max_length=40,
+)
+IDEMPOTENCY_KEY = Format(
+    pattern=r"^[A-Za-z0-9_-]{8,64}$",
+    description="8 to 64 letters, digits, hyphens or underscores, unique to this refund",
+    example="refund-ORD-10031-01",
+    max_length=64,
+)
+CURSOR = Format(
+    pattern=r"^[0-9]{1,9}$",
+    description="the nextCursor value of a previous page",
+    example="50",
+    max_length=9,
+)
+
+AMOUNT_DESCRIPTION = (
+    "an amount in pounds sterling (GBP), greater than 0 and at most 100000, with at most two decimals"
+)
+AMOUNT = Annotated[
+    float,
+    Field(description=f"Expected: {AMOUNT_DESCRIPTION}.", examples=[45.0], gt=0, le=100_000),
+]
+
+
+class LookupMode(StrEnum):
+    """``customer_lookup``'s outcome simulation, exactly as in the reference exercise."""
+
+    SUCCESS = "success"
+    NOT_FOUND = "not_found"
+    TIMEOUT = "timeout"
+    INVALID = "invalid"
+    BUSINESS = "business"
+    PERMISSION = "permission"
+
+
+class TicketStatus(StrEnum):
+    OPEN = "open"
+    PENDING = "pending"
+    CLOSED = "closed"

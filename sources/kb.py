@@ -1,0 +1,154 @@
+"""The kb source (policies): full-text ``search_policies`` and ``related_policies`` over a link graph.
+
+Natural failures: the search index warms up for a moment after the source starts, and calls in that
+window get a transient error with ``retryAfterMs``; an unknown article or a search that matches
+nothing is a valid empty result.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable
+from typing import Annotated
+
+import networkx as nx
+from mcp.server import MCPServer
+from pydantic import BaseModel, Field
+
+from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
+from sources.formats import ARTICLE_ID, SEARCH_TEXT
+from sources.settings import SourceSettings
+from sources.store import Store
+from sources.toolkit import open_source, page_of
+
+__all__ = ["Policy", "RelatedPolicy", "create_server"]
+
+
+class Policy(BaseModel):
+    id: str
+    title: str
+    summary: str
+    body: str
+    updated_on: str
+
+
+class RelatedPolicy(BaseModel):
+    id: str
+    title: str
+    summary: str
+    distance: int = Field(description="Links between the article asked about and this one.")
+    path: list[str] = Field(description="Article ids from the article asked about to this one.")
+    relation: str = Field(description="The kind of the last link on the path.")
+
+
+def _policy_graph(store: Store) -> nx.DiGraph:
+    graph = nx.DiGraph()
+    for policy in store.rows("SELECT id, title, summary FROM policies"):
+        graph.add_node(policy["id"], **policy)
+    for link in store.rows("SELECT source, target, relation FROM links"):
+        graph.add_edge(link["source"], link["target"], relation=link["relation"])
+    return graph
+
+
+def create_server(
+    settings: SourceSettings | None = None,
+    *,
+    wire: Callable[[bytes], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> MCPServer:
+    source = open_source(
+        "kb",
+        settings,
+        wire=wire,
+        instructions="Policy articles. Search them, and follow the links between them.",
+    )
+    graph = _policy_graph(source.store)
+    ready_at = clock() + source.settings.kb_warmup_ms / 1000
+
+    def require_warm_index() -> None:
+        remaining = ready_at - clock()
+        if remaining > 0:
+            wait_ms = math.ceil(remaining * 1000)
+            raise ToolFailure(
+                ToolError.of(
+                    ErrorCategory.TRANSIENT,
+                    f"The policy index is still warming up; the request did not execute. Retry after {wait_ms} ms.",
+                    retry_after_ms=wait_ms,
+                )
+            )
+
+    @source.tool(Policy)
+    def search_policies(
+        query: Annotated[
+            str, SEARCH_TEXT.field("Words to search for in policy titles, summaries and bodies.")
+        ],
+        limit: Annotated[
+            int, Field(ge=1, le=50, description="Most articles returned, 1 to 50.", examples=[10])
+        ] = 10,
+    ) -> ResultPage[Policy] | EmptyResult:
+        """Search policy articles by words, best matches first.
+
+        No match is a valid empty result (isError false, resultCount 0). Just after the source
+        starts, its index warms up: calls then fail with a `transient` error carrying
+        `retryAfterMs`; retry the identical call after that delay.
+        """
+        require_warm_index()
+        words = re.findall(r"\w+", query.lower())
+        rows = source.store.rows(
+            "SELECT p.* FROM policies_text JOIN policies p ON p.rowid = policies_text.rowid "
+            "WHERE policies_text MATCH ? ORDER BY bm25(policies_text), p.id LIMIT ?",
+            (" OR ".join(f'"{word}"' for word in words), limit),
+        )
+        return page_of(
+            [Policy(**row) for row in rows],
+            empty_message=f"No policy matches '{query}'. The query executed successfully and returned no matches.",
+        )
+
+    @source.tool(RelatedPolicy)
+    def related_policies(
+        article_id: Annotated[str, ARTICLE_ID.field("The article whose neighbours to list.")],
+        depth: Annotated[
+            int, Field(ge=1, le=3, description="How many links away to look, 1 to 3.", examples=[1])
+        ] = 1,
+    ) -> ResultPage[RelatedPolicy] | EmptyResult:
+        """List the policy articles linked to an article, in either direction, up to `depth` links away.
+
+        An unknown article, or one without links, is a valid empty result. Just after the source
+        starts, its index warms up: calls then fail with a `transient` error carrying `retryAfterMs`.
+        """
+        require_warm_index()
+        if article_id not in graph:
+            return page_of(
+                [],
+                empty_message=f"No policy article {article_id} exists. The query executed "
+                "successfully and returned no matches.",
+            )
+        paths = nx.single_source_shortest_path(graph.to_undirected(as_view=True), article_id, cutoff=depth)
+        related = []
+        for target, path in sorted(paths.items(), key=lambda item: (len(item[1]), item[0])):
+            if target == article_id:
+                continue
+            last = path[-2], path[-1]
+            edge = graph.edges[last] if graph.has_edge(*last) else graph.edges[last[::-1]]
+            node = graph.nodes[target]
+            related.append(
+                RelatedPolicy(
+                    id=target,
+                    title=node["title"],
+                    summary=node["summary"],
+                    distance=len(path) - 1,
+                    path=path,
+                    relation=edge["relation"],
+                )
+            )
+        return page_of(related, empty_message=f"Policy {article_id} links to no other article.")
+
+    return source.server
+
+
+if __name__ == "__main__":
+    from sources.serve import main
+
+    main(create_server)

@@ -1,0 +1,138 @@
+"""The orders source: ``search_orders`` with filters and pagination.
+
+Natural failures: a malformed SKU, a date that is not a date, or date bounds in the wrong order are
+validation errors that echo ``attempted_query``; a customer with no matching orders is a valid empty
+result; large result sets come a page at a time (``nextCursor``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from pydantic import BaseModel, Field
+
+from sources.contract import EmptyResult, ResultPage
+from sources.formats import CURSOR, CUSTOMER_ID, ISO_DATE, SKU
+from sources.settings import SourceSettings
+from sources.toolkit import invalid, open_source, page_of
+
+__all__ = ["Order", "create_server"]
+
+
+class OrderItem(BaseModel):
+    sku: str
+    description: str
+    quantity: int
+    unit_price: float
+
+
+class Order(BaseModel):
+    id: str
+    customer_id: str
+    placed_on: str
+    status: str
+    total: float
+    currency: str
+    items: list[OrderItem]
+
+
+def _date(field: str, value: str | None) -> date | None:
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise invalid(field, "is not a real calendar date", received=value, form=ISO_DATE) from None
+
+
+def create_server(
+    settings: SourceSettings | None = None, *, wire: Callable[[bytes], None] | None = None
+) -> MCPServer:
+    source = open_source(
+        "orders",
+        settings,
+        wire=wire,
+        instructions="Customer orders. Search a customer's orders by SKU and date.",
+    )
+
+    @source.tool(Order)
+    def search_orders(
+        customer_id: Annotated[str, CUSTOMER_ID.field("Whose orders to search.")],
+        sku: Annotated[str | None, SKU.field("Only orders containing this SKU.")] = None,
+        placed_after: Annotated[
+            str | None, ISO_DATE.field("Only orders placed on or after this date.")
+        ] = None,
+        placed_before: Annotated[
+            str | None, ISO_DATE.field("Only orders placed on or before this date.")
+        ] = None,
+        limit: Annotated[
+            int, Field(ge=1, le=200, description="Most orders per page, 1 to 200.", examples=[50])
+        ] = 50,
+        cursor: Annotated[str | None, CURSOR.field("Continue from a previous page.")] = None,
+    ) -> ResultPage[Order] | EmptyResult:
+        """Search one customer's orders, newest first, optionally by SKU and placement date.
+
+        Returns orders with their items, a page at a time: when `truncated` is true, pass
+        `nextCursor` as `cursor` for the next page. No matching orders is a valid empty result
+        (isError false, resultCount 0), not an error. A malformed SKU or date, or date bounds in
+        the wrong order, is a `validation` error that echoes the attempted query.
+        """
+        after, before = _date("placed_after", placed_after), _date("placed_before", placed_before)
+        if after and before and after > before:
+            raise invalid(
+                "placed_before",
+                f"is earlier than placed_after ({before} < {after}); the date bounds look swapped",
+                received=placed_before,
+                expected="Expected: placed_after on or before placed_before.",
+                example=str(after),
+            )
+        clauses, parameters = ["customer_id = ?"], [customer_id]
+        if sku:
+            clauses.append("id IN (SELECT order_id FROM order_items WHERE sku = ?)")
+            parameters.append(sku)
+        if after:
+            clauses.append("placed_on >= ?")
+            parameters.append(after.isoformat())
+        if before:
+            clauses.append("placed_on <= ?")
+            parameters.append(before.isoformat())
+        offset = int(cursor or 0)
+        rows = source.store.rows(
+            f"SELECT * FROM orders WHERE {' AND '.join(clauses)} ORDER BY placed_on DESC, id LIMIT ? OFFSET ?",  # noqa: S608  (clauses are literals; values are parameters)
+            [*parameters, limit + 1, offset],
+        )
+        more = len(rows) > limit
+        orders = [_with_items(source.store, row) for row in rows[:limit]]
+        filters = ", ".join(
+            f"{name}={value}"
+            for name, value in (
+                ("sku", sku),
+                ("placed_after", placed_after),
+                ("placed_before", placed_before),
+            )
+            if value
+        )
+        return page_of(
+            orders,
+            empty_message=f"No orders of {customer_id} match{f' ({filters})' if filters else ''}. "
+            "The query executed successfully and returned no matches.",
+            next_cursor=str(offset + limit) if more else None,
+        )
+
+    return source.server
+
+
+def _with_items(store: Any, row: dict[str, Any]) -> Order:
+    items = store.rows(
+        "SELECT sku, description, quantity, unit_price FROM order_items WHERE order_id = ?", (row["id"],)
+    )
+    return Order(**row, items=[OrderItem(**item) for item in items])
+
+
+if __name__ == "__main__":
+    from sources.serve import main
+
+    main(create_server)

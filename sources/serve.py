@@ -1,0 +1,101 @@
+"""Run one source on its own: stdio by default, or streamable HTTP on 127.0.0.1.
+
+    python -m sources.customers                      # stdio, for a client that spawns it
+    python -m sources.orders --http --port 8102      # streamable HTTP at http://127.0.0.1:8102/mcp
+    python -m sources.kb --http --port 0             # any free port; the ready line says which
+
+Over HTTP the source binds its port before serving and prints one line to stderr when it is ready:
+``research-source ready {"source": "kb", "url": "http://127.0.0.1:40123/mcp", "pid": 1234}``.
+A port already in use is reported at once, with a non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable
+
+import anyio
+import typer
+import uvicorn
+from mcp.server import MCPServer
+
+from sources.faults import FaultSettings
+from sources.settings import SourceSettings
+
+__all__ = ["READY_PREFIX", "main"]
+
+READY_PREFIX = "research-source ready "
+LOOPBACK = "127.0.0.1"
+
+ServerFactory = Callable[..., MCPServer]
+
+
+def _stdio_wire() -> Callable[[bytes], None]:
+    """A second handle on the stdio wire, for the fault layer's garbage; writes below PIPE_BUF are atomic."""
+    wire_fd = os.dup(sys.stdout.fileno())
+    return lambda data: os.write(wire_fd, data) and None
+
+
+def _bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((LOOPBACK, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise SystemExit(
+                f"error: port {port} on {LOOPBACK} is already in use; choose another with --port"
+            ) from None
+        raise
+    sock.listen(128)
+    return sock
+
+
+async def _serve_http(server: MCPServer, name: str, port: int) -> None:
+    sock = _bind(port)
+    url = f"http://{LOOPBACK}:{sock.getsockname()[1]}/mcp"
+    config = uvicorn.Config(server.streamable_http_app(host=LOOPBACK), log_level="warning", lifespan="on")
+    runner = uvicorn.Server(config)
+    print(
+        READY_PREFIX + json.dumps({"source": name, "url": url, "pid": os.getpid()}),
+        file=sys.stderr,
+        flush=True,
+    )
+    await runner.serve(sockets=[sock])
+
+
+def main(create_server: ServerFactory) -> None:
+    """The command line of every source module."""
+    name = create_server.__module__.rsplit(".", 1)[-1]
+
+    def run(
+        http: bool = typer.Option(
+            False, "--http", help="Serve streamable HTTP on 127.0.0.1 instead of stdio."
+        ),
+        port: int = typer.Option(0, "--port", min=0, max=65535, help="HTTP port; 0 picks a free one."),
+        faults: str = typer.Option(
+            "",
+            "--faults",
+            envvar="RESEARCH_FAULTS",
+            help="Fault layer settings, e.g. 'latency=200ms,transient=0.2,seed=7'.",
+        ),
+    ) -> None:
+        try:
+            settings = SourceSettings.from_environment().with_faults(FaultSettings.parse(faults))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        if http:
+            try:
+                server = create_server(settings)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc)) from None
+            anyio.run(_serve_http, server, name, port)
+        else:
+            create_server(settings, wire=_stdio_wire()).run()
+
+    typer.run(run)

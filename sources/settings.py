@@ -1,0 +1,108 @@
+"""Where a source finds its data and its signing key: the environment, with safe defaults.
+
+| variable               | meaning                                                  | default                       |
+|------------------------|----------------------------------------------------------|-------------------------------|
+| `RESEARCH_DATA_DIR`    | folder for the generated SQLite data and the signing key | the user's cache folder       |
+| `RESEARCH_SEED`        | seed of the generated demo data                          | 42                            |
+| `RESEARCH_SIGNING_KEY` | key that signs and verifies credentials                  | a random key kept in the data folder |
+| `RESEARCH_FAULTS`      | the fault layer's settings (see `sources.faults`)        | no faults                     |
+| `RESEARCH_KB_WARMUP_MS` | how long the kb index warms up after start (transient errors meanwhile) | 1000 |
+| `RESEARCH_TICKETS_RATE` | tickets' rate limit: calls per second, and the burst allowed | 5 per second, burst 10 |
+
+A stdio child gets only a safe subset of its parent's environment, so a parent that spawns sources
+passes these explicitly (``SourceSettings.child_environment``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TypeVar
+
+import platformdirs
+
+from sources.faults import FaultSettings
+
+__all__ = ["DEFAULT_SEED", "SourceSettings"]
+
+DEFAULT_SEED = 42
+_KEY_FILE = "signing.key"
+
+NumberT = TypeVar("NumberT", int, float)
+
+
+def _number(env: Mapping[str, str], name: str, default: NumberT, kind: Callable[[str], NumberT]) -> NumberT:
+    text = env.get(name)
+    if not text:
+        return default
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a {kind.__name__} such as {default}; got {text!r}") from None
+    if value < 0:
+        raise ValueError(f"{name} must not be negative; got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class SourceSettings:
+    data_dir: Path
+    seed: int = DEFAULT_SEED
+    signing_key: str | None = None
+    faults: FaultSettings = field(default_factory=FaultSettings)
+    kb_warmup_ms: int = 1000
+    tickets_rate_per_second: float = 5.0
+    tickets_burst: int = 10
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> SourceSettings:
+        env = os.environ if environ is None else environ
+        data_dir = env.get("RESEARCH_DATA_DIR") or platformdirs.user_cache_dir("research-coordinator")
+        return cls(
+            data_dir=Path(data_dir),
+            seed=_number(env, "RESEARCH_SEED", DEFAULT_SEED, int),
+            signing_key=env.get("RESEARCH_SIGNING_KEY") or None,
+            faults=FaultSettings.parse(env.get("RESEARCH_FAULTS", "")),
+            kb_warmup_ms=_number(env, "RESEARCH_KB_WARMUP_MS", 1000, int),
+            tickets_rate_per_second=_number(env, "RESEARCH_TICKETS_RATE", 5.0, float),
+            tickets_burst=_number(env, "RESEARCH_TICKETS_BURST", 10, int),
+        )
+
+    def with_faults(self, faults: FaultSettings) -> SourceSettings:
+        return replace(self, faults=faults)
+
+    def key(self) -> str:
+        """The credential signing key: configured, or created once at random and kept in the data folder."""
+        if self.signing_key:
+            return self.signing_key
+        path = self.data_dir / _KEY_FILE
+        if not path.exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            draft = path.with_name(f"{_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+            draft.write_text(secrets.token_hex(32))
+            draft.chmod(0o600)
+            # A hard link appears whole or not at all: of several processes starting at once,
+            # exactly one key wins and every process reads that one.
+            with contextlib.suppress(FileExistsError):
+                os.link(draft, path)
+            draft.unlink()
+        return path.read_text().strip()
+
+    def child_environment(self) -> dict[str, str]:
+        """The variables a spawned source needs to see the same world and trust the same credentials."""
+        env = {
+            "RESEARCH_DATA_DIR": str(self.data_dir),
+            "RESEARCH_SEED": str(self.seed),
+            "RESEARCH_KB_WARMUP_MS": str(self.kb_warmup_ms),
+            "RESEARCH_TICKETS_RATE": str(self.tickets_rate_per_second),
+            "RESEARCH_TICKETS_BURST": str(self.tickets_burst),
+        }
+        if self.signing_key:
+            env["RESEARCH_SIGNING_KEY"] = self.signing_key
+        if self.faults.active:
+            env["RESEARCH_FAULTS"] = self.faults.spec()
+        return env

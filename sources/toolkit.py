@@ -1,0 +1,168 @@
+"""What every source shares: its server, its middleware, its data, and the contract-tool decorator.
+
+A source module reads as its tools and nothing else::
+
+    source = open_source("orders", settings, instructions="...")
+
+    @source.tool(Order)
+    def search_orders(customer_id: ..., limit: ... = 50) -> ResultPage[Order] | EmptyResult:
+        ...
+
+``Source.tool`` registers a plain function as an MCP tool whose output schema is
+``ResultPage[record]``. The function returns a contract model or raises ``ToolFailure``; the wrapper
+makes either a ``CallToolResult`` (``to_call_tool_result``), fills in ``attempted_query`` where a
+raised error names none, and turns anything unexpected into a transient contract error whose
+details stay in the source's log, never in the result.
+
+Every call passes through the same middleware, outermost first: the SDK's own OpenTelemetry span,
+the fault layer, the credential check, and the argument guard.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import secrets
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
+
+from mcp.server import MCPServer
+from mcp.types import CallToolResult
+from pydantic import BaseModel
+
+from sources.arguments import MISSING, ArgumentGuard, echo_arguments, invalid_argument
+from sources.auth import CredentialCheck
+from sources.contract import (
+    AttemptedQuery,
+    EmptyResult,
+    ErrorCategory,
+    ResultPage,
+    ToolError,
+    ToolFailure,
+    to_call_tool_result,
+)
+from sources.faults import FaultLayer
+from sources.formats import Format
+from sources.settings import SourceSettings
+from sources.store import Store
+from sources.world import ensure_world
+
+__all__ = ["Source", "invalid", "open_source", "page_of"]
+
+logger = logging.getLogger(__name__)
+
+RecordT = TypeVar("RecordT", bound=BaseModel)
+ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
+
+SOURCE_VERSION = "0.1.0"
+
+
+@dataclass
+class Source:
+    name: str
+    server: MCPServer
+    store: Store
+    settings: SourceSettings
+
+    def tool(self, record: type[BaseModel]) -> Callable[[ToolFn], ToolFn]:
+        """Register a function as a contract tool whose results are ``record``s."""
+
+        def register(fn: ToolFn) -> ToolFn:
+            tool_name = fn.__name__
+
+            @functools.wraps(fn)
+            def run(**arguments: Any) -> CallToolResult:
+                try:
+                    outcome = fn(**arguments)
+                except ToolFailure as failure:
+                    outcome = failure.error
+                    if outcome.attempted_query is None:
+                        query = AttemptedQuery(tool=tool_name, arguments=echo_arguments(arguments))
+                        outcome = outcome.model_copy(update={"attempted_query": query})
+                except sqlite3.OperationalError:
+                    logger.warning("data store busy in %s.%s", self.name, tool_name, exc_info=True)
+                    outcome = ToolError.of(
+                        ErrorCategory.TRANSIENT,
+                        f"The {self.name} data store is busy; the request did not complete and should succeed on retry.",
+                    )
+                except (
+                    Exception
+                ):  # a real boundary: a bug must reach the caller as a contract error, not a traceback
+                    reference = secrets.token_hex(4)
+                    logger.exception(
+                        "unexpected failure in %s.%s (reference %s)", self.name, tool_name, reference
+                    )
+                    outcome = ToolError.of(
+                        ErrorCategory.TRANSIENT,
+                        f"The {self.name} source failed unexpectedly (reference {reference}); "
+                        "the request may succeed on retry.",
+                    )
+                return to_call_tool_result(outcome)
+
+            signature = inspect.signature(fn, eval_str=True)
+            run.__signature__ = signature.replace(  # type: ignore[attr-defined]  # read by the SDK's schema builder
+                return_annotation=Annotated[CallToolResult, ResultPage[record]]  # type: ignore[valid-type]
+            )
+            self.server.add_tool(run, name=tool_name, description=inspect.getdoc(fn))
+            return fn
+
+        return register
+
+
+def open_source(
+    name: str,
+    settings: SourceSettings | None,
+    *,
+    instructions: str,
+    wire: Callable[[bytes], None] | None = None,
+) -> Source:
+    """A source's server with the shared middleware, and its data (generated on first start)."""
+    settings = settings or SourceSettings.from_environment()
+    world = ensure_world(settings.data_dir, settings.seed)
+    server = MCPServer(
+        name,
+        instructions=instructions,
+        version=SOURCE_VERSION,
+        middleware=[
+            FaultLayer(settings.faults, source=name, wire=wire),
+            CredentialCheck(settings.key()),
+        ],
+        log_level="WARNING",
+    )
+    server.middleware.append(ArgumentGuard(server))
+    return Source(name=name, server=server, store=Store(world / f"{name}.db"), settings=settings)
+
+
+def page_of(
+    records: Sequence[RecordT],
+    *,
+    empty_message: str,
+    next_cursor: str | None = None,
+) -> ResultPage[RecordT] | EmptyResult:
+    """Records as a success, or the valid empty result (a success too) when there are none."""
+    if not records:
+        return EmptyResult(message=empty_message)
+    return ResultPage[Any](
+        result_count=len(records),
+        results=list(records),
+        truncated=next_cursor is not None,
+        next_cursor=next_cursor,
+    )
+
+
+def invalid(
+    field: str,
+    problem: str,
+    *,
+    received: Any = MISSING,
+    form: Format | None = None,
+    expected: str = "",
+    example: Any = None,
+) -> ToolFailure:
+    """A validation failure found inside a tool body, in the same words the argument guard uses."""
+    if form is not None:
+        expected, example = form.expected, form.example
+    return ToolFailure(invalid_argument(field, problem, expected, example, received=received))

@@ -1,0 +1,514 @@
+"""The demo world: generated from a fixed seed into one SQLite file per source, plus the story records.
+
+Same seed, same data, on every machine: Faker is pinned and seeded per instance, every other choice
+comes from one ``random.Random(seed)``, and the calendar is fixed (``TODAY``), never the clock.
+
+The story records have fixed identifiers that docs, examples and checks rely on:
+
+| story                                               | identifiers                                        |
+|-----------------------------------------------------|----------------------------------------------------|
+| damaged order, £750 refund requested, open ticket   | jane.doe@example.com = CUST-00042, ORD-10023, SKU-4417-BLK |
+| a small refund within the £500 limit                | CUST-00042, ORD-10031, £45                         |
+| erased on request (GDPR)                            | CUST-00013 / erased.user@example.com               |
+| restricted VIP, needs customers:restricted          | CUST-00001 / vip@example.com                       |
+| no orders, no tickets, no invoices                  | CUST-00077 / new.customer@example.com              |
+| linked policies                                     | KB-REFUNDS, KB-DAMAGED, KB-ESCALATION, KB-GDPR     |
+
+The world is written to ``<data dir>/world-v<N>-seed<S>/`` at first start. Several sources starting
+at once may each build it; each writes a private folder and renames it into place, and the first
+rename wins, so nobody ever reads a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from faker import Faker
+
+__all__ = ["SOURCES", "TODAY", "World", "build_world", "ensure_world", "world_path"]
+
+WORLD_VERSION = 1
+TODAY = date(2026, 11, 1)
+SOURCES = ("customers", "orders", "billing", "tickets", "kb")
+
+_CUSTOMERS = 400
+_TICKETS = 600
+_LONG_TICKET_EVERY = 25  # one ticket in 25 has a very long body, the kind a hook must trim
+
+_SCHEMA: dict[str, str] = {
+    "customers": """
+        CREATE TABLE customers (
+            id TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE, name TEXT NOT NULL, tier TEXT NOT NULL,
+            country TEXT NOT NULL, created_on TEXT NOT NULL,
+            restricted INTEGER NOT NULL DEFAULT 0, erased_on TEXT);
+    """,
+    "orders": """
+        CREATE TABLE orders (
+            id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, placed_on TEXT NOT NULL, status TEXT NOT NULL,
+            total REAL NOT NULL, currency TEXT NOT NULL);
+        CREATE INDEX orders_by_customer ON orders (customer_id, placed_on);
+        CREATE TABLE order_items (
+            order_id TEXT NOT NULL, sku TEXT NOT NULL, description TEXT NOT NULL,
+            quantity INTEGER NOT NULL, unit_price REAL NOT NULL);
+        CREATE INDEX items_by_order ON order_items (order_id);
+    """,
+    "billing": """
+        CREATE TABLE invoices (
+            id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, order_id TEXT NOT NULL UNIQUE,
+            issued_on TEXT NOT NULL, amount REAL NOT NULL, currency TEXT NOT NULL, status TEXT NOT NULL);
+        CREATE INDEX invoices_by_customer ON invoices (customer_id);
+        CREATE TABLE refunds (
+            id TEXT PRIMARY KEY, order_id TEXT NOT NULL, amount REAL NOT NULL,
+            idempotency_key TEXT NOT NULL UNIQUE, issued_by TEXT NOT NULL, issued_on TEXT NOT NULL);
+    """,
+    "tickets": """
+        CREATE TABLE tickets (
+            id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, order_id TEXT, subject TEXT NOT NULL,
+            body TEXT NOT NULL, status TEXT NOT NULL, priority TEXT NOT NULL, opened_on TEXT NOT NULL);
+        CREATE VIRTUAL TABLE tickets_text USING fts5(subject, body, content='tickets', content_rowid='rowid');
+    """,
+    "kb": """
+        CREATE TABLE policies (
+            id TEXT PRIMARY KEY, title TEXT NOT NULL, summary TEXT NOT NULL, body TEXT NOT NULL,
+            updated_on TEXT NOT NULL);
+        CREATE VIRTUAL TABLE policies_text USING fts5(title, summary, body, content='policies', content_rowid='rowid');
+        CREATE TABLE links (source TEXT NOT NULL, target TEXT NOT NULL, relation TEXT NOT NULL);
+    """,
+}
+
+_FTS_REBUILD = {
+    "tickets": "INSERT INTO tickets_text (tickets_text) VALUES ('rebuild')",
+    "kb": "INSERT INTO policies_text (policies_text) VALUES ('rebuild')",
+}
+
+
+@dataclass
+class World:
+    """Every table's rows, by source and table, in insertion order."""
+
+    tables: dict[str, dict[str, list[dict[str, Any]]]] = field(
+        default_factory=lambda: {source: {} for source in SOURCES}
+    )
+
+    def add(self, source: str, table: str, row: dict[str, Any]) -> None:
+        self.tables[source].setdefault(table, []).append(row)
+
+    def fingerprint(self) -> str:
+        """A digest of every row: equal worlds, equal fingerprints, on any machine."""
+        canonical = json.dumps(self.tables, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+# --- the story -------------------------------------------------------------------------------
+
+_STORY_CUSTOMERS = [
+    {
+        "id": "CUST-00001",
+        "email": "vip@example.com",
+        "name": "Victoria Ives",
+        "tier": "vip",
+        "country": "GB",
+        "created_on": "2019-03-14",
+        "restricted": 1,
+        "erased_on": None,
+    },
+    {
+        "id": "CUST-00013",
+        "email": "erased.user@example.com",
+        "name": "[erased]",
+        "tier": "standard",
+        "country": "GB",
+        "created_on": "2021-06-02",
+        "restricted": 0,
+        "erased_on": "2026-02-10",
+    },
+    {
+        "id": "CUST-00042",
+        "email": "jane.doe@example.com",
+        "name": "Jane Doe",
+        "tier": "gold",
+        "country": "GB",
+        "created_on": "2022-09-21",
+        "restricted": 0,
+        "erased_on": None,
+    },
+    {
+        "id": "CUST-00077",
+        "email": "new.customer@example.com",
+        "name": "Noah Newman",
+        "tier": "standard",
+        "country": "GB",
+        "created_on": "2026-10-28",
+        "restricted": 0,
+        "erased_on": None,
+    },
+]
+_STORY_ORDERS = [
+    (
+        {
+            "id": "ORD-10023",
+            "customer_id": "CUST-00042",
+            "placed_on": "2026-10-12",
+            "status": "delivered_damaged",
+            "total": 750.0,
+            "currency": "GBP",
+        },
+        [
+            {
+                "sku": "SKU-4417-BLK",
+                "description": "Barista Pro espresso machine, black",
+                "quantity": 1,
+                "unit_price": 750.0,
+            }
+        ],
+    ),
+    (
+        {
+            "id": "ORD-10031",
+            "customer_id": "CUST-00042",
+            "placed_on": "2026-10-20",
+            "status": "delivered",
+            "total": 45.0,
+            "currency": "GBP",
+        },
+        [
+            {
+                "sku": "SKU-2210-WHT",
+                "description": "Milk frothing jug, white",
+                "quantity": 1,
+                "unit_price": 45.0,
+            }
+        ],
+    ),
+    (
+        {
+            "id": "ORD-10008",
+            "customer_id": "CUST-00042",
+            "placed_on": "2026-06-03",
+            "status": "delivered",
+            "total": 64.5,
+            "currency": "GBP",
+        },
+        [
+            {
+                "sku": "SKU-1032-BRN",
+                "description": "Coffee beans, house blend 1kg",
+                "quantity": 3,
+                "unit_price": 21.5,
+            }
+        ],
+    ),
+]
+_STORY_TICKETS = [
+    {
+        "id": "TCK-20042",
+        "customer_id": "CUST-00042",
+        "order_id": "ORD-10023",
+        "subject": "Espresso machine arrived damaged - refund of £750 requested",
+        "body": (
+            "The Barista Pro espresso machine (SKU-4417-BLK) from order ORD-10023 arrived with a cracked "
+            "water tank and a dented casing; photos attached. The customer asks for a full refund of £750 "
+            "rather than a replacement."
+        ),
+        "status": "open",
+        "priority": "high",
+        "opened_on": "2026-10-15",
+    },
+    {
+        "id": "TCK-20051",
+        "customer_id": "CUST-00042",
+        "order_id": "ORD-10031",
+        "subject": "Frothing jug - refund of £45 for a duplicate order",
+        "body": "Customer ordered the milk frothing jug twice by mistake and asks for £45 back for ORD-10031.",
+        "status": "pending",
+        "priority": "low",
+        "opened_on": "2026-10-22",
+    },
+]
+_POLICIES = [
+    (
+        "KB-REFUNDS",
+        "Refunds",
+        "Refunds up to £500 are issued automatically; larger refunds need a manager.",
+        "A refund may be issued for an order within 60 days of delivery, up to the amount paid less earlier "
+        "refunds. Refunds up to £500 are issued automatically by support agents. A refund above the £500 "
+        "automatic limit must be approved by a manager: see KB-ESCALATION.",
+    ),
+    (
+        "KB-DAMAGED",
+        "Damaged items",
+        "Items that arrive damaged qualify for a full refund or a replacement.",
+        "When an item arrives damaged, the customer may choose a full refund or a replacement. Ask for photos "
+        "of the damage and record them on the ticket. The refund itself follows KB-REFUNDS, including its "
+        "£500 automatic limit.",
+    ),
+    (
+        "KB-ESCALATION",
+        "Escalation to a manager",
+        "How to escalate a case that exceeds an agent's authority.",
+        "Escalate to a duty manager when a refund exceeds the £500 automatic limit, when a customer is "
+        "restricted, or when a business rule blocks an action. Attach the attempted action, the evidence "
+        "gathered so far and the customer's request.",
+    ),
+    (
+        "KB-GDPR",
+        "Data protection and erasure",
+        "Erased customers' records are never shown or processed.",
+        "When a customer exercises the right to erasure, their personal data is removed and their record is "
+        "kept only as a tombstone. Lookups of an erased customer are refused; do not try to reconstruct the "
+        "record from other systems.",
+    ),
+    (
+        "KB-VIP",
+        "Restricted (VIP) accounts",
+        "Restricted accounts need scope customers:restricted.",
+        "Some accounts are restricted: only agents holding the customers:restricted scope may see them. "
+        "Request access through the credential broker or escalate per KB-ESCALATION.",
+    ),
+    (
+        "KB-SHIPPING",
+        "Shipping and delivery",
+        "Standard delivery takes 3 to 5 working days.",
+        "Standard delivery takes 3 to 5 working days within the UK. Damage in transit is handled under "
+        "KB-DAMAGED.",
+    ),
+    (
+        "KB-RETURNS",
+        "Returns",
+        "Unused items may be returned within 30 days.",
+        "Unused items in their original packaging may be returned within 30 days of delivery. Once the return "
+        "is received, the refund follows KB-REFUNDS.",
+    ),
+    (
+        "KB-WARRANTY",
+        "Warranty",
+        "Appliances carry a two-year manufacturer's warranty.",
+        "Appliances carry a two-year warranty covering faults but not accidental damage. A fault within 30 "
+        "days of delivery may be treated as damage on arrival under KB-DAMAGED.",
+    ),
+]
+_LINKS = [
+    ("KB-DAMAGED", "KB-REFUNDS", "refund_rules"),
+    ("KB-REFUNDS", "KB-ESCALATION", "above_limit"),
+    ("KB-DAMAGED", "KB-ESCALATION", "above_limit"),
+    ("KB-GDPR", "KB-ESCALATION", "blocked_action"),
+    ("KB-VIP", "KB-ESCALATION", "no_access"),
+    ("KB-SHIPPING", "KB-DAMAGED", "damage_in_transit"),
+    ("KB-RETURNS", "KB-REFUNDS", "refund_rules"),
+    ("KB-WARRANTY", "KB-DAMAGED", "early_fault"),
+]
+_RESERVED_ORDERS = {order["id"] for order, _ in _STORY_ORDERS}
+_STORY_CUSTOMER_IDS = {customer["id"] for customer in _STORY_CUSTOMERS}
+
+_PRODUCTS = [
+    ("Barista Pro espresso machine", 750.0),
+    ("Burr coffee grinder", 129.0),
+    ("Pour-over kettle", 58.0),
+    ("Coffee beans, house blend 1kg", 21.5),
+    ("Milk frothing jug", 45.0),
+    ("Cafetiere, 8 cup", 32.0),
+    ("Descaling tablets", 9.99),
+    ("Espresso cups, set of 4", 24.0),
+    ("Cold brew maker", 39.0),
+    ("Digital coffee scale", 27.5),
+    ("Tamper, stainless", 19.0),
+    ("Knock box", 22.0),
+]
+_COLOURS = ["BLK", "WHT", "RED", "GRN", "BLU", "SLV", "BRN"]
+_ORDER_STATUSES = ["delivered", "delivered", "delivered", "shipped", "processing", "returned", "cancelled"]
+_TICKET_TOPICS = [
+    ("Late delivery", "has not arrived yet; tracking shows no movement for several days"),
+    ("Wrong colour received", "arrived in the wrong colour and the customer wants an exchange"),
+    ("Refund status", "was returned last week and the customer asks when the refund will arrive"),
+    ("Item damaged in transit", "arrived with a damaged box and a scratched surface"),
+    ("Missing part", "arrived without the drip tray; the customer asks for the missing part"),
+    ("Invoice copy", "needs a VAT invoice copy for the customer's employer"),
+    ("Change of address", "should be delivered to a new address"),
+]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z]", "", text.lower())
+
+
+def _sku(rng: random.Random, product_index: int) -> str:
+    return f"SKU-{1000 + product_index * 311 % 9000:04d}-{rng.choice(_COLOURS)}"
+
+
+def build_world(seed: int) -> World:
+    """Every row of the demo world for this seed, story records included."""
+    rng = random.Random(seed)  # noqa: S311  (demo data, not cryptography)
+    fake = Faker("en_GB")
+    fake.seed_instance(seed)
+    world = World()
+
+    customers = list(_STORY_CUSTOMERS)
+    emails = {customer["email"] for customer in customers}
+    for number in range(1, _CUSTOMERS + 1):
+        customer_id = f"CUST-{number:05d}"
+        if customer_id in _STORY_CUSTOMER_IDS:
+            continue
+        first, last = fake.first_name(), fake.last_name()
+        email = f"{_slug(first)}.{_slug(last)}@{rng.choice(['example.com', 'example.org', 'example.net'])}"
+        while email in emails:
+            email = email.replace("@", f"{rng.randint(1, 99)}@", 1)
+        emails.add(email)
+        created = TODAY - timedelta(days=rng.randint(30, 2500))
+        customers.append(
+            {
+                "id": customer_id,
+                "email": email,
+                "name": f"{first} {last}",
+                "tier": rng.choice(["standard", "standard", "standard", "gold"]),
+                "country": "GB",
+                "created_on": created.isoformat(),
+                "restricted": 0,
+                "erased_on": None,
+            }
+        )
+    customers.sort(key=lambda customer: customer["id"])
+    for customer in customers:
+        world.add("customers", "customers", customer)
+
+    # Orders: the story's, then generated ones for every active customer except the one with none.
+    orders: list[tuple[dict[str, Any], list[dict[str, Any]]]] = list(_STORY_ORDERS)
+    next_order = 10001
+    for customer in customers:
+        if customer["id"] in _STORY_CUSTOMER_IDS:
+            continue
+        for _ in range(rng.randint(0, 6)):
+            while f"ORD-{next_order:05d}" in _RESERVED_ORDERS:
+                next_order += 1
+            order_id = f"ORD-{next_order:05d}"
+            next_order += 1
+            items = []
+            for _ in range(rng.randint(1, 3)):
+                index = rng.randrange(len(_PRODUCTS))
+                name, price = _PRODUCTS[index]
+                items.append(
+                    {
+                        "sku": _sku(rng, index),
+                        "description": name,
+                        "quantity": rng.randint(1, 2),
+                        "unit_price": price,
+                    }
+                )
+            placed = TODAY - timedelta(days=rng.randint(1, 720))
+            total = round(sum(item["quantity"] * item["unit_price"] for item in items), 2)
+            orders.append(
+                (
+                    {
+                        "id": order_id,
+                        "customer_id": customer["id"],
+                        "placed_on": placed.isoformat(),
+                        "status": rng.choice(_ORDER_STATUSES),
+                        "total": total,
+                        "currency": "GBP",
+                    },
+                    items,
+                )
+            )
+    orders.sort(key=lambda pair: pair[0]["id"])
+    for order, items in orders:
+        world.add("orders", "orders", order)
+        for item in items:
+            world.add("orders", "order_items", {"order_id": order["id"], **item})
+        world.add(
+            "billing",
+            "invoices",
+            {
+                "id": f"INV-{30000 + int(order['id'][4:]):05d}",
+                "customer_id": order["customer_id"],
+                "order_id": order["id"],
+                "issued_on": order["placed_on"],
+                "amount": order["total"],
+                "currency": "GBP",
+                "status": "void" if order["status"] == "cancelled" else "paid",
+            },
+        )
+
+    tickets = list(_STORY_TICKETS)
+    ticket_owners = [order for order, _ in orders if order["customer_id"] not in _STORY_CUSTOMER_IDS]
+    for number in range(_TICKETS):
+        ticket_id = f"TCK-{20100 + number:05d}"
+        order = rng.choice(ticket_owners)
+        subject, problem = rng.choice(_TICKET_TOPICS)
+        body = f"Order {order['id']} {problem}. {fake.paragraph(nb_sentences=3)}"
+        if number % _LONG_TICKET_EVERY == 0:
+            body += " " + " ".join(fake.paragraphs(nb=60))
+        opened = date.fromisoformat(order["placed_on"]) + timedelta(days=rng.randint(1, 30))
+        tickets.append(
+            {
+                "id": ticket_id,
+                "customer_id": order["customer_id"],
+                "order_id": order["id"],
+                "subject": subject,
+                "body": body,
+                "status": rng.choice(["open", "pending", "closed", "closed"]),
+                "priority": rng.choice(["low", "normal", "normal", "high"]),
+                "opened_on": min(opened, TODAY).isoformat(),
+            }
+        )
+    for ticket in tickets:
+        world.add("tickets", "tickets", ticket)
+
+    for article_id, title, summary, body in _POLICIES:
+        world.add(
+            "kb",
+            "policies",
+            {"id": article_id, "title": title, "summary": summary, "body": body, "updated_on": "2026-09-01"},
+        )
+    for source, target, relation in _LINKS:
+        world.add("kb", "links", {"source": source, "target": target, "relation": relation})
+    return world
+
+
+def world_path(data_dir: Path, seed: int) -> Path:
+    return data_dir / f"world-v{WORLD_VERSION}-seed{seed}"
+
+
+def _write(world: World, folder: Path) -> None:
+    folder.mkdir(parents=True)
+    for source in SOURCES:
+        with contextlib.closing(sqlite3.connect(folder / f"{source}.db")) as connection:
+            connection.executescript(_SCHEMA[source])
+            for table, rows in world.tables[source].items():
+                columns = list(rows[0])
+                connection.executemany(
+                    f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' for _ in columns)})",  # noqa: S608  (names are ours)
+                    [tuple(row[column] for column in columns) for row in rows],
+                )
+            if source in _FTS_REBUILD:
+                connection.execute(_FTS_REBUILD[source])
+            connection.commit()
+    (folder / "fingerprint").write_text(world.fingerprint())
+
+
+def ensure_world(data_dir: Path, seed: int) -> Path:
+    """The folder holding this seed's world, generated first if it is not there yet."""
+    target = world_path(data_dir, seed)
+    if target.is_dir():
+        return target
+    data_dir.mkdir(parents=True, exist_ok=True)
+    draft = data_dir / f".{target.name}.{os.getpid()}.{random.SystemRandom().getrandbits(32):08x}"
+    try:
+        _write(build_world(seed), draft)
+        try:
+            draft.rename(target)
+        except OSError:
+            if not target.is_dir():  # not a lost race: a real failure
+                raise
+    finally:
+        shutil.rmtree(draft, ignore_errors=True)
+    return target
