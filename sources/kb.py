@@ -70,7 +70,9 @@ def create_server(
     def require_warm_index() -> None:
         remaining = ready_at - clock()
         if remaining > 0:
-            wait_ms = math.ceil(remaining * 1000)
+            wait_ms = math.ceil(
+                round(remaining * 1000, 3)
+            )  # round first: float noise must not add a millisecond
             raise ToolFailure(
                 ToolError.of(
                     ErrorCategory.TRANSIENT,

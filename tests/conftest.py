@@ -1,0 +1,139 @@
+"""Shared fixtures: one generated world per test session, sources served in memory or as processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.server import MCPServer
+from mcp.types import CallToolResult
+
+from sources import billing, customers, kb, orders, tickets
+from sources.auth import CREDENTIAL_META_KEY, issue_credential
+from sources.serve import READY_PREFIX
+from sources.settings import SourceSettings
+from sources.world import ensure_world
+
+TEST_KEY = "test-signing-key-" + "0" * 48
+MODULES = {"customers": customers, "orders": orders, "billing": billing, "tickets": tickets, "kb": kb}
+CALL_TIMEOUT = 10.0
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> SourceSettings:
+    """Settings for a private world: no kb warm-up and a generous rate limit unless a test asks otherwise."""
+    data_dir = tmp_path_factory.mktemp("data")
+    result = SourceSettings(
+        data_dir=data_dir,
+        signing_key=TEST_KEY,
+        kb_warmup_ms=0,
+        tickets_rate_per_second=1000,
+        tickets_burst=1000,
+    )
+    ensure_world(data_dir, result.seed)
+    return result
+
+
+@pytest.fixture
+def server_for(settings: SourceSettings) -> Callable[..., MCPServer]:
+    """A fresh in-memory server of one source; keyword arguments go to its ``create_server``."""
+
+    def make(source: str, **options: Any) -> MCPServer:
+        return MODULES[source].create_server(options.pop("settings", settings), **options)
+
+    return make
+
+
+def credential(*scopes: str, subject: str = "research-agent", **options: Any) -> dict[str, str]:
+    """The ``_meta`` of a call made with a credential holding these scopes."""
+    return {CREDENTIAL_META_KEY: issue_credential(TEST_KEY, subject, scopes, **options)}
+
+
+async def call(
+    target: MCPServer | Client, tool: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+) -> CallToolResult:
+    """One tool call through the mcp Client, bounded in time."""
+    with anyio.fail_after(CALL_TIMEOUT):
+        if isinstance(target, Client):
+            return await target.call_tool(tool, arguments, read_timeout_seconds=CALL_TIMEOUT, meta=meta)
+        async with Client(target, read_timeout_seconds=CALL_TIMEOUT) as client:
+            return await client.call_tool(tool, arguments, read_timeout_seconds=CALL_TIMEOUT, meta=meta)
+
+
+def wire(result: CallToolResult) -> dict[str, Any]:
+    """The result's JSON as a text-only client reads it, checked against the structured copy."""
+    assert len(result.content) == 1
+    payload = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    assert payload == result.structured_content
+    return payload
+
+
+def child_environment(settings: SourceSettings, **extra: str) -> dict[str, str]:
+    env = {**settings.child_environment(), "PYTHONPATH": str(PROJECT_ROOT), **extra}
+    return env
+
+
+def stdio_parameters(settings: SourceSettings, source: str, *args: str, **env: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", f"sources.{source}", *args],
+        env=child_environment(settings, **env),
+        cwd=str(PROJECT_ROOT),
+    )
+
+
+class HttpSource:
+    """A source running as its own process, serving streamable HTTP on a free loopback port."""
+
+    def __init__(self, settings: SourceSettings, source: str, *args: str, **env: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", f"sources.{source}", "--http", "--port", "0", *args],
+            env={**os.environ, **child_environment(settings, **env)},
+            cwd=PROJECT_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.url = self._await_ready()
+
+    def _await_ready(self) -> str:
+        assert self.process.stderr is not None
+        # readline blocks until the ready line or EOF; the surrounding pytest timeout bounds it.
+        for line in self.process.stderr:
+            if line.startswith(READY_PREFIX):
+                return json.loads(line[len(READY_PREFIX) :])["url"]
+        raise AssertionError(f"source exited before it was ready (status {self.process.wait(timeout=5)})")
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=10)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+@pytest.fixture
+def http_source(settings: SourceSettings) -> Iterator[Callable[..., HttpSource]]:
+    started: list[HttpSource] = []
+
+    def start(source: str, *args: str, **env: str) -> HttpSource:
+        running = HttpSource(settings, source, *args, **env)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.stop()

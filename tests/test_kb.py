@@ -1,0 +1,67 @@
+"""The kb source through the mcp Client: search, the link graph, and the warm-up window."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+from mcp.server import MCPServer
+
+from sources.settings import SourceSettings
+from tests.conftest import call, wire
+from tests.test_tickets import ManualClock
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def server(server_for: Callable[..., MCPServer]) -> MCPServer:
+    return server_for("kb")
+
+
+async def test_search_policies(server: MCPServer) -> None:
+    payload = wire(await call(server, "search_policies", {"query": "damaged refund"}))
+    ids = [policy["id"] for policy in payload["results"]]
+    assert ids[0] == "KB-DAMAGED" and "KB-REFUNDS" in ids
+
+
+async def test_no_match_is_a_valid_empty_result(server: MCPServer) -> None:
+    result = await call(server, "search_policies", {"query": "zeppelin"})
+    assert result.is_error is False and wire(result)["resultCount"] == 0
+
+
+async def test_the_story_policies_are_linked_as_a_graph(server: MCPServer) -> None:
+    payload = wire(await call(server, "related_policies", {"article_id": "KB-DAMAGED"}))
+    neighbours = {policy["id"]: policy for policy in payload["results"]}
+    assert {"KB-REFUNDS", "KB-ESCALATION"} <= set(neighbours)
+    assert (
+        neighbours["KB-REFUNDS"]["relation"] == "refund_rules" and neighbours["KB-REFUNDS"]["distance"] == 1
+    )
+    deeper = wire(await call(server, "related_policies", {"article_id": "KB-GDPR", "depth": 2}))
+    by_id = {policy["id"]: policy for policy in deeper["results"]}
+    assert by_id["KB-ESCALATION"]["distance"] == 1
+    assert by_id["KB-REFUNDS"]["path"] == ["KB-GDPR", "KB-ESCALATION", "KB-REFUNDS"]
+
+
+async def test_an_unknown_article_is_a_valid_empty_result(server: MCPServer) -> None:
+    result = await call(server, "related_policies", {"article_id": "KB-UNKNOWN"})
+    assert result.is_error is False and wire(result)["resultCount"] == 0
+
+
+async def test_calls_during_warm_up_are_transient_with_retry_after(settings: SourceSettings) -> None:
+    from sources import kb
+
+    clock = ManualClock()
+    server = kb.create_server(dataclasses.replace(settings, kb_warmup_ms=1500), clock=clock)
+    clock.now += 0.3
+    for tool, arguments in [
+        ("search_policies", {"query": "refunds"}),
+        ("related_policies", {"article_id": "KB-REFUNDS"}),
+    ]:
+        result = await call(server, tool, arguments)
+        payload = wire(result)
+        assert payload["errorCategory"] == "transient" and payload["isRetryable"] is True
+        assert payload["retryAfterMs"] == 1200
+    clock.now += 1.2
+    assert (await call(server, "search_policies", {"query": "refunds"})).is_error is False
