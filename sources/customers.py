@@ -11,11 +11,11 @@ from collections.abc import Callable
 from typing import Annotated
 
 from mcp.server import MCPServer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from sources.auth import require_scope
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
-from sources.formats import CUSTOMER_IDENTIFIER, LookupMode
+from sources.formats import CUSTOMER_IDENTIFIER, LookupMode, one_of
 from sources.settings import SourceSettings
 from sources.toolkit import open_source, page_of
 
@@ -77,8 +77,8 @@ def create_server(
         identifier: Annotated[str, CUSTOMER_IDENTIFIER.field("The customer to look up.")],
         mode: Annotated[
             LookupMode,
-            Field(
-                description="Outcome to simulate; 'success' performs the real lookup.", examples=["success"]
+            one_of(
+                "Outcome to simulate; 'success' performs the real lookup.", LookupMode, LookupMode.SUCCESS
             ),
         ] = LookupMode.SUCCESS,
     ) -> ResultPage[Customer] | EmptyResult | ToolError:

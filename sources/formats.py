@@ -28,6 +28,8 @@ __all__ = [
     "Format",
     "LookupMode",
     "TicketStatus",
+    "one_of",
+    "whole_number",
 ]
 
 
@@ -111,6 +113,23 @@ CURSOR = Format(
     example="50",
     max_length=9,
 )
+
+
+def whole_number(summary: str, low: int, high: int, example: int) -> Any:
+    """A pydantic ``Field`` for a bounded whole number, described the way formats are."""
+    return Field(
+        description=f"{summary} Expected: a whole number from {low} to {high}.",
+        examples=[example],
+        ge=low,
+        le=high,
+    )
+
+
+def one_of(summary: str, choices: type[StrEnum], example: StrEnum) -> Any:
+    """A pydantic ``Field`` for a choice among an enum's values, described the way formats are."""
+    names = ", ".join(choice.value for choice in choices)
+    return Field(description=f"{summary} Expected: one of {names}.", examples=[example.value])
+
 
 AMOUNT_DESCRIPTION = (
     "an amount in pounds sterling (GBP), greater than 0 and at most 100000, with at most two decimals"

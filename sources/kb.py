@@ -18,7 +18,7 @@ from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
-from sources.formats import ARTICLE_ID, SEARCH_TEXT
+from sources.formats import ARTICLE_ID, SEARCH_TEXT, whole_number
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.toolkit import open_source, page_of
@@ -86,9 +86,7 @@ def create_server(
         query: Annotated[
             str, SEARCH_TEXT.field("Words to search for in policy titles, summaries and bodies.")
         ],
-        limit: Annotated[
-            int, Field(ge=1, le=50, description="Most articles returned, 1 to 50.", examples=[10])
-        ] = 10,
+        limit: Annotated[int, whole_number("Most articles returned.", 1, 50, 10)] = 10,
     ) -> ResultPage[Policy] | EmptyResult:
         """Search policy articles by words, best matches first.
 
@@ -111,9 +109,7 @@ def create_server(
     @source.tool(RelatedPolicy)
     def related_policies(
         article_id: Annotated[str, ARTICLE_ID.field("The article whose neighbours to list.")],
-        depth: Annotated[
-            int, Field(ge=1, le=3, description="How many links away to look, 1 to 3.", examples=[1])
-        ] = 1,
+        depth: Annotated[int, whole_number("How many links away to look.", 1, 3, 1)] = 1,
     ) -> ResultPage[RelatedPolicy] | EmptyResult:
         """List the policy articles linked to an article, in either direction, up to `depth` links away.
 

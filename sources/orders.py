@@ -12,10 +12,10 @@ from datetime import date
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from sources.contract import EmptyResult, ResultPage
-from sources.formats import CURSOR, CUSTOMER_ID, ISO_DATE, SKU
+from sources.formats import CURSOR, CUSTOMER_ID, ISO_DATE, SKU, whole_number
 from sources.settings import SourceSettings
 from sources.toolkit import invalid, open_source, page_of
 
@@ -68,9 +68,7 @@ def create_server(
         placed_before: Annotated[
             str | None, ISO_DATE.field("Only orders placed on or before this date.")
         ] = None,
-        limit: Annotated[
-            int, Field(ge=1, le=200, description="Most orders per page, 1 to 200.", examples=[50])
-        ] = 50,
+        limit: Annotated[int, whole_number("Most orders per page.", 1, 200, 50)] = 50,
         cursor: Annotated[str | None, CURSOR.field("Continue from a previous page.")] = None,
     ) -> ResultPage[Order] | EmptyResult:
         """Search one customer's orders, newest first, optionally by SKU and placement date.

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import Annotated
 
 from mcp.server import MCPServer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
-from sources.formats import CUSTOMER_ID, SEARCH_TEXT, TicketStatus
+from sources.formats import CUSTOMER_ID, SEARCH_TEXT, TicketStatus, one_of, whole_number
 from sources.settings import SourceSettings
 from sources.toolkit import invalid, open_source, page_of
 
@@ -95,11 +95,9 @@ def create_server(
         ] = None,
         customer_id: Annotated[str | None, CUSTOMER_ID.field("Only this customer's tickets.")] = None,
         status: Annotated[
-            TicketStatus | None, Field(description="Only tickets in this status.", examples=["open"])
+            TicketStatus | None, one_of("Only tickets in this status.", TicketStatus, TicketStatus.OPEN)
         ] = None,
-        limit: Annotated[
-            int, Field(ge=1, le=100, description="Most tickets returned, 1 to 100.", examples=[20])
-        ] = 20,
+        limit: Annotated[int, whole_number("Most tickets returned.", 1, 100, 20)] = 20,
     ) -> ResultPage[Ticket] | EmptyResult:
         """Search support tickets by words, by customer, or both; best matches (or newest) first.
 
