@@ -87,15 +87,11 @@ def main(create_server: ServerFactory) -> None:
     ) -> None:
         try:
             settings = SourceSettings.from_environment().with_faults(FaultSettings.parse(faults))
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
-        if http:
-            try:
-                server = create_server(settings)
-            except ValueError as exc:
-                raise typer.BadParameter(str(exc)) from None
-            anyio.run(_serve_http, server, name, port)
-        else:
-            create_server(settings, wire=_stdio_wire()).run()
+            if http:
+                anyio.run(_serve_http, create_server(settings), name, port)
+            else:
+                create_server(settings, wire=_stdio_wire()).run()
+        except ValueError as exc:  # bad settings: one plain line on stderr, never a traceback
+            raise SystemExit(f"error: {exc}") from None
 
     typer.run(run)
