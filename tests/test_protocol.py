@@ -38,7 +38,9 @@ async def check_source(client: Client, source: str) -> None:
         listed = (await client.list_tools()).tools
         assert {tool.name for tool in listed} == TOOLS[source]
         for tool in listed:
-            assert tool.description is not None and "error" in tool.description.lower()  # each documents its errors
+            assert (
+                tool.description is not None and "error" in tool.description.lower()
+            )  # each documents its errors
             assert tool.input_schema["type"] == "object" and tool.input_schema["properties"]
             assert tool.name in VALID_CALLS
             Draft202012Validator(tool.input_schema).validate(VALID_CALLS[tool.name])
