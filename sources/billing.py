@@ -161,7 +161,7 @@ def create_server(
         )
         return page_of(
             [Invoice(**row) for row in rows],
-            empty_message=f"No invoices for {customer_id}. The query executed successfully and returned no matches.",
+            empty_message=f"No invoices for {customer_id}.",
         )
 
     @source.tool(RefundAssessment)
@@ -182,7 +182,7 @@ def create_server(
         if assessment is None:
             return page_of(
                 [],
-                empty_message=f"No invoice for {order_id}. The query executed successfully and returned no matches.",
+                empty_message=f"No invoice for {order_id}.",
             )
         if not assessment.eligible:
             raise _refuse(assessment)

@@ -96,7 +96,7 @@ def create_server(
         if row is None:
             return page_of(
                 [],
-                empty_message=f"No customer matches {identifier}. The query executed successfully and returned no matches.",
+                empty_message=f"No customer matches {identifier}.",
             )
         if row["erased_on"]:
             raise ToolFailure(

@@ -8,7 +8,6 @@ nothing is a valid empty result.
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable
 from typing import Annotated
@@ -20,7 +19,7 @@ from pydantic import BaseModel, Field
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
 from sources.formats import ARTICLE_ID, SEARCH_TEXT, whole_number
 from sources.settings import SourceSettings
-from sources.store import Store
+from sources.store import Store, match_any_word
 from sources.toolkit import open_source, page_of
 
 __all__ = ["Policy", "RelatedPolicy", "create_server"]
@@ -95,15 +94,14 @@ def create_server(
         `retryAfterMs`; retry the identical call after that delay.
         """
         require_warm_index()
-        words = re.findall(r"\w+", query.lower())
         rows = source.store.rows(
             "SELECT p.* FROM policies_text JOIN policies p ON p.rowid = policies_text.rowid "
             "WHERE policies_text MATCH ? ORDER BY bm25(policies_text), p.id LIMIT ?",
-            (" OR ".join(f'"{word}"' for word in words), limit),
+            (match_any_word(query), limit),
         )
         return page_of(
             [Policy(**row) for row in rows],
-            empty_message=f"No policy matches '{query}'. The query executed successfully and returned no matches.",
+            empty_message=f"No policy matches '{query}'.",
         )
 
     @source.tool(RelatedPolicy)
@@ -120,8 +118,7 @@ def create_server(
         if article_id not in graph:
             return page_of(
                 [],
-                empty_message=f"No policy article {article_id} exists. The query executed "
-                "successfully and returned no matches.",
+                empty_message=f"No policy article {article_id} exists.",
             )
         paths = nx.single_source_shortest_path(graph.to_undirected(as_view=True), article_id, cutoff=depth)
         related = []

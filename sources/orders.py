@@ -115,8 +115,7 @@ def create_server(
         )
         return page_of(
             orders,
-            empty_message=f"No orders of {customer_id} match{f' ({filters})' if filters else ''}. "
-            "The query executed successfully and returned no matches.",
+            empty_message=f"No orders of {customer_id} match{f' ({filters})' if filters else ''}.",
             next_cursor=str(offset + limit) if more else None,
         )
 

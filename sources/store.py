@@ -6,13 +6,14 @@ never hold up the event loop. A connection per call is cheap for SQLite and keep
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Store"]
+__all__ = ["Store", "match_any_word"]
 
 _BUSY_TIMEOUT_SECONDS = 5.0
 
@@ -52,3 +53,8 @@ class Store:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
+
+
+def match_any_word(text: str) -> str:
+    """An FTS5 expression matching any word of ``text``, each quoted: user text never becomes FTS syntax."""
+    return " OR ".join(f'"{word}"' for word in re.findall(r"\w+", text.lower()))

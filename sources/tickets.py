@@ -9,7 +9,6 @@ hook's job.
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from pydantic import BaseModel
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
 from sources.formats import CUSTOMER_ID, SEARCH_TEXT, TicketStatus, one_of, whole_number
 from sources.settings import SourceSettings
+from sources.store import match_any_word
 from sources.toolkit import invalid, open_source, page_of
 
 __all__ = ["RateLimiter", "Ticket", "create_server"]
@@ -65,12 +65,6 @@ class RateLimiter:
             if self._rate <= 0:
                 return 60_000
             return max(1, math.ceil((1 - self._tokens) / self._rate * 1000))
-
-
-def _match_expression(query: str) -> str:
-    """An FTS5 expression of the query's words, each quoted: user text never becomes FTS syntax."""
-    words = re.findall(r"\w+", query.lower())
-    return " OR ".join(f'"{word}"' for word in words)
 
 
 def create_server(
@@ -129,7 +123,7 @@ def create_server(
                 f"SELECT t.* FROM tickets_text JOIN tickets t ON t.rowid = tickets_text.rowid "  # noqa: S608  (literal clauses)
                 f"WHERE {where} ORDER BY bm25(tickets_text), t.id LIMIT ?"
             )
-            parameters.insert(0, _match_expression(query))
+            parameters.insert(0, match_any_word(query))
         else:
             sql = f"SELECT t.* FROM tickets t WHERE {' AND '.join(filters)} ORDER BY t.opened_on DESC, t.id LIMIT ?"  # noqa: S608
         rows = source.store.rows(sql, [*parameters, limit])
@@ -144,7 +138,7 @@ def create_server(
         )
         return page_of(
             [Ticket(**row) for row in rows],
-            empty_message=f"No tickets match {described}. The query executed successfully and returned no matches.",
+            empty_message=f"No tickets match {described}.",
         )
 
     return source.server

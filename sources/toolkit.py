@@ -58,6 +58,7 @@ RecordT = TypeVar("RecordT", bound=BaseModel)
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Any])
 
 SOURCE_VERSION = "0.1.0"
+EMPTY_RESULT_NOTE = "The query executed successfully and returned no matches."
 
 
 @dataclass
@@ -142,9 +143,13 @@ def page_of(
     empty_message: str,
     next_cursor: str | None = None,
 ) -> ResultPage[RecordT] | EmptyResult:
-    """Records as a success, or the valid empty result (a success too) when there are none."""
+    """Records as a success, or the valid empty result (a success too) when there are none.
+
+    ``empty_message`` says what matched nothing ("No orders of CUST-00077 match."); the sentence
+    that tells a caller not to retry is added here, the same for every tool.
+    """
     if not records:
-        return EmptyResult(message=empty_message)
+        return EmptyResult(message=f"{empty_message} {EMPTY_RESULT_NOTE}")
     return ResultPage[Any](
         result_count=len(records),
         results=list(records),

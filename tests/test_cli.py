@@ -31,7 +31,9 @@ def test_list_shows_the_five_sources_and_their_tools(settings: SourceSettings) -
 
 
 def test_call_prints_the_contract_and_exits_by_outcome(settings: SourceSettings) -> None:
-    found = research(settings, "sources", "call", "customers", "customer_lookup", '{"identifier": "CUST-00042"}')
+    found = research(
+        settings, "sources", "call", "customers", "customer_lookup", '{"identifier": "CUST-00042"}'
+    )
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["results"][0]["email"] == "jane.doe@example.com"
 
