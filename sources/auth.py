@@ -115,6 +115,7 @@ def require_scope(scope: str, needed_for: str) -> None:
             ErrorCategory.PERMISSION,
             f"Access to {needed_for} needs scope '{scope}', which principal '{principal.subject}' does not hold. "
             f"Request elevation to '{scope}' or escalate to a senior agent.",
+            required_scope=scope,
         )
     )
 

@@ -109,6 +109,11 @@ class ToolError(_Wire):
     attempted_query: AttemptedQuery | None = None
     partial_results: list[Any] | None = None
     retry_after_ms: int | None = Field(default=None, alias="retryAfterMs", ge=0)
+    required_scope: str | None = Field(
+        default=None,
+        alias="requiredScope",
+        description="For a permission error: the scope that would allow the call.",
+    )
 
     @model_validator(mode="after")
     def _retryable_only_when_transient(self) -> ToolError:

@@ -2,7 +2,7 @@
 
 Faults are set at start, by ``--faults`` or ``RESEARCH_FAULTS``, as ``name=value`` pairs:
 
-    latency=200ms,jitter=50ms,transient=0.2,hang=0.05,crash=0.01,garbage=0.05,seed=7
+    latency=200ms,jitter=50ms,transient=0.2,hang=0.05,crash=0.01,garbage=0.05,lose=0.05,seed=7
 
 | name        | effect on each ``tools/call``                                              | default |
 |-------------|----------------------------------------------------------------------------|---------|
@@ -12,6 +12,7 @@ Faults are set at start, by ``--faults`` or ``RESEARCH_FAULTS``, as ``name=value
 | `hang`      | probability that the call is accepted and never answered                   | 0       |
 | `crash`     | probability that the process is killed (SIGKILL) mid-call                 | 0       |
 | `garbage`   | probability that a corrupt line goes on the wire instead of the answer (stdio) | 0   |
+| `lose`      | probability that the call runs but its answer is never sent             | 0       |
 | `seed`      | seed of the fault dice, so a run replays exactly                           | 0       |
 
 Every die is rolled for every call, in a fixed order, whichever fault fires: the sequence of
@@ -51,11 +52,14 @@ class FaultSettings(BaseModel):
     hang: float = Field(default=0, ge=0, le=1)
     crash: float = Field(default=0, ge=0, le=1)
     garbage: float = Field(default=0, ge=0, le=1)
+    lose: float = Field(default=0, ge=0, le=1)
     seed: int = 0
 
     @property
     def active(self) -> bool:
-        return any((self.latency_ms, self.jitter_ms, self.transient, self.hang, self.crash, self.garbage))
+        return any(
+            (self.latency_ms, self.jitter_ms, self.transient, self.hang, self.crash, self.garbage, self.lose)
+        )
 
     @classmethod
     def parse(cls, spec: str) -> FaultSettings:
@@ -103,6 +107,7 @@ _SPEC_FIELDS = {
     "hang": "hang",
     "crash": "crash",
     "garbage": "garbage",
+    "lose": "lose",
     "seed": "seed",
 }
 
@@ -142,8 +147,8 @@ class FaultLayer:
         s = self.settings
         # Roll every die, in a fixed order, before acting on any: replay depends on the call count only.
         delay_ms = max(0.0, s.latency_ms + self._rng.uniform(-s.jitter_ms, s.jitter_ms))
-        crash, hang, garbage, transient = (
-            self._rng.random() < p for p in (s.crash, s.hang, s.garbage, s.transient)
+        crash, hang, garbage, transient, lose = (
+            self._rng.random() < p for p in (s.crash, s.hang, s.garbage, s.transient, s.lose)
         )
         if delay_ms:
             await self._sleep(delay_ms / 1000)
@@ -162,4 +167,7 @@ class FaultLayer:
                     "the request did not execute and should succeed on retry.",
                 )
             )
-        return await call_next(ctx)
+        result = await call_next(ctx)
+        if lose:
+            await anyio.sleep_forever()  # the call ran; its answer is lost on the way back
+        return result

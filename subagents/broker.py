@@ -1,0 +1,63 @@
+"""The credential broker: grants elevated scopes by policy, denies by default.
+
+A subagent that meets a permission error asks the broker for the one scope the source named
+(``requiredScope``), for the task's purpose. The broker grants only what a configured ``Grant``
+allows, and issues a short-lived credential holding the base scopes plus that one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sources.auth import CREDENTIAL_META_KEY, issue_credential
+
+__all__ = ["CredentialBroker", "Elevation", "Grant"]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """``scope`` may be granted for tasks whose purpose is ``purpose`` (or any purpose when None)."""
+
+    scope: str
+    purpose: str | None = None
+
+
+@dataclass(frozen=True)
+class Elevation:
+    granted: bool
+    reason: str
+    credential: str | None = None
+
+    def meta(self) -> dict[str, str] | None:
+        return {CREDENTIAL_META_KEY: self.credential} if self.credential else None
+
+
+@dataclass
+class CredentialBroker:
+    key: str
+    subject: str = "research-agent"
+    base_scopes: frozenset[str] = field(default_factory=frozenset)
+    grants: tuple[Grant, ...] = ()
+    ttl_seconds: int = 300
+
+    def base_meta(self) -> dict[str, str] | None:
+        """The ``_meta`` of an ordinary call: the base credential, or none when there are no base scopes."""
+        if not self.base_scopes:
+            return None
+        return {
+            CREDENTIAL_META_KEY: issue_credential(
+                self.key, self.subject, self.base_scopes, ttl_seconds=self.ttl_seconds
+            )
+        }
+
+    def elevate(self, scope: str | None, purpose: str, held: Iterable[str] = ()) -> Elevation:
+        if scope is None:
+            return Elevation(False, "the source did not say which scope would allow the call")
+        if not any(grant.scope == scope and grant.purpose in (None, purpose) for grant in self.grants):
+            return Elevation(
+                False, f"no grant allows '{scope}' for {purpose or 'this purpose'} (deny by default)"
+            )
+        scopes = {*self.base_scopes, *held, scope}
+        credential = issue_credential(self.key, self.subject, scopes, ttl_seconds=self.ttl_seconds)
+        return Elevation(True, f"'{scope}' granted for {purpose}", credential)

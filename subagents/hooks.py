@@ -1,0 +1,125 @@
+"""Deterministic hooks around every call, whatever decides the next step (code or a model).
+
+* A **pre-call hook** sees a call before it leaves the process and may block it: a blocked call
+  becomes a ``business`` error with ``attempted_query`` and never reaches the source.
+  ``RefundLimit`` guarantees that no refund above £500 is ever sent to billing (billing enforces the
+  limit too: two independent guards).
+* A **post-call hook** sees every outcome before anything else does. ``TrimResults`` cuts long
+  text and caps the number of records, saying what it cut, so a model gets the signal and not a wall.
+* ``redact`` removes credentials and personal data from anything headed for traces or logs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sources.contract import AttemptedQuery, EmptyResult, ErrorCategory, ResultPage, ToolError
+from subagents.classify import Outcome
+
+__all__ = ["PostCallHook", "PreCallHook", "RefundLimit", "ToolCall", "TrimResults", "redact"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call about to be made, as hooks see it."""
+
+    source: str
+    tool: str
+    arguments: Mapping[str, Any]
+    attempt: int
+
+    def attempted_query(self) -> AttemptedQuery:
+        return AttemptedQuery(tool=self.tool, arguments=dict(self.arguments))
+
+
+class PreCallHook(Protocol):
+    def __call__(self, call: ToolCall) -> ToolError | None:
+        """None lets the call go; a ToolError blocks it and is the call's outcome."""
+        ...
+
+
+class PostCallHook(Protocol):
+    def __call__(self, call: ToolCall, outcome: Outcome) -> Outcome: ...
+
+
+@dataclass(frozen=True)
+class RefundLimit:
+    """Blocks a refund above the automatic limit before it leaves the process."""
+
+    limit: float = 500.0
+    tools: frozenset[str] = frozenset({"issue_refund"})
+
+    def __call__(self, call: ToolCall) -> ToolError | None:
+        amount = call.arguments.get("amount")
+        if call.tool not in self.tools or not isinstance(amount, int | float) or isinstance(amount, bool):
+            return None
+        if amount <= self.limit:
+            return None
+        return ToolError.of(
+            ErrorCategory.BUSINESS,
+            f"Blocked before sending: a refund of £{amount:,.2f} exceeds the £{self.limit:,.2f} automatic limit. "
+            "Escalate to a manager with the refund details (KB-ESCALATION).",
+            attempted_query=call.attempted_query(),
+        )
+
+
+@dataclass(frozen=True)
+class TrimResults:
+    """Cuts text longer than ``max_chars`` and keeps at most ``max_results`` records, saying so."""
+
+    max_chars: int = 600
+    max_results: int = 25
+
+    def _trim(self, value: Any) -> Any:
+        if isinstance(value, str) and len(value) > self.max_chars:
+            return f"{value[: self.max_chars]}… [trimmed from {len(value)} characters]"
+        if isinstance(value, dict):
+            return {key: self._trim(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._trim(item) for item in value]
+        return value
+
+    def __call__(self, call: ToolCall, outcome: Outcome) -> Outcome:
+        result = outcome.result
+        if isinstance(result, ResultPage):
+            kept = [self._trim(record) for record in result.results[: self.max_results]]
+            truncated = result.truncated or len(result.results) > self.max_results
+            trimmed: ResultPage[Any] | EmptyResult | ToolError = ResultPage[Any](
+                result_count=len(kept), results=kept, truncated=truncated, next_cursor=result.next_cursor,
+                message=result.message,
+            )  # fmt: skip
+        elif isinstance(result, ToolError) and result.partial_results:
+            trimmed = result.model_copy(update={"partial_results": self._trim(result.partial_results)})
+        else:
+            return outcome
+        return Outcome(outcome.kind, trimmed, outcome.error_type, outcome.reopen)
+
+
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+_SECRET_KEYS = re.compile(r"credential|token|secret|password|authorization|api[_-]?key|signing", re.I)
+
+
+@dataclass(frozen=True)
+class _Redactor:
+    personal_keys: frozenset[str] = field(default=frozenset({"email", "name", "identifier"}))
+
+    def __call__(self, value: Any, key: str = "") -> Any:
+        if key and _SECRET_KEYS.search(key):
+            return "[redacted credential]"
+        if isinstance(value, str):
+            if key in self.personal_keys:
+                return "[redacted]"
+            return _EMAIL.sub("[redacted email]", _JWT.sub("[redacted credential]", value))
+        if isinstance(value, Mapping):
+            return {name: self(item, str(name)) for name, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self(item, key) for item in value]
+        return value
+
+
+redact = _Redactor()
+"""Credentials and personal data out of a value headed for traces: ``redact(payload)``."""

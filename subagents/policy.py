@@ -1,0 +1,65 @@
+"""The recovery policy: what a subagent does with each category, within which bounds.
+
+| category    | action                                                                 | default bound |
+|-------------|------------------------------------------------------------------------|---------------|
+| transient   | retry the identical call, exponential back-off with full jitter,       | 3 retries     |
+|             | honouring retryAfterMs, never sleeping past the deadline; reconnect    |               |
+|             | or respawn a dead source first                                         |               |
+| validation  | repair the arguments from the error and make a fresh call              | 2 repairs     |
+| business    | escalate with partial results; never retried                           | 0             |
+| permission  | ask the credential broker for elevation; re-call once if granted       | 1 elevation   |
+| valid empty | accept; never retried; not a gap                                       | -             |
+
+The table is data (``RecoveryPolicy.actions``), so a deployment can change it; the bounds, delays,
+per-call timeout and deadline are configuration, never literals in the loop.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from sources.contract import ErrorCategory
+
+__all__ = ["Recovery", "RecoveryPolicy"]
+
+
+class Recovery(StrEnum):
+    """What the policy can do about a failed call."""
+
+    RETRY = "retry"
+    REPAIR = "repair"
+    ELEVATE = "elevate"
+    ESCALATE = "escalate"
+
+
+def _default_actions() -> dict[ErrorCategory, Recovery]:
+    return {
+        ErrorCategory.TRANSIENT: Recovery.RETRY,
+        ErrorCategory.VALIDATION: Recovery.REPAIR,
+        ErrorCategory.BUSINESS: Recovery.ESCALATE,
+        ErrorCategory.PERMISSION: Recovery.ELEVATE,
+    }
+
+
+@dataclass(frozen=True)
+class RecoveryPolicy:
+    actions: dict[ErrorCategory, Recovery] = field(default_factory=_default_actions)
+    max_retries: int = 3
+    max_repairs: int = 2
+    max_elevations: int = 1
+    base_delay_s: float = 1.0  # the first back-off ceiling; then 2 s, 4 s...
+    max_delay_s: float = 8.0
+    call_timeout_s: float = 5.0
+
+    def action_for(self, category: ErrorCategory) -> Recovery:
+        return self.actions.get(category, Recovery.ESCALATE)
+
+    def backoff_s(self, retry: int, rng: random.Random, retry_after_ms: int | None = None) -> float:
+        """Full jitter: uniform in [0, min(max, base * 2^(retry-1))], but never less than the server asked."""
+        ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (retry - 1))
+        delay = rng.uniform(0, ceiling)
+        if retry_after_ms is not None:
+            delay = max(delay, retry_after_ms / 1000)
+        return delay

@@ -1,0 +1,312 @@
+"""A subagent owns one task: one source, one tool, its arguments, a deadline.
+
+It calls, classifies the outcome, lets the policy decide, acts, and reports. Every step it takes is
+a ``Decision`` in its report, in order:
+
+    call ──► pre-call hooks ──► breaker ──► source ──► classify ──► post-call hooks
+      ▲                                                                  │
+      │    ok            -> report ok                                    │
+      │    valid empty   -> accept_empty, report empty                   │
+      ├─── transient     -> retry (back-off, reopen/respawn first) or give_up
+      ├─── validation    -> repair the arguments, or escalate
+      ├─── permission    -> elevate through the broker, or escalate
+      │    business      -> escalate
+      └──────────────────────────────────────────────────────────────────┘
+
+Only three things send a call again: a transient failure (the identical call, after a back-off),
+a repair (changed arguments), an elevation (a new credential). Nothing above or below retries.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import anyio
+from pydantic import BaseModel, ConfigDict
+
+from sources.contract import (
+    AttemptedQuery,
+    Decision,
+    DecisionAction,
+    EmptyResult,
+    ErrorCategory,
+    Escalation,
+    ResultPage,
+    ToolError,
+)
+from subagents.breaker import Breaker, Breakers, BreakerState
+from subagents.broker import CredentialBroker
+from subagents.classify import Outcome, classify_exception, classify_result, with_attempted_query
+from subagents.connection import Connections
+from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
+from subagents.policy import Recovery, RecoveryPolicy
+from subagents.repair import repair
+
+__all__ = ["Clock", "Runtime", "SubagentReport", "Task", "run_subagent"]
+
+
+class Clock(Protocol):
+    """Time as the subagents see it: injected, so tests of back-off are exact and instant."""
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class MonotonicClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
+
+
+class Observer(Protocol):
+    """Told of each attempt and decision as it happens (live progress, traces)."""
+
+    def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None: ...
+
+    def decided(self, task: Task, decision: Decision) -> None: ...
+
+
+class _Silent:
+    def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
+        pass
+
+    def decided(self, task: Task, decision: Decision) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    source: str
+    tool: str
+    arguments: dict[str, Any]
+    purpose: str = "research"
+
+
+class SubagentReport(BaseModel):
+    """What a subagent hands its coordinator."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    source: str
+    tool: str
+    state: Literal["ok", "empty", "escalated"]
+    results: list[Any] = []
+    truncated: bool = False
+    message: str | None = None
+    attempts: int
+    decisions: list[Decision]
+    attempted_query: AttemptedQuery
+    escalation: Escalation | None = None
+
+
+@dataclass
+class Runtime:
+    """What the subagents of one coordinator process share."""
+
+    connections: Connections
+    broker: CredentialBroker
+    policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
+    breakers: Breakers = field(default_factory=Breakers)
+    pre_call: Sequence[PreCallHook] = (RefundLimit(),)
+    post_call: Sequence[PostCallHook] = (TrimResults(),)
+    clock: Clock = field(default_factory=MonotonicClock)
+    rng: random.Random = field(default_factory=random.Random)
+    observer: Observer = field(default_factory=_Silent)
+
+
+@dataclass
+class _Run:
+    """The state of one subagent's run."""
+
+    task: Task
+    runtime: Runtime
+    deadline: float
+    arguments: dict[str, Any]
+    meta: dict[str, Any] | None
+    held_scopes: set[str] = field(default_factory=set)
+    attempts: int = 0
+    retries: int = 0
+    repairs: int = 0
+    elevations: int = 0
+    decisions: list[Decision] = field(default_factory=list)
+    partial_results: list[Any] = field(default_factory=list)
+
+    def decide(
+        self, action: DecisionAction, reason: str, category: ErrorCategory | None = None, backoff_ms: int = 0
+    ) -> None:
+        decision = Decision(
+            action=action,
+            category=category,
+            attempt=max(self.attempts, 1),
+            backoff_ms=backoff_ms,
+            reason=reason,
+        )
+        self.decisions.append(decision)
+        self.runtime.observer.decided(self.task, decision)
+
+    def query(self) -> AttemptedQuery:
+        return AttemptedQuery(tool=self.task.tool, arguments=dict(self.arguments))
+
+    def keep_partial(self, error: ToolError) -> None:
+        seen = {json.dumps(item, sort_keys=True, default=str) for item in self.partial_results}
+        for item in error.partial_results or []:
+            if json.dumps(item, sort_keys=True, default=str) not in seen:
+                self.partial_results.append(item)
+
+    def report(self, outcome: Outcome) -> SubagentReport:
+        result = outcome.result
+        common = {
+            "task": self.task.id, "source": self.task.source, "tool": self.task.tool,
+            "attempts": self.attempts, "decisions": self.decisions, "attempted_query": self.query(),
+        }  # fmt: skip
+        if isinstance(result, ResultPage):
+            return SubagentReport(state="ok", results=result.results, truncated=result.truncated, **common)
+        if isinstance(result, EmptyResult):
+            return SubagentReport(state="empty", message=result.message, **common)
+        escalation = Escalation(
+            error_category=result.error_category,
+            is_retryable=result.is_retryable,
+            message=result.description,
+            attempted_query=result.attempted_query or self.query(),
+            partial_results=self.partial_results,
+            source=self.task.source,
+            attempts=self.attempts,
+            decisions=self.decisions,
+        )
+        return SubagentReport(state="escalated", message=result.description, escalation=escalation, **common)
+
+
+async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> SubagentReport:
+    """Carry one task to a report by ``deadline`` (on ``runtime.clock``), recovering what can be recovered."""
+    run = _Run(task, runtime, deadline, dict(task.arguments), runtime.broker.base_meta())
+    policy = runtime.policy
+    breaker = runtime.breakers[task.source]
+    connection = runtime.connections[task.source]
+    while True:
+        call = ToolCall(task.source, task.tool, dict(run.arguments), run.attempts + 1)
+        blocked = next((error for hook in runtime.pre_call if (error := hook(call)) is not None), None)
+        if blocked is not None:
+            run.decide("hook_blocked", blocked.description, blocked.error_category)
+            return run.report(Outcome("error", blocked, "hook_blocked"))
+
+        remaining = deadline - runtime.clock.now()
+        if remaining <= 0:
+            run.decide(
+                "give_up", "the deadline passed before the call could be made", ErrorCategory.TRANSIENT
+            )
+            return run.report(_deadline_outcome(task))
+        if not breaker.allow():
+            return run.report(_breaker_open(run, breaker))
+
+        run.attempts += 1
+        runtime.observer.attempt(task, run.attempts, run.arguments)
+        generation = None
+        try:
+            client, generation = await connection.session()
+            result = await connection.call(
+                client,
+                task.tool,
+                run.arguments,
+                timeout_s=min(policy.call_timeout_s, remaining),
+                meta=run.meta,
+            )
+            outcome = classify_result(result)
+        except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
+            outcome = classify_exception(exc)
+        outcome = with_attempted_query(outcome, run.query())
+        for hook in runtime.post_call:
+            outcome = hook(call, outcome)
+        error = outcome.error
+        breaker.record(source_failed=error is not None and error.error_category is ErrorCategory.TRANSIENT)
+        if outcome.reopen and generation is not None:
+            await connection.reopen(generation)
+
+        if error is None:
+            if outcome.kind == "empty":
+                run.decide(
+                    "accept_empty", "the query ran and matched nothing: a valid empty result, not retried"
+                )
+            return run.report(outcome)
+
+        run.keep_partial(error)
+        category = error.error_category
+        match policy.action_for(category):
+            case Recovery.RETRY:
+                if breaker.state is BreakerState.OPEN:  # this failure opened it: no point waiting to retry
+                    return run.report(_breaker_open(run, breaker))
+                if run.retries >= policy.max_retries:
+                    run.decide("give_up", f"{run.retries} retries spent: {error.description}", category)
+                    return run.report(outcome)
+                delay = policy.backoff_s(run.retries + 1, runtime.rng, error.retry_after_ms)
+                if runtime.clock.now() + delay >= deadline:
+                    run.decide(
+                        "give_up",
+                        f"a back-off of {delay:.2f} s would pass the deadline: {error.description}",
+                        category,
+                    )
+                    return run.report(outcome)
+                run.retries += 1
+                run.decide(
+                    "retry",
+                    f"retry {run.retries}/{policy.max_retries} after {outcome.error_type or 'a transient failure'}",
+                    category,
+                    backoff_ms=round(delay * 1000),
+                )
+                await runtime.clock.sleep(delay)
+            case Recovery.REPAIR:
+                repaired = repair(run.arguments) if run.repairs < policy.max_repairs else None
+                if repaired is None:
+                    why = (
+                        "no repair applies"
+                        if run.repairs < policy.max_repairs
+                        else f"{run.repairs} repairs spent"
+                    )
+                    run.decide("escalate", f"{why}: {error.description}", category)
+                    return run.report(outcome)
+                changed = sorted(name for name in repaired if repaired[name] != run.arguments.get(name))
+                run.repairs += 1
+                run.arguments = repaired
+                run.decide("repair", f"repaired {', '.join(changed)} after: {error.description}", category)
+            case Recovery.ELEVATE:
+                elevation = (
+                    runtime.broker.elevate(error.required_scope, task.purpose, run.held_scopes)
+                    if run.elevations < policy.max_elevations
+                    else None
+                )
+                if elevation is None or not elevation.granted:
+                    why = elevation.reason if elevation else f"{run.elevations} elevation already used"
+                    run.decide("escalate", f"elevation refused ({why}): {error.description}", category)
+                    return run.report(outcome)
+                run.elevations += 1
+                run.held_scopes.add(error.required_scope or "")
+                run.meta = elevation.meta()
+                run.decide("elevate", elevation.reason, category)
+            case _:
+                run.decide("escalate", error.description, category)
+                return run.report(outcome)
+
+
+def _breaker_open(run: _Run, breaker: Breaker) -> Outcome:
+    reason = f"the circuit for {run.task.source} is open; it probes again in {breaker.retry_in_s():.1f} s"
+    run.decide("breaker_open", reason, ErrorCategory.TRANSIENT)
+    return Outcome("error", ToolError.of(ErrorCategory.TRANSIENT, f"Not called: {reason}."), "breaker_open")
+
+
+def _deadline_outcome(task: Task) -> Outcome:
+    return Outcome(
+        "error",
+        ToolError.of(
+            ErrorCategory.TRANSIENT, f"The deadline passed before {task.source} answered {task.tool}."
+        ),
+        "deadline",
+    )
