@@ -132,7 +132,8 @@ def _unstructured(result: CallToolResult) -> Outcome:
 def classify_exception(exc: BaseException) -> Outcome:
     """Map what a call raised into the contract. Cancellation is never passed here: it must propagate."""
     if isinstance(exc, BaseExceptionGroup):
-        leaves = [leaf for leaf in _leaves(exc) if not isinstance(leaf, anyio.get_cancelled_exc_class())]
+        # Cancellation (asyncio's or trio's) is a BaseException, never an Exception: it is not an answer.
+        leaves = [leaf for leaf in _leaves(exc) if isinstance(leaf, Exception)]
         if not leaves:
             return _error(
                 ErrorCategory.TRANSIENT,

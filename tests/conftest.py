@@ -100,8 +100,9 @@ class HttpSource:
     """A source running as its own process, serving streamable HTTP on a free loopback port."""
 
     def __init__(self, settings: SourceSettings, source: str, *args: str, **env: str) -> None:
+        port = [] if "--port" in args else ["--port", "0"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", f"sources.{source}", "--http", "--port", "0", *args],
+            [sys.executable, "-m", f"sources.{source}", "--http", *port, *args],
             env={**os.environ, **child_environment(settings, **env)},
             cwd=PROJECT_ROOT,
             stdout=subprocess.DEVNULL,
@@ -109,6 +110,7 @@ class HttpSource:
             text=True,
         )
         self.url = self._await_ready()
+        self.port = int(self.url.split(":")[2].split("/")[0])
 
     def _await_ready(self) -> str:
         assert self.process.stderr is not None

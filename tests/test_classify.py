@@ -1,0 +1,167 @@
+"""The classifier: every outcome the mcp client can produce has a mapping into the contract."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import anyio
+import httpx2
+import pydantic
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, TextContent
+
+from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
+from subagents.classify import SourceUnavailable, classify_exception, classify_result
+
+
+def _validation_error() -> pydantic.ValidationError:
+    try:
+        pydantic.TypeAdapter(int).validate_python("x")
+    except pydantic.ValidationError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+def _decode_error() -> UnicodeDecodeError:
+    try:
+        b"\xff".decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc
+    raise AssertionError("unreachable")
+
+
+_REQUEST = httpx2.Request("POST", "http://127.0.0.1:1/mcp")
+
+# Everything a call through the mcp client can raise on these paths, with the category and the
+# error type it must map to. The paths: stdio and HTTP transports, timeouts, dead processes,
+# JSON-RPC errors, schema checks, and a session that could not be opened at all.
+EXCEPTIONS: list[tuple[BaseException, ErrorCategory, str, bool]] = [
+    (TimeoutError(), ErrorCategory.TRANSIENT, "timeout", True),
+    (MCPError(-32001, "Request 'tools/call' timed out"), ErrorCategory.TRANSIENT, "timeout", True),
+    (MCPError(-32000, "Connection closed"), ErrorCategory.TRANSIENT, "connection_closed", True),
+    (MCPError(-32602, "Invalid params"), ErrorCategory.VALIDATION, "jsonrpc_-32602", False),
+    (MCPError(-32601, "Method not found"), ErrorCategory.VALIDATION, "jsonrpc_-32601", False),
+    (MCPError(-32600, "Invalid request"), ErrorCategory.VALIDATION, "jsonrpc_-32600", False),
+    (MCPError(-32700, "Parse error"), ErrorCategory.TRANSIENT, "jsonrpc_-32700", True),
+    (MCPError(-32603, "Internal error"), ErrorCategory.TRANSIENT, "jsonrpc_-32603", False),
+    (MCPError(-32020, "Header mismatch"), ErrorCategory.TRANSIENT, "jsonrpc_-32020", False),
+    (MCPError(4242, "Custom refusal"), ErrorCategory.BUSINESS, "jsonrpc_4242", False),
+    (ConnectionRefusedError(111, "Connection refused"), ErrorCategory.TRANSIENT, "connection_refused", True),
+    (httpx2.ConnectError("All connection attempts failed"), ErrorCategory.TRANSIENT, "connection_refused", True),
+    (httpx2.ConnectTimeout("connect timed out"), ErrorCategory.TRANSIENT, "connection_refused", True),
+    (httpx2.ReadTimeout("read timed out"), ErrorCategory.TRANSIENT, "timeout", True),
+    (httpx2.RemoteProtocolError("Server disconnected"), ErrorCategory.TRANSIENT, "connection_closed", True),
+    (httpx2.ReadError("read failed"), ErrorCategory.TRANSIENT, "connection_closed", True),
+    (
+        httpx2.HTTPStatusError("503", request=_REQUEST, response=httpx2.Response(503, request=_REQUEST)),
+        ErrorCategory.TRANSIENT, "http_503", True,
+    ),
+    (
+        httpx2.HTTPStatusError("403", request=_REQUEST, response=httpx2.Response(403, request=_REQUEST)),
+        ErrorCategory.PERMISSION, "http_403", False,
+    ),
+    (
+        httpx2.HTTPStatusError("404", request=_REQUEST, response=httpx2.Response(404, request=_REQUEST)),
+        ErrorCategory.VALIDATION, "http_404", False,
+    ),
+    (anyio.ClosedResourceError(), ErrorCategory.TRANSIENT, "connection_closed", True),
+    (anyio.BrokenResourceError(), ErrorCategory.TRANSIENT, "connection_closed", True),
+    (anyio.EndOfStream(), ErrorCategory.TRANSIENT, "connection_closed", True),
+    (BrokenPipeError(), ErrorCategory.TRANSIENT, "connection_closed", True),
+    (ConnectionResetError(), ErrorCategory.TRANSIENT, "connection_closed", True),
+    (FileNotFoundError(2, "No such file", "python9"), ErrorCategory.TRANSIENT, "spawn_failed", True),
+    (_decode_error(), ErrorCategory.TRANSIENT, "garbage", True),
+    (json.JSONDecodeError("Expecting value", "}{", 0), ErrorCategory.TRANSIENT, "garbage", True),
+    (_validation_error(), ErrorCategory.TRANSIENT, "garbage", True),
+    (
+        RuntimeError("Invalid structured content returned by tool x: 'a' is a required property"),
+        ErrorCategory.BUSINESS, "schema_violation", False,
+    ),
+    (RuntimeError("Tool x has an output schema but did not return structured content"), ErrorCategory.BUSINESS, "schema_violation", False),
+    (OSError(113, "No route to host"), ErrorCategory.TRANSIENT, "os_error", True),
+    (
+        ExceptionGroup("unhandled errors in a TaskGroup", [ExceptionGroup("inner", [httpx2.RemoteProtocolError("gone")])]),
+        ErrorCategory.TRANSIENT, "connection_closed", True,
+    ),
+    (SourceUnavailable("kb", ExceptionGroup("g", [httpx2.ConnectError("refused")])), ErrorCategory.TRANSIENT, "connection_refused", True),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("exc", "category", "error_type", "reopen"),
+    EXCEPTIONS,
+    ids=[f"{type(e).__name__}-{t}" for e, _, t, _ in EXCEPTIONS],
+)
+def test_every_exception_has_a_mapping(
+    exc: BaseException, category: ErrorCategory, error_type: str, reopen: bool
+) -> None:
+    outcome = classify_exception(exc)
+    assert outcome.kind == "error" and outcome.error is not None
+    assert outcome.error.error_category is category
+    assert outcome.error.is_retryable is (category is ErrorCategory.TRANSIENT)
+    assert outcome.error_type == error_type and outcome.error_type != "unexpected"
+    assert outcome.reopen is reopen
+    assert outcome.error.description
+
+
+def test_the_table_covers_every_exception_class_the_client_raises_here() -> None:
+    """Each family the transports raise appears in the table above, so a new one cannot slip through."""
+    covered = {type(exc) for exc, *_ in EXCEPTIONS}
+    families = [
+        TimeoutError, MCPError, ConnectionRefusedError, httpx2.ConnectError, httpx2.TimeoutException,
+        httpx2.RemoteProtocolError, httpx2.ReadError, httpx2.HTTPStatusError, anyio.ClosedResourceError,
+        anyio.BrokenResourceError, anyio.EndOfStream, BrokenPipeError, ConnectionResetError, FileNotFoundError,
+        UnicodeDecodeError, json.JSONDecodeError, pydantic.ValidationError, RuntimeError, OSError,
+        ExceptionGroup, SourceUnavailable,
+    ]  # fmt: skip
+    assert all(any(issubclass(kind, family) for kind in covered) for family in families)
+
+
+def test_an_unforeseen_exception_is_kept_and_named() -> None:
+    outcome = classify_exception(ZeroDivisionError("division by zero"))
+    assert outcome.error_type == "unexpected" and outcome.error is not None
+    assert "ZeroDivisionError: division by zero" in outcome.error.description
+
+
+def test_cancellation_alone_in_a_group_is_not_an_answer() -> None:
+    outcome = classify_exception(BaseExceptionGroup("g", [asyncio.CancelledError()]))
+    assert outcome.error_type == "cancelled"
+
+
+def test_contract_results_map_to_themselves() -> None:
+    page = ResultPage[dict](result_count=1, results=[{"id": "x"}])  # type: ignore[type-var]
+    assert classify_result(to_call_tool_result(page)).kind == "ok"
+    assert classify_result(to_call_tool_result(EmptyResult(message="none"))).kind == "empty"
+    error = ToolError.of(ErrorCategory.PERMISSION, "no", required_scope="billing:read")
+    outcome = classify_result(to_call_tool_result(error))
+    assert outcome.error == error and outcome.error_type == "tool_error"
+
+
+def _text_result(text: str, *, is_error: bool = True) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        ("Operation failed", ErrorCategory.BUSINESS),  # the generic error: never retried blindly
+        ("Error: request timed out, please try again", ErrorCategory.TRANSIENT),
+        ("HTTP 429 Too Many Requests", ErrorCategory.TRANSIENT),
+        ("Service Unavailable", ErrorCategory.TRANSIENT),
+        ("403 Forbidden: access denied", ErrorCategory.PERMISSION),
+        ("Invalid date: expected YYYY-MM-DD", ErrorCategory.VALIDATION),
+        ("Error executing tool x: 1 validation error", ErrorCategory.VALIDATION),
+        ("Unknown tool: frobnicate", ErrorCategory.VALIDATION),
+    ],
+)
+def test_unstructured_error_text_is_classified_and_kept(text: str, category: ErrorCategory) -> None:
+    outcome = classify_result(_text_result(text))
+    assert outcome.error is not None and outcome.error.error_category is category
+    assert text in outcome.error.description and outcome.error_type == "unstructured_error"
+
+
+def test_a_third_party_success_is_kept_as_one_record() -> None:
+    outcome = classify_result(_text_result("42 widgets in stock", is_error=False))
+    assert outcome.kind == "ok" and outcome.result.results == [{"text": "42 widgets in stock"}]  # type: ignore[union-attr]

@@ -1,0 +1,126 @@
+"""The subagent against real source processes: killed mid-call, hung, gone, restarted, never started."""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from sources.settings import SourceSettings
+from subagents.broker import CredentialBroker
+from subagents.connection import Connections, Target, http_target, stdio_target
+from subagents.policy import RecoveryPolicy
+from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
+from tests.conftest import TEST_KEY, HttpSource
+from tests.fakes import FakeClock
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+BOUND_S = 60  # every scenario ends well within this, or the test fails rather than hangs
+
+
+async def run_once(
+    targets: dict[str, Target], task: Task, policy: RecoveryPolicy | None = None
+) -> tuple[SubagentReport, Connections]:
+    clock = FakeClock()  # back-off sleeps return at once; call timeouts stay real
+    with anyio.fail_after(BOUND_S):
+        async with Connections.opened(targets) as connections:
+            runtime = Runtime(
+                connections=connections, broker=CredentialBroker(TEST_KEY), policy=policy or RecoveryPolicy(),
+                clock=clock, rng=random.Random(1),
+            )  # fmt: skip
+            report = await run_subagent(task, runtime, deadline=clock.now() + 30)
+    return report, connections
+
+
+def in_turn(*targets: Target) -> Target:
+    """A target that is a different process each time it is (re)spawned: the last one stays."""
+    remaining = list(targets)
+
+    def next_target() -> Any:
+        return (remaining.pop(0) if len(remaining) > 1 else remaining[0])()
+
+    return next_target
+
+
+def actions(report: SubagentReport) -> list[str]:
+    return [decision.action for decision in report.decisions]
+
+
+async def test_a_source_killed_mid_call_is_respawned_and_the_retry_succeeds(settings: SourceSettings) -> None:
+    target = in_turn(
+        stdio_target("orders", settings, "--faults", "crash=1"), stdio_target("orders", settings)
+    )
+    task = Task("orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
+    report, connections = await run_once({"orders": target}, task)
+    assert report.state == "ok" and report.attempts == 2, report
+    assert actions(report) == ["retry"] and "connection_closed" in report.decisions[0].reason
+    assert connections["orders"].opened == 2  # the dead process was replaced
+    assert [order["id"] for order in report.results] == ["ORD-10031", "ORD-10023", "ORD-10008"]
+
+
+async def test_a_hung_source_is_bounded_by_the_call_timeout(settings: SourceSettings) -> None:
+    task = Task("kb", "kb", "search_policies", {"query": "refunds"})
+    policy = RecoveryPolicy(call_timeout_s=0.5, max_retries=1)
+    report, _ = await run_once({"kb": stdio_target("kb", settings, "--faults", "hang=1")}, task, policy)
+    assert report.state == "escalated" and report.attempts == 2
+    assert actions(report) == ["retry", "give_up"] and "timeout" in report.decisions[0].reason
+    assert report.escalation is not None and report.escalation.error_category == "transient"
+    assert report.escalation.partial_results == []
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_nothing_listening_is_a_transient_escalation() -> None:
+    task = Task("tickets", "tickets", "search_tickets", {"query": "refund"})
+    report, _ = await run_once({"tickets": http_target(f"http://127.0.0.1:{_free_port()}/mcp")}, task)
+    assert report.state == "escalated" and report.attempts == 4
+    assert actions(report) == ["retry", "retry", "retry", "give_up"]
+    assert "connection_refused" in report.decisions[0].reason
+    assert report.escalation is not None and "could not be reached" in report.escalation.message
+
+
+async def test_a_source_that_cannot_start_is_a_transient_escalation(settings: SourceSettings) -> None:
+    task = Task("nowhere", "customers", "customer_lookup", {"identifier": "CUST-00042"})
+    report, _ = await run_once(
+        {"customers": stdio_target("no_such_source", settings)}, task, RecoveryPolicy(max_retries=1)
+    )
+    assert report.state == "escalated" and report.escalation is not None
+    assert report.escalation.error_category == "transient" and actions(report) == ["retry", "give_up"]
+
+
+async def test_a_session_dropped_mid_call_is_reopened_over_http(
+    http_source: Callable[..., HttpSource],
+) -> None:
+    crashing, healthy = http_source("customers", "--faults", "crash=1"), http_source("customers")
+    target = in_turn(http_target(crashing.url), http_target(healthy.url))
+    task = Task("customers", "customers", "customer_lookup", {"identifier": "CUST-00042"})
+    report, connections = await run_once({"customers": target}, task)
+    assert report.state == "ok" and report.attempts == 2 and actions(report) == ["retry"]
+    assert "connection_closed" in report.decisions[0].reason
+    assert connections["customers"].opened == 2
+
+
+async def test_a_source_restarted_between_calls_is_used_again(http_source: Callable[..., HttpSource]) -> None:
+    first = http_source("customers")
+    task = Task("customers", "customers", "customer_lookup", {"identifier": "CUST-00042"})
+    clock = FakeClock()
+    with anyio.fail_after(BOUND_S):
+        async with Connections.opened({"customers": http_target(first.url)}) as connections:
+            runtime = Runtime(
+                connections=connections, broker=CredentialBroker(TEST_KEY), clock=clock, rng=random.Random(1)
+            )
+            before = await run_subagent(task, runtime, deadline=clock.now() + 30)
+            first.stop()
+            http_source("customers", "--port", str(first.port))  # restarted where it was
+            after = await run_subagent(task, runtime, deadline=clock.now() + 30)
+    assert before.state == "ok" and after.state == "ok"
+    assert after.results == before.results
