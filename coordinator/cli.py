@@ -18,8 +18,14 @@ from rich.console import Console
 from rich.table import Table
 
 from sources.auth import CREDENTIAL_META_KEY, issue_credential
+from sources.contract import Decision
+from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.world import SOURCES
+from subagents.broker import CredentialBroker, Grant
+from subagents.connection import Connections, stdio_target
+from subagents.policy import RecoveryPolicy
+from subagents.subagent import Runtime, Task, run_subagent
 
 app = typer.Typer(help="Research coordinator: fan a question out to five MCP sources.", no_args_is_help=True)
 sources_app = typer.Typer(help="The five MCP sources: list them, call one.", no_args_is_help=True)
@@ -33,6 +39,18 @@ def _stdio(source: str, settings: SourceSettings) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable, args=["-m", f"sources.{source}"], env=settings.child_environment()
     )
+
+
+def _json_object(arguments: str) -> dict[str, Any]:
+    try:
+        parsed: Any = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(
+            f'arguments must be a JSON object, e.g. \'{{"identifier": "CUST-00042"}}\': {exc}'
+        ) from None
+    if not isinstance(parsed, dict):
+        raise typer.BadParameter('arguments must be a JSON object, e.g. \'{"identifier": "CUST-00042"}\'')
+    return parsed
 
 
 def _known_source(source: str) -> str:
@@ -117,3 +135,71 @@ def call_source(
     is_error, payload = anyio.run(calling)
     Console().print_json(data={"isError": is_error, **(payload or {})})
     raise typer.Exit(1 if is_error else 0)
+
+
+class _Progress:
+    """Prints each attempt and decision of a subagent as it happens."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+
+    def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
+        self._console.print(f"[dim]{task.source}[/] attempt {attempt}: {task.tool} {json.dumps(arguments)}")
+
+    def decided(self, task: Task, decision: Decision) -> None:
+        wait = f" in {decision.backoff_ms / 1000:.2f} s" if decision.backoff_ms else ""
+        category = f" ({decision.category})" if decision.category else ""
+        self._console.print(
+            f"[dim]{task.source}[/] [bold]{decision.action}[/]{category}{wait}: {decision.reason}"
+        )
+
+
+@app.command("task")
+def run_task(
+    source: Annotated[str, typer.Argument(help="customers, orders, billing, tickets or kb.")],
+    tool: Annotated[str, typer.Argument(help="The tool to call, e.g. search_orders.")],
+    arguments: Annotated[str, typer.Argument(help="The arguments as a JSON object.")] = "{}",
+    purpose: Annotated[
+        str, typer.Option(help="What the task is for; the broker grants scopes by purpose.")
+    ] = "research",
+    grant: Annotated[
+        list[str] | None,
+        typer.Option("--grant", help="Let the broker grant this scope for this task's purpose (repeatable)."),
+    ] = None,
+    faults: Annotated[
+        str, typer.Option(help="Fault layer settings for the spawned source, e.g. 'transient=0.5,seed=3'.")
+    ] = "",
+    timeout: Annotated[float, typer.Option(help="Seconds per call.", min=0.1)] = 5.0,
+    deadline: Annotated[float, typer.Option(help="Seconds for the whole task.", min=0.1)] = 30.0,
+) -> None:
+    """Run one task through a subagent, showing every recovery decision, then its report as JSON.
+
+    Exit status 0 for ok or a valid empty result, 1 when the task was escalated.
+
+    Example: research task customers customer_lookup '{"identifier": " Jane.Doe@Example.com "}'
+    """
+    _known_source(source)
+    parsed = _json_object(arguments)
+    try:
+        fault_settings = FaultSettings.parse(faults)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    settings = SourceSettings.from_environment().with_faults(fault_settings)
+    console = Console(stderr=True)
+
+    async def running() -> Any:
+        async with Connections.opened({source: stdio_target(source, settings)}) as connections:
+            runtime = Runtime(
+                connections=connections,
+                broker=CredentialBroker(
+                    settings.key(), grants=tuple(Grant(scope, purpose) for scope in grant or [])
+                ),
+                policy=RecoveryPolicy(call_timeout_s=timeout),
+                observer=_Progress(console),
+            )
+            task = Task(id=f"{source}.{tool}", source=source, tool=tool, arguments=parsed, purpose=purpose)
+            return await run_subagent(task, runtime, deadline=runtime.clock.now() + deadline)
+
+    report = anyio.run(running)
+    Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))
+    raise typer.Exit(1 if report.state == "escalated" else 0)

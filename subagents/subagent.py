@@ -256,9 +256,11 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
                     )
                     return run.report(outcome)
                 run.retries += 1
+                cause = outcome.error_type if outcome.error_type not in ("", "tool_error") else "a transient error"
+                hint = f", honouring retryAfterMs {error.retry_after_ms}" if error.retry_after_ms else ""
                 run.decide(
                     "retry",
-                    f"retry {run.retries}/{policy.max_retries} after {outcome.error_type or 'a transient failure'}",
+                    f"retry {run.retries}/{policy.max_retries} after {cause}{hint}: {error.description}",
                     category,
                     backoff_ms=round(delay * 1000),
                 )
@@ -273,10 +275,14 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
                     )
                     run.decide("escalate", f"{why}: {error.description}", category)
                     return run.report(outcome)
-                changed = sorted(name for name in repaired if repaired[name] != run.arguments.get(name))
+                changes = ", ".join(
+                    f"{name} {json.dumps(run.arguments.get(name))} -> {json.dumps(value)}"
+                    for name, value in repaired.items()
+                    if value != run.arguments.get(name)
+                )
                 run.repairs += 1
                 run.arguments = repaired
-                run.decide("repair", f"repaired {', '.join(changed)} after: {error.description}", category)
+                run.decide("repair", f"repair {run.repairs}/{policy.max_repairs}: {changes}", category)
             case Recovery.ELEVATE:
                 elevation = (
                     runtime.broker.elevate(error.required_scope, task.purpose, run.held_scopes)

@@ -231,7 +231,7 @@ async def test_a_lost_answer_is_retried_without_refunding_twice(
         rt, "billing", "issue_refund", {"order_id": "ORD-10008", "amount": 1.25, "idempotency_key": key}
     )
     assert actions(report) == ["retry"] and report.state == "ok", report
-    assert report.decisions[0].reason == "retry 1/3 after timeout"
+    assert report.decisions[0].reason.startswith("retry 1/3 after timeout: ")
     assert report.results[0]["replayed"] is True
     billing = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
     assert len(billing.rows("SELECT id FROM refunds WHERE idempotency_key = ?", (key,))) == 1
