@@ -111,14 +111,7 @@ def call_source(
     Example: research sources call billing refund_eligibility '{"order_id": "ORD-10023", "amount": 750}' --scope billing:read
     """
     _known_source(source)
-    try:
-        parsed: Any = json.loads(arguments)
-    except json.JSONDecodeError as exc:
-        raise typer.BadParameter(
-            f'arguments must be a JSON object, e.g. \'{{"identifier": "CUST-00042"}}\': {exc}'
-        ) from None
-    if not isinstance(parsed, dict):
-        raise typer.BadParameter('arguments must be a JSON object, e.g. \'{"identifier": "CUST-00042"}\'')
+    parsed = _json_object(arguments)
     settings = SourceSettings.from_environment()
     meta = {CREDENTIAL_META_KEY: issue_credential(settings.key(), "research-cli", scope)} if scope else None
 

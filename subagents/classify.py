@@ -129,6 +129,30 @@ def _unstructured(result: CallToolResult) -> Outcome:
     return _error(category, f"The source answered outside the error contract: {text}", "unstructured_error")
 
 
+# Foreign failures whose meaning does not depend on their details: (types, category, error type, what
+# happened). Every one of them leaves the session dead or suspect, so it is reopened before a retry.
+_FAILURES: list[tuple[tuple[type[BaseException], ...], ErrorCategory, str, str]] = [
+    ((TimeoutError,), ErrorCategory.TRANSIENT, "timeout", "The call timed out; the source did not answer in time."),
+    (
+        (ConnectionRefusedError, httpx2.ConnectError, httpx2.ConnectTimeout),
+        ErrorCategory.TRANSIENT, "connection_refused", "Nothing accepted the connection to the source.",
+    ),
+    ((httpx2.TimeoutException,), ErrorCategory.TRANSIENT, "timeout", "The HTTP exchange with the source timed out."),
+    (
+        (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, BrokenPipeError, ConnectionResetError),
+        ErrorCategory.TRANSIENT, "connection_closed", "The source closed the connection mid-call.",
+    ),
+    (
+        (FileNotFoundError, PermissionError),
+        ErrorCategory.TRANSIENT, "spawn_failed", "The source process could not be started.",
+    ),
+    (
+        (UnicodeDecodeError, json.JSONDecodeError, pydantic.ValidationError),
+        ErrorCategory.TRANSIENT, "garbage", "The source sent bytes that are not a valid MCP message.",
+    ),
+]  # fmt: skip
+
+
 def classify_exception(exc: BaseException) -> Outcome:
     """Map what a call raised into the contract. Cancellation is never passed here: it must propagate."""
     if isinstance(exc, BaseExceptionGroup):
@@ -144,79 +168,26 @@ def classify_exception(exc: BaseException) -> Outcome:
         return classify_exception(leaves[0])
     if isinstance(exc, SourceUnavailable):
         inner = classify_exception(exc.cause)
-        return Outcome(
-            "error",
-            ToolError.of(
-                ErrorCategory.TRANSIENT,
-                f"The {exc.source} source could not be reached: {inner.result.description}",  # type: ignore[union-attr]
-            ),
-            error_type=inner.error_type or "unavailable",
-            reopen=True,
-        )
-    if isinstance(exc, TimeoutError):
-        return _error(
-            ErrorCategory.TRANSIENT,
-            "The call timed out; the source did not answer in time.",
-            "timeout",
-            reopen=True,
-        )
+        description = f"The {exc.source} source could not be reached: {inner.result.description}"  # type: ignore[union-attr]
+        return _error(ErrorCategory.TRANSIENT, description, inner.error_type or "unavailable", reopen=True)
     if isinstance(exc, MCPError):
         return _from_mcp_error(exc)
-    if isinstance(exc, ConnectionRefusedError | httpx2.ConnectError | httpx2.ConnectTimeout):
-        return _error(
-            ErrorCategory.TRANSIENT,
-            "Nothing accepted the connection to the source.",
-            "connection_refused",
-            reopen=True,
-        )
-    if isinstance(exc, httpx2.TimeoutException):
-        return _error(
-            ErrorCategory.TRANSIENT, "The HTTP exchange with the source timed out.", "timeout", reopen=True
-        )
+    for types, category, error_type, happened in _FAILURES:
+        if isinstance(exc, types):
+            detail = f" ({exc})" if str(exc) else ""
+            return _error(category, happened + detail, error_type, reopen=True)
     if isinstance(exc, httpx2.HTTPStatusError):
         status = exc.response.status_code
         category = ErrorCategory.TRANSIENT if status >= 500 or status == 429 else ErrorCategory.VALIDATION
         if status in (401, 403):
             category = ErrorCategory.PERMISSION
-        return _error(
-            category,
-            f"The source answered HTTP {status}.",
-            f"http_{status}",
-            reopen=category is ErrorCategory.TRANSIENT,
-        )
+        reopen = category is ErrorCategory.TRANSIENT
+        return _error(category, f"The source answered HTTP {status}.", f"http_{status}", reopen=reopen)
     if isinstance(exc, httpx2.HTTPError):
         return _error(
             ErrorCategory.TRANSIENT,
             f"The connection to the source failed: {exc}",
             "connection_closed",
-            reopen=True,
-        )
-    if isinstance(
-        exc,
-        anyio.ClosedResourceError
-        | anyio.BrokenResourceError
-        | anyio.EndOfStream
-        | BrokenPipeError
-        | ConnectionResetError,
-    ):
-        return _error(
-            ErrorCategory.TRANSIENT,
-            "The source closed the connection mid-call.",
-            "connection_closed",
-            reopen=True,
-        )
-    if isinstance(exc, FileNotFoundError | PermissionError):
-        return _error(
-            ErrorCategory.TRANSIENT,
-            f"The source process could not be started: {exc}",
-            "spawn_failed",
-            reopen=True,
-        )
-    if isinstance(exc, UnicodeDecodeError | json.JSONDecodeError | pydantic.ValidationError):
-        return _error(
-            ErrorCategory.TRANSIENT,
-            "The source sent bytes that are not a valid MCP message.",
-            "garbage",
             reopen=True,
         )
     if isinstance(exc, RuntimeError) and _SCHEMA_BREACH.search(str(exc)):
@@ -230,7 +201,7 @@ def classify_exception(exc: BaseException) -> Outcome:
         return _error(
             ErrorCategory.TRANSIENT, f"The connection to the source failed: {exc}", "os_error", reopen=True
         )
-    # Anything else is a failure nobody foresaw: kept, named, retried within the bounds like an outage.
+    # A failure nobody foresaw: kept and named, and retried within the bounds like an outage.
     return _error(
         ErrorCategory.TRANSIENT,
         f"The call failed unexpectedly: {type(exc).__name__}: {exc}",

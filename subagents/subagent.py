@@ -256,7 +256,11 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
                     )
                     return run.report(outcome)
                 run.retries += 1
-                cause = outcome.error_type if outcome.error_type not in ("", "tool_error") else "a transient error"
+                cause = (
+                    outcome.error_type
+                    if outcome.error_type not in ("", "tool_error")
+                    else "a transient error"
+                )
                 hint = f", honouring retryAfterMs {error.retry_after_ms}" if error.retry_after_ms else ""
                 run.decide(
                     "retry",
