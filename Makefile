@@ -18,18 +18,12 @@ lint: $(BIN)/.installed
 test: lint
 	$(BIN)/python -m pytest
 
-# Until the coordinator lands (`research ask`), the demo is a tour of the five sources and the
-# contract: a success, a valid empty result, and one error of each category. A tool error exits 1,
-# which the leading '-' lets the tour go past.
+# The main job on the embedded default: five sources spawned over stdio, local SQLite data. The
+# tickets source is given a seeded transient fault (its first call fails, the retry succeeds), and
+# the £750 refund is above the automatic limit, so the answer is partial (exit status 3) by design.
+DEMO_QUERY := Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed
 demo: $(BIN)/.installed
-	$(BIN)/research sources list
-	$(BIN)/research sources call customers customer_lookup '{"identifier": "jane.doe@example.com"}'
-	$(BIN)/research sources call orders search_orders '{"customer_id": "CUST-00077"}'
-	-$(BIN)/research sources call orders search_orders '{"customer_id": "CUST-00042", "sku": "sku-4417-blk"}'
-	-$(BIN)/research sources call customers customer_lookup '{"identifier": "CUST-00013"}'
-	-$(BIN)/research sources call billing list_invoices '{"customer_id": "CUST-00042"}'
-	-$(BIN)/research sources call billing refund_eligibility '{"order_id": "ORD-10023", "amount": 750}' --scope billing:read
-	-$(BIN)/research sources call customers customer_lookup '{"identifier": "CUST-00042", "mode": "timeout"}'
+	$(BIN)/research ask "$(DEMO_QUERY)" --faults tickets:transient=0.5,seed=4 --seed 1 || [ $$? -eq 3 ]
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -1,5 +1,7 @@
 """The `research` command line.
 
+    research ask "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
+
 research sources list
 research sources call customers customer_lookup '{"identifier": "jane.doe@example.com"}'
 research sources call billing list_invoices '{"customer_id": "CUST-00042"}' --scope billing:read
@@ -17,11 +19,14 @@ from mcp import Client, StdioServerParameters
 from rich.console import Console
 from rich.table import Table
 
+from coordinator.plan import QueryError, plan_query
+from coordinator.render import LiveProgress, print_report
+from coordinator.research import ResearchOptions, research
 from sources.auth import CREDENTIAL_META_KEY, issue_credential
+from sources.catalogue import SOURCES
 from sources.contract import Decision
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
-from sources.world import SOURCES
 from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections, stdio_target
 from subagents.policy import RecoveryPolicy
@@ -32,6 +37,82 @@ sources_app = typer.Typer(help="The five MCP sources: list them, call one.", no_
 app.add_typer(sources_app, name="sources")
 
 _CALL_TIMEOUT_SECONDS = 15.0
+
+# Exit statuses of `research ask`.
+EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
+
+def _usage_error(message: str) -> typer.Exit:
+    """A usage error: one line on stderr, the usage exit status, no traceback."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def _source_faults(specs: list[str]) -> dict[str, FaultSettings]:
+    faults = {}
+    for spec in specs:
+        source, sep, settings = spec.partition(":")
+        if not sep or source not in SOURCES:
+            raise _usage_error(
+                f"--faults takes SOURCE:SETTINGS with a source among {', '.join(SOURCES)}, e.g. tickets:transient=0.5,seed=4; got {spec!r}"
+            )
+        try:
+            faults[source] = FaultSettings.parse(settings)
+        except ValueError as exc:
+            raise _usage_error(f"--faults {source}: {exc}") from None
+    return faults
+
+
+@app.command("ask")
+def ask(
+    query: Annotated[
+        str, typer.Argument(help="The question, naming a customer (email or CUST-NNNNN) and what to know.")
+    ],
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the report as JSON (the stable interface for scripts).")
+    ] = False,
+    deadline: Annotated[float, typer.Option(help="Seconds for the whole query.")] = 30.0,
+    transport: Annotated[
+        str, typer.Option(help="stdio (spawn the sources, the default) or http (use running sources).")
+    ] = "stdio",
+    faults: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--faults",
+            help="Inject faults into one spawned source, e.g. 'tickets:transient=0.5,seed=4' (repeatable).",
+        ),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the back-off jitter, to replay a run.")] = None,
+) -> None:
+    """Research a question across the five sources; every gap is annotated, nothing is dropped.
+
+    Exit status 0 when the answer is complete, 3 when it is partial (see its gaps), 2 for a usage error.
+
+    Example: research ask "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
+    """
+    if transport not in ("stdio", "http"):
+        raise _usage_error(f"--transport must be stdio or http, not {transport!r}")
+    if not deadline > 0:
+        raise _usage_error(f"--deadline must be a positive number of seconds, e.g. 30; got {deadline:g}")
+    fault_settings = _source_faults(faults or [])
+    if fault_settings and transport == "http":
+        raise _usage_error(
+            "--faults applies to spawned (stdio) sources; with --transport http use the fleet's chaos commands"
+        )
+    try:
+        plan = plan_query(query)
+    except QueryError as exc:
+        raise _usage_error(str(exc)) from None
+    options = ResearchOptions(deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed)
+    console = Console(stderr=True)
+    with LiveProgress(plan, console) as progress:
+        report = anyio.run(lambda: research(query, options, observer=progress, plan=plan))
+        progress.finished(report)
+    if json_output:
+        typer.echo(report.to_json())
+    else:
+        print_report(report, Console())
+    raise typer.Exit(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
 
 
 def _stdio(source: str, settings: SourceSettings) -> StdioServerParameters:

@@ -36,11 +36,12 @@ from typing import Any
 
 from faker import Faker
 
+from sources.catalogue import SOURCES
+
 __all__ = ["SOURCES", "TODAY", "World", "build_world", "ensure_world", "world_path"]
 
 WORLD_VERSION = 1
 TODAY = date(2026, 11, 1)
-SOURCES = ("customers", "orders", "billing", "tickets", "kb")
 
 _CUSTOMERS = 400
 _TICKETS = 600

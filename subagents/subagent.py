@@ -47,7 +47,16 @@ from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, Tr
 from subagents.policy import Recovery, RecoveryPolicy
 from subagents.repair import repair
 
-__all__ = ["Clock", "Runtime", "SubagentReport", "Task", "run_subagent"]
+__all__ = [
+    "Clock",
+    "MonotonicClock",
+    "Observer",
+    "Runtime",
+    "SilentObserver",
+    "SubagentReport",
+    "Task",
+    "run_subagent",
+]
 
 
 class Clock(Protocol):
@@ -74,7 +83,7 @@ class Observer(Protocol):
     def decided(self, task: Task, decision: Decision) -> None: ...
 
 
-class _Silent:
+class SilentObserver:
     def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
         pass
 
@@ -107,6 +116,7 @@ class SubagentReport(BaseModel):
     decisions: list[Decision]
     attempted_query: AttemptedQuery
     escalation: Escalation | None = None
+    out_of_time: bool = False  # escalated because the deadline came, not because recovery ran out
 
 
 @dataclass
@@ -121,7 +131,7 @@ class Runtime:
     post_call: Sequence[PostCallHook] = (TrimResults(),)
     clock: Clock = field(default_factory=MonotonicClock)
     rng: random.Random = field(default_factory=random.Random)
-    observer: Observer = field(default_factory=_Silent)
+    observer: Observer = field(default_factory=SilentObserver)
 
 
 @dataclass
@@ -140,6 +150,7 @@ class _Run:
     elevations: int = 0
     decisions: list[Decision] = field(default_factory=list)
     partial_results: list[Any] = field(default_factory=list)
+    out_of_time: bool = False
 
     def decide(
         self, action: DecisionAction, reason: str, category: ErrorCategory | None = None, backoff_ms: int = 0
@@ -168,6 +179,7 @@ class _Run:
         common = {
             "task": self.task.id, "source": self.task.source, "tool": self.task.tool,
             "attempts": self.attempts, "decisions": self.decisions, "attempted_query": self.query(),
+            "out_of_time": self.out_of_time,
         }  # fmt: skip
         if isinstance(result, ResultPage):
             return SubagentReport(state="ok", results=result.results, truncated=result.truncated, **common)
@@ -201,6 +213,7 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
 
         remaining = deadline - runtime.clock.now()
         if remaining <= 0:
+            run.out_of_time = True
             run.decide(
                 "give_up", "the deadline passed before the call could be made", ErrorCategory.TRANSIENT
             )
@@ -249,6 +262,7 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
                     return run.report(outcome)
                 delay = policy.backoff_s(run.retries + 1, runtime.rng, error.retry_after_ms)
                 if runtime.clock.now() + delay >= deadline:
+                    run.out_of_time = True
                     run.decide(
                         "give_up",
                         f"a back-off of {delay:.2f} s would pass the deadline: {error.description}",

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.types import CallToolResult, Tool
 
+from sources.catalogue import TOOLS
 from sources.contract import EmptyResult, ResultPage, ToolError, parse_tool_result
 from sources.settings import SourceSettings
 from tests.conftest import MODULES, wire
@@ -89,16 +90,7 @@ def _free_text(tool: Tool, field: str) -> bool:
 
 
 def _all_tools() -> list[tuple[str, str]]:
-    return sorted((source, tool) for source, tools in _TOOLS.items() for tool in tools)
-
-
-_TOOLS = {
-    "customers": ["customer_lookup"],
-    "orders": ["search_orders"],
-    "billing": ["list_invoices", "refund_eligibility", "issue_refund"],
-    "tickets": ["search_tickets"],
-    "kb": ["search_policies", "related_policies"],
-}
+    return sorted((source, tool) for source, tools in TOOLS.items() for tool in tools)
 
 
 def _tool(clients: dict[str, tuple[Client, list[Tool]]], source: str, name: str) -> tuple[Client, Tool]:

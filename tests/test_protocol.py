@@ -12,19 +12,12 @@ from jsonschema import Draft202012Validator
 from mcp import Client
 
 from sources import contract
+from sources.catalogue import TOOLS
 from sources.settings import SourceSettings
 from tests.conftest import MODULES, TEST_KEY, HttpSource, credential, stdio_parameters, wire
 from tests.outcomes import OUTCOMES, PROCESS_ENVIRONMENT, VALID_CALLS
 
 pytestmark = pytest.mark.anyio
-
-TOOLS = {
-    "customers": {"customer_lookup"},
-    "orders": {"search_orders"},
-    "billing": {"list_invoices", "refund_eligibility", "issue_refund"},
-    "tickets": {"search_tickets"},
-    "kb": {"search_policies", "related_policies"},
-}
 
 
 def settings_for(settings: SourceSettings, source: str) -> SourceSettings:

@@ -1,0 +1,113 @@
+"""Render: live per-task progress while a query runs, then the report, with rich."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from coordinator.plan import Plan
+from coordinator.report import ResearchReport
+from sources.contract import Decision
+from subagents.subagent import Task
+
+__all__ = ["LiveProgress", "print_report"]
+
+_STATE_STYLE = {
+    "ok": "green", "empty": "cyan", "escalated": "red", "blocked": "yellow", "deadline": "magenta",
+    "running": "blue", "waiting": "dim",
+}  # fmt: skip
+
+_ACTION_WORDS = {
+    "retry": "retry", "repair": "repaired", "elevate": "elevated", "escalate": "escalated",
+    "accept_empty": "nothing found", "give_up": "gave up", "breaker_open": "circuit open", "hook_blocked": "blocked by hook",
+}  # fmt: skip
+
+
+class LiveProgress:
+    """A subagent observer that keeps one line per task up to date on the terminal."""
+
+    def __init__(self, plan: Plan, console: Console) -> None:
+        self._plan = plan
+        self._status: dict[str, tuple[str, str]] = {
+            task.id: ("waiting", f"after {', '.join(task.depends_on)}" if task.depends_on else "")
+            for task in plan.order()
+        }
+        self._live = Live(self._table(), console=console, refresh_per_second=8, transient=False)
+
+    def _table(self) -> Table:
+        table = Table("task", "source", "tool", "state", "last step", box=None, pad_edge=False)
+        for task in self._plan.order():
+            state, detail = self._status[task.id]
+            table.add_row(
+                task.id, task.source, task.tool, Text(state, style=_STATE_STYLE.get(state, "")), detail
+            )
+        return table
+
+    def _set(self, task_id: str, state: str, detail: str) -> None:
+        self._status[task_id] = (state, detail)
+        self._live.update(self._table())
+
+    def __enter__(self) -> LiveProgress:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.__exit__(*exc)  # type: ignore[arg-type]
+        self._live.console.line()
+
+    def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
+        self._set(task.id, "running", f"attempt {attempt}")
+
+    def decided(self, task: Task, decision: Decision) -> None:
+        words = _ACTION_WORDS[decision.action]
+        if decision.action == "retry":
+            words = f"{decision.reason.split(' after ')[0]} in {decision.backoff_ms / 1000:.1f} s"
+        category = (
+            f": {decision.category}"
+            if decision.category and decision.action not in ("retry", "repair")
+            else ""
+        )
+        self._set(task.id, "running", f"{words}{category}")
+
+    def finished(self, report: ResearchReport) -> None:
+        for task in report.tasks:
+            last = task.decisions[-1] if task.decisions else None
+            detail = (
+                f"{_ACTION_WORDS[last.action]} ({task.attempts} attempts)"
+                if last
+                else f"{task.attempts} attempt(s)"
+            )
+            self._set(task.id, task.state, detail)
+
+
+def print_report(report: ResearchReport, console: Console) -> None:
+    style = "green" if report.status == "complete" else "yellow"
+    console.print(Text(f"{report.status.upper()}: {report.query}", style=f"bold {style}"))
+    console.print(Text("\nAnswer", style="bold"))
+    for line in report.answer.splitlines():
+        console.print(Text(f"  {line}", style="yellow" if line.startswith("GAP") else ""))
+    console.print(Text("\nFindings", style="bold"))
+    for finding in report.findings:
+        console.print(Text.assemble("  ", (f"[{finding.citation}]", "cyan"), f" {finding.text}"))
+    if report.gaps:
+        console.print(Text("\nGaps", style="bold"))
+    for gap in report.gaps:
+        head = f"  {gap.task} ({gap.source}): {gap.state}, {gap.error_category or 'no category'}"
+        console.print(Text.assemble((head, _STATE_STYLE[gap.state]), " -> ", (gap.next_step, "bold")))
+        tried = json.dumps(gap.attempted_query.arguments, ensure_ascii=False)
+        console.print(Text(f"    tried: {gap.attempted_query.tool} {tried}", style="dim"))
+        console.print(Text(f"    why:   {gap.message}", style="dim"))
+        if gap.partial_results:
+            console.print(
+                Text(f"    kept:  {json.dumps(gap.partial_results, ensure_ascii=False)}", style="dim")
+            )
+    if report.escalations:
+        console.print(
+            Text(f"\n{len(report.escalations)} escalation(s) need a human: see the gaps above.", style="bold")
+        )
+    console.print(Text(f"\ntrace {report.trace_id}", style="dim"))

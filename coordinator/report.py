@@ -1,0 +1,74 @@
+"""The research report: the stable interface `research ask --json` prints for scripts.
+
+    {"query": "...", "trace_id": "32 hex", "status": "complete" | "partial",
+     "answer": "...",
+     "findings":    [{"source", "tool", "record_id", "text"}],
+     "tasks":       [{"id", "source", "tool", "state", "attempts", "decisions": [...]}],
+     "gaps":        [{"task", "source", "state", "errorCategory", "message", "attempted_query",
+                      "partial_results", "next_step"}],
+     "escalations": [ the subagent escalation contract ]}
+
+Field names follow DESIGN section 5; scripts and checks rely on them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sources.contract import AttemptedQuery, Decision, ErrorCategory, Escalation
+
+__all__ = ["Finding", "Gap", "NextStep", "ResearchReport", "TaskSummary"]
+
+NextStep = Literal["retry later", "fix the input", "escalate to a manager", "request access"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, frozen=True)
+
+
+class Finding(_Model):
+    source: str
+    tool: str
+    record_id: str
+    text: str
+
+    @property
+    def citation(self) -> str:
+        return f"{self.source}:{self.tool}:{self.record_id}"
+
+
+class TaskSummary(_Model):
+    id: str
+    source: str
+    tool: str
+    state: Literal["ok", "empty", "escalated", "blocked", "deadline"]
+    attempts: int
+    decisions: list[Decision]
+
+
+class Gap(_Model):
+    task: str
+    source: str
+    state: Literal["escalated", "blocked", "deadline"]
+    error_category: ErrorCategory | None = Field(alias="errorCategory")
+    message: str
+    attempted_query: AttemptedQuery
+    partial_results: list[Any]
+    next_step: NextStep
+    blocked_by: str | None = None
+
+
+class ResearchReport(_Model):
+    query: str
+    trace_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    status: Literal["complete", "partial"]
+    answer: str
+    findings: list[Finding]
+    tasks: list[TaskSummary]
+    gaps: list[Gap]
+    escalations: list[Escalation]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2)

@@ -1,0 +1,78 @@
+"""One research query end to end: plan, run the tasks through subagents, synthesize the report."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from coordinator.plan import Plan, plan_query
+from coordinator.report import ResearchReport
+from coordinator.run import run_plan
+from coordinator.synthesize import synthesize
+from sources.catalogue import SOURCES, default_url
+from sources.faults import FaultSettings
+from sources.settings import SourceSettings
+from subagents.breaker import Breakers
+from subagents.broker import CredentialBroker, Grant
+from subagents.connection import Connections, Target, http_target, stdio_target
+from subagents.policy import RecoveryPolicy
+from subagents.subagent import Observer, Runtime, SilentObserver
+from traces.setup import install_tracing, tracer
+
+__all__ = ["DEFAULT_GRANTS", "ResearchOptions", "research", "targets_for"]
+
+# What the broker may grant, and for which purpose: financial records for refund research only.
+DEFAULT_GRANTS = (Grant("billing:read", "refund research"),)
+
+
+@dataclass
+class ResearchOptions:
+    deadline_s: float = 30.0
+    transport: str = "stdio"  # "stdio": spawn each source; "http": use sources already serving
+    urls: Mapping[str, str] = field(default_factory=dict)  # per-source HTTP URL overrides
+    faults: Mapping[str, FaultSettings] = field(default_factory=dict)  # per-source faults (stdio only)
+    policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
+    grants: tuple[Grant, ...] = DEFAULT_GRANTS
+    seed: int | None = None  # back-off jitter; None draws a fresh one
+
+
+def targets_for(settings: SourceSettings, options: ResearchOptions) -> dict[str, Target]:
+    if options.transport == "http":
+        return {source: http_target(options.urls.get(source, default_url(source))) for source in SOURCES}
+    return {
+        source: stdio_target(source, settings.with_faults(options.faults.get(source, FaultSettings())))
+        for source in SOURCES
+    }
+
+
+async def research(
+    query: str,
+    options: ResearchOptions | None = None,
+    *,
+    settings: SourceSettings | None = None,
+    observer: Observer | None = None,
+    plan: Plan | None = None,
+    targets: dict[str, Target] | None = None,
+) -> ResearchReport:
+    """Research one query. Bad queries raise ``QueryError`` before anything runs.
+
+    ``targets`` replaces where the sources are found (tests run them in memory).
+    """
+    options = options or ResearchOptions()
+    settings = settings or SourceSettings.from_environment()
+    plan = plan or plan_query(query)
+    install_tracing("research-coordinator")
+    with tracer().start_as_current_span("research") as root:
+        trace_id = format(root.get_span_context().trace_id, "032x")
+        async with Connections.opened(targets or targets_for(settings, options)) as connections:
+            runtime = Runtime(
+                connections=connections,
+                broker=CredentialBroker(settings.key(), grants=options.grants),
+                policy=options.policy,
+                breakers=Breakers(),
+                rng=random.Random(options.seed),  # noqa: S311  (back-off jitter, not cryptography)
+                observer=observer or SilentObserver(),
+            )
+            outcomes = await run_plan(plan, runtime, options.deadline_s)
+        return synthesize(query, trace_id, outcomes)

@@ -1,0 +1,138 @@
+"""Run: the plan's ready tasks run concurrently under one deadline, each through a subagent.
+
+Every planned task ends in exactly one terminal state:
+
+    ok          the source answered with results
+    empty       the source looked and found nothing (a finding, not a gap)
+    escalated   the subagent could not recover; its escalation carries attempted_query and partial results
+    blocked     an upstream task ended without the result this one needs; it names that task and why
+    deadline    the query's deadline came first; whatever partial results exist are kept
+
+The subagents watch the deadline themselves (no call or back-off runs past it). Should anything
+still be running a moment after it, the run cancels it and reports it as ``deadline``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from coordinator.plan import Plan, PlannedTask, Ref
+from sources.contract import AttemptedQuery, Decision, ErrorCategory, Escalation
+from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
+
+__all__ = ["DEADLINE_GRACE_S", "TaskOutcome", "TaskState", "run_plan"]
+
+TaskState = Literal["ok", "empty", "escalated", "blocked", "deadline"]
+DEADLINE_GRACE_S = 1.0
+
+
+@dataclass
+class TaskOutcome:
+    """How one planned task ended."""
+
+    task: PlannedTask
+    state: TaskState
+    arguments: dict[str, Any]
+    report: SubagentReport | None = None
+    blocked_by: str | None = None
+    reason: str = ""
+    category: ErrorCategory | None = None
+    partial_results: list[Any] = field(default_factory=list)
+
+    @property
+    def results(self) -> list[Any]:
+        return self.report.results if self.report and self.state == "ok" else []
+
+    @property
+    def attempts(self) -> int:
+        return self.report.attempts if self.report else 0
+
+    @property
+    def decisions(self) -> list[Decision]:
+        return self.report.decisions if self.report else []
+
+    @property
+    def escalation(self) -> Escalation | None:
+        return self.report.escalation if self.report else None
+
+    @property
+    def attempted_query(self) -> AttemptedQuery:
+        if self.report is not None:
+            return (
+                self.report.escalation.attempted_query
+                if self.report.escalation
+                else self.report.attempted_query
+            )
+        return AttemptedQuery(tool=self.task.tool, arguments={k: str(v) for k, v in self.arguments.items()})
+
+
+def _resolve(task: PlannedTask, outcomes: dict[str, TaskOutcome]) -> dict[str, Any] | TaskOutcome:
+    """The task's arguments with upstream values filled in, or the ``blocked`` outcome that stops it."""
+    resolved: dict[str, Any] = {}
+    for name, value in task.arguments.items():
+        if not isinstance(value, Ref):
+            resolved[name] = value
+            continue
+        upstream = outcomes[value.task]
+        records = upstream.results
+        if not records or value.field not in records[0]:
+            why = upstream.reason or f"{value.task} ended {upstream.state}"
+            return TaskOutcome(
+                task, "blocked", dict(task.arguments), blocked_by=value.task, category=upstream.category,
+                reason=f"blocked by {value.task} ({upstream.state}): {why}",
+            )  # fmt: skip
+        resolved[name] = records[0][value.field]
+    for upstream_id in task.depends_on:  # a dependency with no value taken from it must still have succeeded
+        upstream = outcomes[upstream_id]
+        if upstream.state not in ("ok", "empty"):
+            return TaskOutcome(
+                task, "blocked", dict(task.arguments), blocked_by=upstream_id, category=upstream.category,
+                reason=f"blocked by {upstream_id} ({upstream.state}): {upstream.reason}",
+            )  # fmt: skip
+    return resolved
+
+
+def _outcome_of(task: PlannedTask, arguments: dict[str, Any], report: SubagentReport) -> TaskOutcome:
+    escalation = report.escalation
+    if report.state != "escalated" or escalation is None:
+        return TaskOutcome(task, report.state, arguments, report=report, reason=report.message or "")
+    return TaskOutcome(
+        task, "deadline" if report.out_of_time else "escalated", arguments, report=report,
+        reason=escalation.message, category=escalation.error_category, partial_results=escalation.partial_results,
+    )  # fmt: skip
+
+
+async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str, TaskOutcome]:
+    """Run every task of the plan; return how each ended, in plan order."""
+    deadline = runtime.clock.now() + deadline_s
+    outcomes: dict[str, TaskOutcome] = {}
+    done = {task_id: anyio.Event() for task_id in plan.tasks}
+
+    async def carry(task: PlannedTask) -> None:
+        try:
+            for upstream in task.depends_on:
+                await done[upstream].wait()
+            resolved = _resolve(task, outcomes)
+            if isinstance(resolved, TaskOutcome):
+                outcomes[task.id] = resolved
+                return
+            subagent_task = Task(task.id, task.source, task.tool, resolved, purpose=task.purpose)
+            report = await run_subagent(subagent_task, runtime, deadline)
+            outcomes[task.id] = _outcome_of(task, resolved, report)
+        finally:
+            done[task.id].set()
+
+    with anyio.move_on_after(deadline_s + DEADLINE_GRACE_S):
+        async with anyio.create_task_group() as group:
+            for task in plan.order():
+                group.start_soon(carry, task)
+    for task in plan.order():
+        if task.id not in outcomes:
+            outcomes[task.id] = TaskOutcome(
+                task, "deadline", dict(task.arguments), category=ErrorCategory.TRANSIENT,
+                reason=f"the query's deadline of {deadline_s:g} s passed before {task.source} answered",
+            )  # fmt: skip
+    return {task.id: outcomes[task.id] for task in plan.order()}

@@ -1,0 +1,164 @@
+"""Synthesize: findings with citations, every gap annotated, a short deterministic brief.
+
+Each record a source returned becomes a finding citing ``source:tool:record-id``; a valid empty
+result is a finding too ("no open tickets"), never a gap. Each task without a full result becomes a
+gap with what was tried, the partial results kept, and the next step its category calls for.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.report import Finding, Gap, NextStep, ResearchReport, TaskSummary
+from coordinator.run import TaskOutcome
+from sources.contract import ErrorCategory
+
+__all__ = ["synthesize"]
+
+_NEXT_STEP: dict[ErrorCategory | None, NextStep] = {
+    ErrorCategory.TRANSIENT: "retry later",
+    ErrorCategory.VALIDATION: "fix the input",
+    ErrorCategory.BUSINESS: "escalate to a manager",
+    ErrorCategory.PERMISSION: "request access",
+    None: "retry later",
+}
+
+
+def _pounds(amount: Any) -> str:
+    return f"£{float(amount):,.2f}"
+
+
+def _customer(record: dict[str, Any]) -> str:
+    return (
+        f"{record['name']} <{record['email']}>, {record['tier']} tier, customer since {record['created_on']}"
+    )
+
+
+def _order(record: dict[str, Any]) -> str:
+    items = "; ".join(
+        f"{item['quantity']} x {item['description']} ({item['sku']})" for item in record.get("items", [])
+    )
+    return f"placed {record['placed_on']}, {record['status'].replace('_', ' ')}, {_pounds(record['total'])}: {items}"
+
+
+def _ticket(record: dict[str, Any]) -> str:
+    about = f" about {record['order_id']}" if record.get("order_id") else ""
+    return f"{record['status']} {record['priority']}-priority ticket{about}, opened {record['opened_on']}: {record['subject']}"
+
+
+def _invoice(record: dict[str, Any]) -> str:
+    return (
+        f"invoice for {record['order_id']}, {record['status']}, {_pounds(record['amount'])}, "
+        f"refunded {_pounds(record['refunded'])}"
+    )
+
+
+def _assessment(record: dict[str, Any]) -> str:
+    verdict = "may be refunded" if record["eligible"] else "may not be refunded automatically"
+    return f"{_pounds(record['requested'])} {verdict}: {record['reason']}"
+
+
+def _policy(record: dict[str, Any]) -> str:
+    return f"{record['title']}: {record['summary']}"
+
+
+def _refund(record: dict[str, Any]) -> str:
+    return f"refund of {_pounds(record['amount'])} on {record['order_id']} issued{' (replayed)' if record['replayed'] else ''}"
+
+
+_DESCRIBE: dict[str, Callable[[dict[str, Any]], str]] = {
+    "customer_lookup": _customer,
+    "search_orders": _order,
+    "search_tickets": _ticket,
+    "list_invoices": _invoice,
+    "refund_eligibility": _assessment,
+    "search_policies": _policy,
+    "related_policies": _policy,
+    "issue_refund": _refund,
+}
+
+
+def _describe(tool: str, record: Any) -> tuple[str, str]:
+    if not isinstance(record, dict):
+        return "-", json.dumps(record, ensure_ascii=False)[:300]
+    record_id = str(record.get("id", "-"))
+    try:
+        return record_id, _DESCRIBE[tool](record)
+    except (KeyError, TypeError, ValueError):  # a record of another shape: shown as it came
+        return record_id, json.dumps(record, ensure_ascii=False)[:300]
+
+
+def _findings(outcomes: list[TaskOutcome]) -> list[Finding]:
+    findings = []
+    for outcome in outcomes:
+        task = outcome.task
+        if outcome.state == "empty":
+            message = (
+                outcome.report.message if outcome.report and outcome.report.message else "nothing matched"
+            )
+            findings.append(Finding(source=task.source, tool=task.tool, record_id="none", text=message))
+        for record in outcome.results:
+            record_id, text = _describe(task.tool, record)
+            findings.append(Finding(source=task.source, tool=task.tool, record_id=record_id, text=text))
+    return findings
+
+
+def _gap(outcome: TaskOutcome) -> Gap:
+    return Gap(
+        task=outcome.task.id,
+        source=outcome.task.source,
+        state=outcome.state,  # type: ignore[arg-type]  # only the three gap states reach here
+        error_category=outcome.category,
+        message=outcome.reason,
+        attempted_query=outcome.attempted_query,
+        partial_results=outcome.partial_results,
+        next_step=_NEXT_STEP[outcome.category],
+        blocked_by=outcome.blocked_by,
+    )
+
+
+def _brief(outcomes: list[TaskOutcome], findings: list[Finding], gaps: list[Gap]) -> str:
+    lines = []
+    for outcome in outcomes:
+        task = outcome.task
+        if outcome.state == "ok":
+            cited = [f for f in findings if f.source == task.source and f.tool == task.tool]
+            head = cited[0]
+            more = f" (+{len(cited) - 1} more)" if len(cited) > 1 else ""
+            lines.append(f"{task.why or task.id}: {head.record_id} {head.text}{more} [{head.citation}]")
+        elif outcome.state == "empty":
+            lines.append(f"{task.why or task.id}: none found [{task.source}:{task.tool}:none]")
+    for gap in gaps:
+        lines.append(
+            f"GAP {gap.task} ({gap.source}, {gap.state}, {gap.error_category or 'n/a'}): {gap.message} -> {gap.next_step}"
+        )
+    return "\n".join(lines)
+
+
+def synthesize(query: str, trace_id: str, outcomes: dict[str, TaskOutcome]) -> ResearchReport:
+    ordered = list(outcomes.values())
+    findings = _findings(ordered)
+    gaps = [_gap(outcome) for outcome in ordered if outcome.state in ("escalated", "blocked", "deadline")]
+    escalations = [outcome.escalation for outcome in ordered if outcome.escalation is not None]
+    return ResearchReport(
+        query=query,
+        trace_id=trace_id,
+        status="partial" if gaps else "complete",
+        answer=_brief(ordered, findings, gaps),
+        findings=findings,
+        tasks=[
+            TaskSummary(
+                id=o.task.id,
+                source=o.task.source,
+                tool=o.task.tool,
+                state=o.state,
+                attempts=o.attempts,
+                decisions=o.decisions,
+            )
+            for o in ordered
+        ],
+        gaps=gaps,
+        escalations=escalations,
+    )
