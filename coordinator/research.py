@@ -17,7 +17,7 @@ from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections, Target, http_target, stdio_target
 from subagents.policy import RecoveryPolicy
-from subagents.subagent import Observer, Runtime, SilentObserver
+from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SilentObserver
 from traces.setup import install_tracing, tracer
 
 __all__ = ["DEFAULT_GRANTS", "ResearchOptions", "research", "targets_for"]
@@ -54,10 +54,12 @@ async def research(
     observer: Observer | None = None,
     plan: Plan | None = None,
     targets: dict[str, Target] | None = None,
+    clock: Clock | None = None,
 ) -> ResearchReport:
     """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
-    ``targets`` replaces where the sources are found (tests run them in memory).
+    ``targets`` replaces where the sources are found (tests run them in memory); ``clock`` is the
+    subagents' time (tests inject one whose back-off sleeps return at once).
     """
     options = options or ResearchOptions()
     settings = settings or SourceSettings.from_environment()
@@ -73,6 +75,7 @@ async def research(
                 breakers=Breakers(),
                 rng=random.Random(options.seed),  # noqa: S311  (back-off jitter, not cryptography)
                 observer=observer or SilentObserver(),
+                clock=clock or MonotonicClock(),
             )
             outcomes = await run_plan(plan, runtime, options.deadline_s)
         return synthesize(query, trace_id, outcomes)

@@ -85,12 +85,12 @@ def _resolve(task: PlannedTask, outcomes: dict[str, TaskOutcome]) -> dict[str, A
                 reason=f"blocked by {value.task} ({upstream.state}): {why}",
             )  # fmt: skip
         resolved[name] = records[0][value.field]
-    for upstream_id in task.depends_on:  # a dependency with no value taken from it must still have succeeded
+    for upstream_id in task.depends_on:  # a dependency must have found what it looked for
         upstream = outcomes[upstream_id]
-        if upstream.state not in ("ok", "empty"):
+        if upstream.state != "ok":
             return TaskOutcome(
                 task, "blocked", dict(task.arguments), blocked_by=upstream_id, category=upstream.category,
-                reason=f"blocked by {upstream_id} ({upstream.state}): {upstream.reason}",
+                reason=f"blocked by {upstream_id} ({upstream.state}): {upstream.reason or 'no result'}",
             )  # fmt: skip
     return resolved
 

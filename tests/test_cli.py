@@ -59,3 +59,89 @@ def test_usage_errors_say_what_is_wrong(settings: SourceSettings, args: list[str
     result = research(settings, *args)
     assert result.returncode == 2
     assert fragment in result.stderr and "Traceback" not in result.stderr
+
+
+STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
+
+
+def test_ask_the_story_end_to_end(settings: SourceSettings) -> None:
+    """The real CLI, five real stdio sources, a seeded transient fault on tickets; the JSON field by field."""
+    done = research(
+        settings, "ask", STORY, "--json", "--faults", "tickets:transient=0.5,seed=4", "--seed", "1"
+    )
+    assert done.returncode == 3, done.stderr  # partial: the refund needs a manager
+    report = json.loads(done.stdout)
+    assert set(report) >= {
+        "query",
+        "trace_id",
+        "status",
+        "answer",
+        "findings",
+        "tasks",
+        "gaps",
+        "escalations",
+    }
+    assert report["query"] == STORY and report["status"] == "partial"
+    assert len(report["trace_id"]) == 32 and int(report["trace_id"], 16) != 0
+    tasks = {task["id"]: task for task in report["tasks"]}
+    assert {task_id: task["state"] for task_id, task in tasks.items()} == {
+        "customer": "ok", "orders": "ok", "policies": "ok", "refund": "escalated", "tickets": "ok",
+    }  # fmt: skip
+    assert {task["source"] for task in report["tasks"]} == {"customers", "orders", "billing", "tickets", "kb"}
+    tickets = tasks["tickets"]
+    assert tickets["attempts"] == 2 and [d["action"] for d in tickets["decisions"]] == ["retry"]
+    assert set(tickets["decisions"][0]) == {"action", "category", "attempt", "backoff_ms", "reason"}
+    assert tickets["decisions"][0]["category"] == "transient"
+    for finding in report["findings"]:
+        assert set(finding) == {"source", "tool", "record_id", "text"}
+    assert {"source": "tickets", "tool": "search_tickets", "record_id": "TCK-20042"}.items() <= next(
+        f for f in report["findings"] if f["record_id"] == "TCK-20042"
+    ).items()
+    (gap,) = report["gaps"]
+    assert {key: gap[key] for key in ("task", "source", "state", "errorCategory", "next_step")} == {
+        "task": "refund", "source": "billing", "state": "escalated", "errorCategory": "business",
+        "next_step": "escalate to a manager",
+    }  # fmt: skip
+    assert gap["attempted_query"] == {
+        "tool": "refund_eligibility",
+        "arguments": {"order_id": "ORD-10023", "amount": 750.0},
+    }
+    assert gap["partial_results"][0]["eligible"] is False
+    (escalation,) = report["escalations"]
+    assert set(escalation) == {
+        "isError", "errorCategory", "isRetryable", "message", "attempted_query", "partial_results",
+        "source", "attempts", "decisions",
+    }  # fmt: skip
+    assert (
+        escalation["isError"] is True
+        and escalation["isRetryable"] is False
+        and escalation["source"] == "billing"
+    )
+
+
+def test_ask_without_json_prints_the_report(settings: SourceSettings) -> None:
+    done = research(settings, "ask", "Who is CUST-00077? Any open tickets?")
+    assert done.returncode == 0, done.stderr
+    assert "COMPLETE" in done.stdout and "[tickets:search_tickets:none]" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["ask", ""], "the query is empty"),
+        (["ask", "x" * 100_000], "keep it under 2,000"),
+        (["ask", "Orders of CUST-00042\x07"], "control character"),
+        (["ask", "hello there"], "names nothing to research"),
+        (["ask", STORY, "--transport", "carrier-pigeon"], "--transport must be stdio or http"),
+        (["ask", STORY, "--deadline", "0"], "--deadline must be a positive number"),
+        (["ask", STORY, "--deadline", "-3"], "--deadline must be a positive number"),
+        (["ask", STORY, "--faults", "crm:transient=1"], "--faults takes SOURCE:SETTINGS"),
+        (["ask", STORY, "--faults", "kb:transient=7"], "--faults kb:"),
+    ],
+)
+def test_ask_refuses_bad_input_in_one_line(settings: SourceSettings, args: list[str], fragment: str) -> None:
+    done = research(settings, *args)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""

@@ -1,0 +1,201 @@
+"""The coordinator end to end in memory: every task ends in one terminal state, every gap annotated."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import anyio
+import pytest
+
+from coordinator.plan import Plan, PlannedTask, Ref, plan_query
+from coordinator.report import ResearchReport
+from coordinator.research import ResearchOptions, research
+from coordinator.run import DEADLINE_GRACE_S
+from sources.faults import FaultSettings
+from sources.settings import SourceSettings
+from subagents.connection import Target, stdio_target
+from subagents.subagent import MonotonicClock
+from tests.conftest import MODULES
+from tests.fakes import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
+TERMINAL = {"ok", "empty", "escalated", "blocked", "deadline"}
+
+
+def in_memory(settings: SourceSettings, faults: dict[str, FaultSettings] | None = None) -> dict[str, Target]:
+    servers = {
+        source: module.create_server(settings.with_faults((faults or {}).get(source, FaultSettings())))
+        for source, module in MODULES.items()
+    }
+    return {source: (lambda server=server: server) for source, server in servers.items()}
+
+
+async def ask(
+    settings: SourceSettings,
+    query: str = STORY,
+    *,
+    plan: Plan | None = None,
+    targets: dict[str, Target] | None = None,
+    deadline: float = 30,
+    clock: Any = None,
+) -> ResearchReport:
+    with anyio.fail_after(deadline + DEADLINE_GRACE_S + 20):
+        return await research(
+            query, ResearchOptions(deadline_s=deadline, seed=1), settings=settings, plan=plan,
+            targets=targets or in_memory(settings), clock=clock or FakeClock(),
+        )  # fmt: skip
+
+
+def by_task(report: ResearchReport) -> dict[str, Any]:
+    return {task.id: task for task in report.tasks}
+
+
+def check_every_task_accounted_for(report: ResearchReport, plan: Plan) -> None:
+    assert [task.id for task in report.tasks] == [task.id for task in plan.order()]
+    assert all(task.state in TERMINAL for task in report.tasks)
+    gaps = {gap.task for gap in report.gaps}
+    assert gaps == {task.id for task in report.tasks if task.state in ("escalated", "blocked", "deadline")}
+    assert report.status == ("partial" if gaps else "complete")
+
+
+async def test_the_story_query(settings: SourceSettings) -> None:
+    report = await ask(settings)
+    check_every_task_accounted_for(report, plan_query(STORY))
+    states = {task.id: task.state for task in report.tasks}
+    assert states == {
+        "customer": "ok",
+        "orders": "ok",
+        "policies": "ok",
+        "refund": "escalated",
+        "tickets": "ok",
+    }
+    citations = {finding.citation for finding in report.findings}
+    assert {
+        "customers:customer_lookup:CUST-00042", "orders:search_orders:ORD-10023",
+        "tickets:search_tickets:TCK-20042", "kb:search_policies:KB-REFUNDS",
+    } <= citations  # fmt: skip
+    (gap,) = report.gaps
+    assert (gap.task, gap.source, gap.state, gap.error_category) == (
+        "refund",
+        "billing",
+        "escalated",
+        "business",
+    )
+    assert gap.next_step == "escalate to a manager"
+    assert gap.attempted_query.tool == "refund_eligibility"
+    assert gap.attempted_query.arguments == {"order_id": "ORD-10023", "amount": 750.0}
+    assert gap.partial_results[0]["id"] == "ORD-10023" and gap.partial_results[0]["eligible"] is False
+    (escalation,) = report.escalations
+    assert escalation.source == "billing" and [d.action for d in escalation.decisions] == [
+        "elevate",
+        "escalate",
+    ]
+    assert len(report.trace_id) == 32 and int(report.trace_id, 16) != 0
+    assert "[customers:customer_lookup:CUST-00042]" in report.answer and "GAP refund" in report.answer
+
+
+def base_plan(**changes: dict[str, Any]) -> Plan:
+    """The story with a refund inside the limit: every task succeeds unless a test breaks one."""
+    customer = Ref("customer", "id")
+    tasks = [
+        PlannedTask("customer", "customers", "customer_lookup", {"identifier": "jane.doe@example.com"}),
+        PlannedTask("orders", "orders", "search_orders", {"customer_id": customer}, depends_on=("customer",)),
+        PlannedTask("tickets", "tickets", "search_tickets", {"customer_id": customer, "status": "open"}, depends_on=("customer",)),
+        PlannedTask("refund", "billing", "refund_eligibility", {"order_id": "ORD-10031", "amount": 45.0},
+                    purpose="refund research", depends_on=("customer",)),
+        PlannedTask("policies", "kb", "search_policies", {"query": "refunds damaged"}),
+    ]  # fmt: skip
+    return Plan.of("q", [dataclasses.replace(task, **changes.get(task.id, {})) for task in tasks])
+
+
+async def test_the_base_plan_is_complete(settings: SourceSettings) -> None:
+    report = await ask(settings, plan=base_plan())
+    assert report.status == "complete" and report.gaps == [] and report.escalations == []
+    assert {task.state for task in report.tasks} == {"ok"}
+
+
+CASES = [
+    ("tickets", "transient", {}, {"tickets": FaultSettings(transient=1)}, "retry later"),
+    ("kb", "transient", {}, {"kb": FaultSettings(transient=1)}, "retry later"),
+    ("orders", "transient", {}, {"orders": FaultSettings(transient=1)}, "retry later"),
+    ("billing", "transient", {}, {"billing": FaultSettings(transient=1)}, "retry later"),
+    ("orders", "validation", {"orders": {"arguments": {"customer_id": Ref("customer", "id"), "placed_after": "2026-02-30"}}}, {}, "fix the input"),
+    ("billing", "business", {"refund": {"arguments": {"order_id": "ORD-10023", "amount": 750.0}}}, {}, "escalate to a manager"),
+    ("billing", "permission", {"refund": {"purpose": "curiosity"}}, {}, "request access"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "category", "changes", "faults", "next_step"), CASES)
+async def test_one_failing_source_leaves_the_others_findings(
+    settings: SourceSettings, source: str, category: str, changes: dict, faults: dict, next_step: str
+) -> None:
+    plan = base_plan(**changes)
+    report = await ask(settings, plan=plan, targets=in_memory(settings, faults))
+    check_every_task_accounted_for(report, plan)
+    (gap,) = report.gaps
+    assert gap.source == source and gap.error_category == category and gap.next_step == next_step
+    failed_task = plan.tasks[gap.task]
+    assert gap.attempted_query.tool == failed_task.tool
+    others = {task.source for task in plan.order()} - {source}
+    assert others <= {finding.source for finding in report.findings}
+
+
+@pytest.mark.parametrize(
+    ("identifier", "upstream_state", "next_step"),
+    [("CUST-00013", "escalated", "escalate to a manager"), ("nobody@example.com", "empty", "retry later")],
+)
+async def test_an_unresolved_customer_blocks_its_dependents(
+    settings: SourceSettings, identifier: str, upstream_state: str, next_step: str
+) -> None:
+    plan = base_plan(customer={"arguments": {"identifier": identifier}})
+    report = await ask(settings, plan=plan)
+    check_every_task_accounted_for(report, plan)
+    states = {task.id: task.state for task in report.tasks}
+    assert states == {
+        "customer": upstream_state,
+        "orders": "blocked",
+        "tickets": "blocked",
+        "refund": "blocked",
+        "policies": "ok",
+    }
+    for gap in report.gaps:
+        if gap.state == "blocked":
+            assert gap.blocked_by == "customer" and f"blocked by customer ({upstream_state})" in gap.message
+    assert any(finding.source == "kb" for finding in report.findings)
+
+
+async def test_a_hung_source_and_a_2_second_deadline(settings: SourceSettings) -> None:
+    """Real time here: the run must come back by its deadline plus the grace, with the others' findings."""
+    targets = in_memory(settings, {"tickets": FaultSettings(hang=1)})
+    started = anyio.current_time()
+    report = await ask(settings, plan=base_plan(), targets=targets, deadline=2, clock=MonotonicClock())
+    elapsed = anyio.current_time() - started
+    assert elapsed < 2 + DEADLINE_GRACE_S + 2  # a bound on a hang, not a performance figure
+    states = {task.id: task.state for task in report.tasks}
+    assert states["tickets"] == "deadline" and states["orders"] == states["policies"] == "ok"
+    (gap,) = report.gaps
+    assert gap.task == "tickets" and gap.state == "deadline" and gap.next_step == "retry later"
+
+
+@pytest.mark.subprocess
+async def test_a_source_that_cannot_start_is_a_gap(settings: SourceSettings) -> None:
+    targets = {**in_memory(settings), "kb": stdio_target("no_such_source", settings)}
+    report = await ask(settings, plan=base_plan(), targets=targets)
+    (gap,) = report.gaps
+    assert gap.source == "kb" and gap.error_category == "transient" and gap.next_step == "retry later"
+    assert "could not be reached" in gap.message
+    assert {"customers", "orders", "tickets", "billing"} <= {finding.source for finding in report.findings}
+
+
+async def test_valid_empty_results_are_findings_not_gaps(settings: SourceSettings) -> None:
+    plan = base_plan(customer={"arguments": {"identifier": "new.customer@example.com"}})
+    report = await ask(settings, plan=plan)
+    states = {task.id: task.state for task in report.tasks}
+    assert states["orders"] == "empty" and states["tickets"] == "empty"
+    empty = [finding for finding in report.findings if finding.record_id == "none"]
+    assert {finding.source for finding in empty} >= {"orders", "tickets"}
+    assert all("executed successfully" in finding.text for finding in empty)
+    assert report.gaps == [] and report.status == "complete"
