@@ -34,12 +34,12 @@ from subagents.subagent import Runtime, Task, run_subagent
 
 app = typer.Typer(
     help="Research coordinator: fan a question out to five MCP sources, recover from their failures, "
-    "annotate every gap.\n\nExample: research ask \"Investigate jane.doe@example.com: recent orders and open tickets\"",
+    'annotate every gap.\n\nExample: research ask "Investigate jane.doe@example.com: recent orders and open tickets"',
     no_args_is_help=True,
 )
 sources_app = typer.Typer(
     help="The five MCP sources: list them, call one.\n\nExample: research sources call customers customer_lookup "
-    "'{\"identifier\": \"CUST-00042\"}'",
+    '\'{"identifier": "CUST-00042"}\'',
     no_args_is_help=True,
 )
 app.add_typer(sources_app, name="sources")

@@ -76,12 +76,15 @@ class LiveProgress:
 
     def finished(self, report: ResearchReport) -> None:
         for task in report.tasks:
+            attempts = f"{task.attempts} attempt{'' if task.attempts == 1 else 's'}"
             last = task.decisions[-1] if task.decisions else None
-            detail = (
-                f"{_ACTION_WORDS[last.action]} ({task.attempts} attempts)"
-                if last
-                else f"{task.attempts} attempt(s)"
-            )
+            if last is None:
+                detail = attempts
+            elif task.state == "ok":
+                detail = f"recovered by {last.action} ({attempts})"
+            else:
+                category = f": {last.category}" if last.category else ""
+                detail = f"{_ACTION_WORDS[last.action]}{category} ({attempts})"
             self._set(task.id, task.state, detail)
 
 
