@@ -199,3 +199,37 @@ async def test_valid_empty_results_are_findings_not_gaps(settings: SourceSetting
     assert {finding.source for finding in empty} >= {"orders", "tickets"}
     assert all("executed successfully" in finding.text for finding in empty)
     assert report.gaps == [] and report.status == "complete"
+
+
+@pytest.mark.subprocess
+async def test_over_http_with_sources_already_running(settings: SourceSettings, http_source: Any) -> None:
+    urls = {source: http_source(source).url for source in MODULES}
+    options = ResearchOptions(transport="http", urls=urls, seed=1)
+    with anyio.fail_after(60):
+        report = await research(STORY, options, settings=settings, clock=FakeClock())
+    states = {task.id: task.state for task in report.tasks}
+    assert states == {
+        "customer": "ok",
+        "orders": "ok",
+        "policies": "ok",
+        "refund": "escalated",
+        "tickets": "ok",
+    }
+
+
+@pytest.mark.subprocess
+async def test_over_http_with_nothing_running_every_source_is_a_gap(settings: SourceSettings) -> None:
+    options = ResearchOptions(
+        transport="http", urls={source: "http://127.0.0.1:9/mcp" for source in MODULES}, seed=1
+    )
+    with anyio.fail_after(60):
+        report = await research(STORY, options, settings=settings, clock=FakeClock())
+    states = {task.id: task.state for task in report.tasks}
+    assert states == {
+        "customer": "escalated",
+        "orders": "blocked",
+        "policies": "escalated",
+        "refund": "blocked",
+        "tickets": "blocked",
+    }
+    assert all(gap.next_step == "retry later" for gap in report.gaps)
