@@ -9,13 +9,17 @@ research sources call billing list_invoices '{"customer_id": "CUST-00042"}' --sc
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sys
+import uuid
 from typing import Annotated, Any
 
 import anyio
 import typer
 from mcp import Client, StdioServerParameters
+from opentelemetry import trace
 from rich.console import Console
 from rich.table import Table
 
@@ -31,6 +35,9 @@ from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections, stdio_target
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, Task, run_subagent
+from traces.files import load_traces
+from traces.setup import configure_tracing, exporter_names
+from traces.viewer import latest_trace_id, render_trace, trace_table
 
 app = typer.Typer(
     help="Research coordinator: fan a question out to five MCP sources, recover from their failures, "
@@ -43,6 +50,13 @@ sources_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(sources_app, name="sources")
+traces_app = typer.Typer(
+    help="Traces written by research runs to the local files.\n\nExample: research traces show latest",
+    no_args_is_help=True,
+)
+app.add_typer(traces_app, name="traces")
+
+JAEGER_UI = "http://localhost:16686"
 
 _CALL_TIMEOUT_SECONDS = 15.0
 
@@ -54,6 +68,23 @@ def _usage_error(message: str) -> typer.Exit:
     """A usage error: one line on stderr, the usage exit status, no traceback."""
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(EXIT_USAGE)
+
+
+def _start_tracing(settings: SourceSettings, full_payloads: bool) -> SourceSettings:
+    """Configure this process's tracing; the returned settings carry the run's id to the sources."""
+    try:
+        exporters = exporter_names()
+    except ValueError as exc:
+        raise _usage_error(str(exc)) from None
+    run_id = uuid.uuid4().hex[:12]
+    settings = dataclasses.replace(
+        settings, run_id=run_id, full_payloads=full_payloads or settings.full_payloads
+    )
+    configure_tracing(
+        "research-coordinator", traces_dir=settings.traces_path, run_id=run_id,
+        full_payloads=settings.full_payloads, exporters=exporters,
+    )  # fmt: skip
+    return settings
 
 
 def _source_faults(specs: list[str]) -> dict[str, FaultSettings]:
@@ -91,6 +122,20 @@ def ask(
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the back-off jitter, to replay a run.")] = None,
+    otlp: Annotated[
+        bool,
+        typer.Option(
+            "--otlp",
+            help="Also send the trace over OTLP/HTTP (Jaeger on localhost:4318 unless OTEL_EXPORTER_OTLP_ENDPOINT says otherwise).",
+        ),
+    ] = False,
+    trace_payloads: Annotated[
+        bool,
+        typer.Option(
+            "--trace-payloads",
+            help="Record queries and arguments unredacted in the trace (local debugging only).",
+        ),
+    ] = False,
 ) -> None:
     """Research a question across the five sources; every gap is annotated, nothing is dropped.
 
@@ -111,15 +156,24 @@ def ask(
         plan = plan_query(query)
     except QueryError as exc:
         raise _usage_error(str(exc)) from None
+    if otlp and "otlp" not in os.environ.get("OTEL_TRACES_EXPORTER", ""):
+        os.environ["OTEL_TRACES_EXPORTER"] = ",".join(
+            filter(None, [os.environ.get("OTEL_TRACES_EXPORTER", "file"), "otlp"])
+        )
+    settings = _start_tracing(SourceSettings.from_environment(), trace_payloads)
     options = ResearchOptions(deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed)
     console = Console(stderr=True)
     with LiveProgress(plan, console) as progress:
-        report = anyio.run(lambda: research(query, options, observer=progress, plan=plan))
+        report = anyio.run(lambda: research(query, options, settings=settings, observer=progress, plan=plan))
         progress.finished(report)
+    trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
     if json_output:
         typer.echo(report.to_json())
     else:
         print_report(report, Console())
+        if "otlp" in exporter_names():
+            Console().print(f"Jaeger: {JAEGER_UI}/trace/{report.trace_id}")
+        Console().print(f"[dim]research traces show {report.trace_id}[/]")
     raise typer.Exit(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
 
 
@@ -285,3 +339,32 @@ def run_task(
     report = anyio.run(running)
     Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))
     raise typer.Exit(1 if report.state == "escalated" else 0)
+
+
+@traces_app.command("list")
+def list_traces() -> None:
+    """List the traces in the local trace files, newest first.
+
+    Example: research traces list
+    """
+    traces = load_traces(SourceSettings.from_environment().traces_path)
+    if not traces:
+        typer.echo("no traces yet: run `research ask ...` first", err=True)
+        raise typer.Exit(1)
+    Console().print(trace_table(traces))
+
+
+@traces_app.command("show")
+def show_trace(
+    trace_id: Annotated[str, typer.Argument(help="A trace id (32 hex) or 'latest'.")] = "latest",
+) -> None:
+    """Show one trace as a tree: services, durations, status, and every recovery decision.
+
+    Example: research traces show latest
+    """
+    traces = load_traces(SourceSettings.from_environment().traces_path)
+    wanted = latest_trace_id(traces) if trace_id == "latest" else trace_id.lower().removeprefix("0x")
+    if wanted is None or wanted not in traces:
+        known = "no traces yet: run `research ask ...` first" if not traces else "see `research traces list`"
+        raise _usage_error(f"no trace {trace_id!r} in the local trace files; {known}")
+    Console().print(render_trace(wanted, traces[wanted]))

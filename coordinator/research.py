@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from coordinator.plan import Plan, plan_query
 from coordinator.report import ResearchReport
@@ -18,7 +19,16 @@ from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections, Target, http_target, stdio_target
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SilentObserver
-from traces.setup import install_tracing, tracer
+from traces.setup import ensure_tracing
+from traces.spans import (
+    end_research,
+    plan_span,
+    record_plan,
+    record_synthesis,
+    research_span,
+    synthesize_span,
+    trace_id_of,
+)
 
 __all__ = ["DEFAULT_GRANTS", "ResearchOptions", "research", "targets_for"]
 
@@ -55,6 +65,7 @@ async def research(
     plan: Plan | None = None,
     targets: dict[str, Target] | None = None,
     clock: Clock | None = None,
+    client_options: dict[str, Any] | None = None,
 ) -> ResearchReport:
     """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
@@ -63,11 +74,14 @@ async def research(
     """
     options = options or ResearchOptions()
     settings = settings or SourceSettings.from_environment()
-    plan = plan or plan_query(query)
-    install_tracing("research-coordinator")
-    with tracer().start_as_current_span("research") as root:
-        trace_id = format(root.get_span_context().trace_id, "032x")
-        async with Connections.opened(targets or targets_for(settings, options)) as connections:
+    ensure_tracing("research-coordinator")
+    with research_span(query) as root:
+        with plan_span() as planning:
+            plan = plan or plan_query(query)
+            record_plan(planning, [task.id for task in plan.order()])
+        async with Connections.opened(
+            targets or targets_for(settings, options), client_options
+        ) as connections:
             runtime = Runtime(
                 connections=connections,
                 broker=CredentialBroker(settings.key(), grants=options.grants),
@@ -78,4 +92,14 @@ async def research(
                 clock=clock or MonotonicClock(),
             )
             outcomes = await run_plan(plan, runtime, options.deadline_s)
-        return synthesize(query, trace_id, outcomes)
+        with synthesize_span() as synthesizing:
+            report = synthesize(query, trace_id_of(root), outcomes)
+            record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
+        end_research(
+            root,
+            status=report.status,
+            plan_size=len(plan.tasks),
+            findings=len(report.findings),
+            gaps=len(report.gaps),
+        )
+        return report

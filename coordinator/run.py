@@ -22,6 +22,7 @@ import anyio
 from coordinator.plan import Plan, PlannedTask, Ref
 from sources.contract import AttemptedQuery, Decision, ErrorCategory, Escalation
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
+from traces.spans import end_subagent, subagent_span
 
 __all__ = ["DEADLINE_GRACE_S", "TaskOutcome", "TaskState", "run_plan"]
 
@@ -117,6 +118,12 @@ async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str,
                 await done[upstream].wait()
             resolved = _resolve(task, outcomes)
             if isinstance(resolved, TaskOutcome):
+                with subagent_span(
+                    task.id, task.source, task.tool, {}
+                ) as span:  # one span per task, run or not
+                    end_subagent(
+                        span, state="blocked", attempts=0, category=resolved.category, message=resolved.reason
+                    )
                 outcomes[task.id] = resolved
                 return
             subagent_task = Task(task.id, task.source, task.tool, resolved, purpose=task.purpose)

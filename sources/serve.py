@@ -25,6 +25,7 @@ from mcp.server import MCPServer
 
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
+from traces.setup import configure_tracing
 
 __all__ = ["READY_PREFIX", "main"]
 
@@ -69,9 +70,18 @@ async def _serve_http(server: MCPServer, name: str, port: int) -> None:
     await runner.serve(sockets=[sock])
 
 
+def _source_name(create_server: ServerFactory) -> str:
+    """``customers`` for ``python -m sources.customers`` (where the module itself is ``__main__``)."""
+    module = create_server.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        module = spec.name if spec is not None else module
+    return module.rsplit(".", 1)[-1]
+
+
 def main(create_server: ServerFactory) -> None:
     """The command line of every source module."""
-    name = create_server.__module__.rsplit(".", 1)[-1]
+    name = _source_name(create_server)
 
     def run(
         http: bool = typer.Option(
@@ -87,6 +97,14 @@ def main(create_server: ServerFactory) -> None:
     ) -> None:
         try:
             settings = SourceSettings.from_environment().with_faults(FaultSettings.parse(faults))
+            # Spans join the caller's trace through the mcp SDK's server span; a stdio source never
+            # exports to stdout (the console exporter writes to stderr).
+            configure_tracing(
+                f"research-source-{name}",
+                traces_dir=settings.traces_path,
+                run_id=settings.run_id,
+                full_payloads=settings.full_payloads,
+            )
             if http:
                 anyio.run(_serve_http, create_server(settings), name, port)
             else:

@@ -8,6 +8,12 @@
 | `RESEARCH_FAULTS`      | the fault layer's settings (see `sources.faults`)        | no faults                     |
 | `RESEARCH_KB_WARMUP_MS` | how long the kb index warms up after start (transient errors meanwhile) | 1000 |
 | `RESEARCH_TICKETS_RATE` | tickets' rate limit: calls per second, and the burst allowed | 5 per second, burst 10 |
+| `RESEARCH_TRACES_DIR`  | where the file exporter writes spans                     | `<data dir>/traces`           |
+| `RESEARCH_TRACE_PAYLOADS` | `full` records arguments and queries unredacted (local debugging only) | redacted |
+| `RESEARCH_RUN_ID`      | the run a process belongs to (set by the coordinator for its sources) | none      |
+
+The standard `OTEL_*` variables (exporter choice, OTLP endpoint...) are passed to spawned sources too,
+except `OTEL_SERVICE_NAME`: each process names its own service.
 
 A stdio child gets only a safe subset of its parent's environment, so a parent that spawns sources
 passes these explicitly (``SourceSettings.child_environment``).
@@ -57,6 +63,9 @@ class SourceSettings:
     kb_warmup_ms: int = 1000
     tickets_rate_per_second: float = 5.0
     tickets_burst: int = 10
+    traces_dir: Path | None = None
+    full_payloads: bool = False
+    run_id: str | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> SourceSettings:
@@ -70,10 +79,17 @@ class SourceSettings:
             kb_warmup_ms=_number(env, "RESEARCH_KB_WARMUP_MS", 1000, int),
             tickets_rate_per_second=_number(env, "RESEARCH_TICKETS_RATE", 5.0, float),
             tickets_burst=_number(env, "RESEARCH_TICKETS_BURST", 10, int),
+            traces_dir=Path(env["RESEARCH_TRACES_DIR"]) if env.get("RESEARCH_TRACES_DIR") else None,
+            full_payloads=env.get("RESEARCH_TRACE_PAYLOADS", "").lower() == "full",
+            run_id=env.get("RESEARCH_RUN_ID") or None,
         )
 
     def with_faults(self, faults: FaultSettings) -> SourceSettings:
         return replace(self, faults=faults)
+
+    @property
+    def traces_path(self) -> Path:
+        return self.traces_dir or self.data_dir / "traces"
 
     def key(self) -> str:
         """The credential signing key: configured, or created once at random and kept in the data folder."""
@@ -105,4 +121,17 @@ class SourceSettings:
             env["RESEARCH_SIGNING_KEY"] = self.signing_key
         if self.faults.active:
             env["RESEARCH_FAULTS"] = self.faults.spec()
+        if self.traces_dir is not None:  # otherwise the child derives the same folder from the data folder
+            env["RESEARCH_TRACES_DIR"] = str(self.traces_dir)
+        if self.full_payloads:
+            env["RESEARCH_TRACE_PAYLOADS"] = "full"
+        if self.run_id:
+            env["RESEARCH_RUN_ID"] = self.run_id
+        env.update(
+            {
+                name: value
+                for name, value in os.environ.items()
+                if name.startswith("OTEL_") and name != "OTEL_SERVICE_NAME"
+            }
+        )
         return env

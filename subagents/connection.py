@@ -53,9 +53,12 @@ def http_target(url: str) -> Target:
 
 
 class SourceConnection:
-    def __init__(self, source: str, target: Target, task_group: TaskGroup) -> None:
+    def __init__(
+        self, source: str, target: Target, task_group: TaskGroup, client_options: dict[str, Any] | None = None
+    ) -> None:
         self.source = source
         self._target = target
+        self._client_options = client_options or {}
         self._task_group = task_group
         self._client: Client | None = None
         self._stop = anyio.Event()
@@ -68,7 +71,7 @@ class SourceConnection:
         self._stop = stop
         started = False
         try:
-            async with Client(self._target(), read_timeout_seconds=None) as client:
+            async with Client(self._target(), read_timeout_seconds=None, **self._client_options) as client:
                 task_status.started(client)
                 started = True
                 await stop.wait()
@@ -119,14 +122,18 @@ class SourceConnection:
 class Connections:
     """The sessions of one coordinator process, one per source, owned by one task group."""
 
-    def __init__(self, targets: dict[str, Target], task_group: TaskGroup) -> None:
+    def __init__(
+        self, targets: dict[str, Target], task_group: TaskGroup, client_options: dict[str, Any] | None = None
+    ) -> None:
         self._targets = targets
         self._task_group = task_group
+        self._client_options = client_options
         self._open: dict[str, SourceConnection] = {}
 
     def __getitem__(self, source: str) -> SourceConnection:
         if source not in self._open:
-            self._open[source] = SourceConnection(source, self._targets[source], self._task_group)
+            target = self._targets[source]
+            self._open[source] = SourceConnection(source, target, self._task_group, self._client_options)
         return self._open[source]
 
     async def close(self) -> None:
@@ -135,9 +142,12 @@ class Connections:
 
     @classmethod
     @asynccontextmanager
-    async def opened(cls, targets: dict[str, Target]) -> AsyncIterator[Connections]:
+    async def opened(
+        cls, targets: dict[str, Target], client_options: dict[str, Any] | None = None
+    ) -> AsyncIterator[Connections]:
+        """``client_options`` go to every ``mcp.Client`` (e.g. ``mode="legacy"``: JSON-RPC framing in memory)."""
         async with anyio.create_task_group() as group:
-            connections = cls(targets, group)
+            connections = cls(targets, group, client_options)
             try:
                 yield connections
             finally:

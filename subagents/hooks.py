@@ -6,18 +6,19 @@
   limit too: two independent guards).
 * A **post-call hook** sees every outcome before anything else does. ``TrimResults`` cuts long
   text and caps the number of records, saying what it cut, so a model gets the signal and not a wall.
-* ``redact`` removes credentials and personal data from anything headed for traces or logs.
+* ``redact`` (from ``traces.redact``) removes credentials and personal data from anything headed
+  for traces or logs.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sources.contract import AttemptedQuery, EmptyResult, ErrorCategory, ResultPage, ToolError
 from subagents.classify import Outcome
+from traces.redact import redact
 
 __all__ = ["PostCallHook", "PreCallHook", "RefundLimit", "ToolCall", "TrimResults", "redact"]
 
@@ -96,30 +97,3 @@ class TrimResults:
         else:
             return outcome
         return Outcome(outcome.kind, trimmed, outcome.error_type, outcome.reopen)
-
-
-_JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
-_SECRET_KEYS = re.compile(r"credential|token|secret|password|authorization|api[_-]?key|signing", re.I)
-
-
-@dataclass(frozen=True)
-class _Redactor:
-    personal_keys: frozenset[str] = field(default=frozenset({"email", "name", "identifier"}))
-
-    def __call__(self, value: Any, key: str = "") -> Any:
-        if key and _SECRET_KEYS.search(key):
-            return "[redacted credential]"
-        if isinstance(value, str):
-            if key in self.personal_keys:
-                return "[redacted]"
-            return _EMAIL.sub("[redacted email]", _JWT.sub("[redacted credential]", value))
-        if isinstance(value, Mapping):
-            return {name: self(item, str(name)) for name, item in value.items()}
-        if isinstance(value, list | tuple):
-            return [self(item, key) for item in value]
-        return value
-
-
-redact = _Redactor()
-"""Credentials and personal data out of a value headed for traces: ``redact(payload)``."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import anyio
+from opentelemetry.trace import INVALID_SPAN, Span
 from pydantic import BaseModel, ConfigDict
 
 from sources.contract import (
@@ -46,6 +47,8 @@ from subagents.connection import Connections
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
 from subagents.policy import Recovery, RecoveryPolicy
 from subagents.repair import repair
+from traces.client_status import collect_client_spans
+from traces.spans import end_subagent, record_decision, subagent_span
 
 __all__ = [
     "Clock",
@@ -151,9 +154,15 @@ class _Run:
     decisions: list[Decision] = field(default_factory=list)
     partial_results: list[Any] = field(default_factory=list)
     out_of_time: bool = False
+    span: Span = INVALID_SPAN
 
     def decide(
-        self, action: DecisionAction, reason: str, category: ErrorCategory | None = None, backoff_ms: int = 0
+        self,
+        action: DecisionAction,
+        reason: str,
+        category: ErrorCategory | None = None,
+        backoff_ms: int = 0,
+        error_type: str = "",
     ) -> None:
         decision = Decision(
             action=action,
@@ -163,6 +172,15 @@ class _Run:
             reason=reason,
         )
         self.decisions.append(decision)
+        record_decision(
+            self.span,
+            action=action,
+            category=category.value if category else None,
+            attempt=decision.attempt,
+            backoff_ms=backoff_ms,
+            reason=reason,
+            error_type=error_type,
+        )
         self.runtime.observer.decided(self.task, decision)
 
     def query(self) -> AttemptedQuery:
@@ -201,6 +219,22 @@ class _Run:
 async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> SubagentReport:
     """Carry one task to a report by ``deadline`` (on ``runtime.clock``), recovering what can be recovered."""
     run = _Run(task, runtime, deadline, dict(task.arguments), runtime.broker.base_meta())
+    with subagent_span(task.id, task.source, task.tool, task.arguments) as span:
+        run.span = span
+        report = await _recover(run)
+        category = report.escalation.error_category.value if report.escalation else None
+        end_subagent(
+            span,
+            state=report.state,
+            attempts=report.attempts,
+            category=category,
+            message=report.message or "",
+        )
+    return report
+
+
+async def _recover(run: _Run) -> SubagentReport:
+    task, runtime, deadline = run.task, run.runtime, run.deadline
     policy = runtime.policy
     breaker = runtime.breakers[task.source]
     connection = runtime.connections[task.source]
@@ -208,7 +242,7 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
         call = ToolCall(task.source, task.tool, dict(run.arguments), run.attempts + 1)
         blocked = next((error for hook in runtime.pre_call if (error := hook(call)) is not None), None)
         if blocked is not None:
-            run.decide("hook_blocked", blocked.description, blocked.error_category)
+            run.decide("hook_blocked", blocked.description, blocked.error_category, error_type="hook_blocked")
             return run.report(Outcome("error", blocked, "hook_blocked"))
 
         remaining = deadline - runtime.clock.now()
@@ -224,18 +258,18 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
         run.attempts += 1
         runtime.observer.attempt(task, run.attempts, run.arguments)
         generation = None
-        try:
-            client, generation = await connection.session()
-            result = await connection.call(
-                client,
-                task.tool,
-                run.arguments,
-                timeout_s=min(policy.call_timeout_s, remaining),
-                meta=run.meta,
-            )
-            outcome = classify_result(result)
-        except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
-            outcome = classify_exception(exc)
+        with collect_client_spans() as client_spans:
+            try:
+                client, generation = await connection.session()
+                timeout_s = min(policy.call_timeout_s, remaining)
+                result = await connection.call(
+                    client, task.tool, run.arguments, timeout_s=timeout_s, meta=run.meta
+                )
+                outcome = classify_result(result)
+            except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
+                outcome = classify_exception(exc)
+            if outcome.error is not None:  # the SDK leaves its client span's status unset here: set it
+                client_spans.failed(outcome.error_type or "tool_error", outcome.error.description)
         outcome = with_attempted_query(outcome, run.query())
         for hook in runtime.post_call:
             outcome = hook(call, outcome)
@@ -258,7 +292,12 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
                 if breaker.state is BreakerState.OPEN:  # this failure opened it: no point waiting to retry
                     return run.report(_breaker_open(run, breaker))
                 if run.retries >= policy.max_retries:
-                    run.decide("give_up", f"{run.retries} retries spent: {error.description}", category)
+                    run.decide(
+                        "give_up",
+                        f"{run.retries} retries spent: {error.description}",
+                        category,
+                        error_type=outcome.error_type,
+                    )
                     return run.report(outcome)
                 delay = policy.backoff_s(run.retries + 1, runtime.rng, error.retry_after_ms)
                 if runtime.clock.now() + delay >= deadline:
@@ -267,6 +306,7 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
                         "give_up",
                         f"a back-off of {delay:.2f} s would pass the deadline: {error.description}",
                         category,
+                        error_type=outcome.error_type,
                     )
                     return run.report(outcome)
                 run.retries += 1
@@ -281,6 +321,7 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
                     f"retry {run.retries}/{policy.max_retries} after {cause}{hint}: {error.description}",
                     category,
                     backoff_ms=round(delay * 1000),
+                    error_type=outcome.error_type,
                 )
                 await runtime.clock.sleep(delay)
             case Recovery.REPAIR:
@@ -291,7 +332,9 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
                         if run.repairs < policy.max_repairs
                         else f"{run.repairs} repairs spent"
                     )
-                    run.decide("escalate", f"{why}: {error.description}", category)
+                    run.decide(
+                        "escalate", f"{why}: {error.description}", category, error_type=outcome.error_type
+                    )
                     return run.report(outcome)
                 changes = ", ".join(
                     f"{name} {json.dumps(run.arguments.get(name))} -> {json.dumps(value)}"
@@ -300,7 +343,12 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
                 )
                 run.repairs += 1
                 run.arguments = repaired
-                run.decide("repair", f"repair {run.repairs}/{policy.max_repairs}: {changes}", category)
+                run.decide(
+                    "repair",
+                    f"repair {run.repairs}/{policy.max_repairs}: {changes}",
+                    category,
+                    error_type=outcome.error_type,
+                )
             case Recovery.ELEVATE:
                 elevation = (
                     runtime.broker.elevate(error.required_scope, task.purpose, run.held_scopes)
@@ -309,20 +357,25 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
                 )
                 if elevation is None or not elevation.granted:
                     why = elevation.reason if elevation else f"{run.elevations} elevation already used"
-                    run.decide("escalate", f"elevation refused ({why}): {error.description}", category)
+                    run.decide(
+                        "escalate",
+                        f"elevation refused ({why}): {error.description}",
+                        category,
+                        error_type=outcome.error_type,
+                    )
                     return run.report(outcome)
                 run.elevations += 1
                 run.held_scopes.add(error.required_scope or "")
                 run.meta = elevation.meta()
-                run.decide("elevate", elevation.reason, category)
+                run.decide("elevate", elevation.reason, category, error_type=outcome.error_type)
             case _:
-                run.decide("escalate", error.description, category)
+                run.decide("escalate", error.description, category, error_type=outcome.error_type)
                 return run.report(outcome)
 
 
 def _breaker_open(run: _Run, breaker: Breaker) -> Outcome:
     reason = f"the circuit for {run.task.source} is open; it probes again in {breaker.retry_in_s():.1f} s"
-    run.decide("breaker_open", reason, ErrorCategory.TRANSIENT)
+    run.decide("breaker_open", reason, ErrorCategory.TRANSIENT, error_type="breaker_open")
     return Outcome("error", ToolError.of(ErrorCategory.TRANSIENT, f"Not called: {reason}."), "breaker_open")
 
 

@@ -15,12 +15,18 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server import MCPServer
 from mcp.types import CallToolResult
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sources import billing, customers, kb, orders, tickets
 from sources.auth import CREDENTIAL_META_KEY, issue_credential
 from sources.serve import READY_PREFIX
 from sources.settings import SourceSettings
 from sources.world import ensure_world
+from traces.client_status import ClientSpanStatus
 
 TEST_KEY = "test-signing-key-" + "0" * 48
 MODULES = {"customers": customers, "orders": orders, "billing": billing, "tickets": tickets, "kb": kb}
@@ -139,3 +145,22 @@ def http_source(settings: SourceSettings) -> Iterator[Callable[..., HttpSource]]
     yield start
     for running in started:
         running.stop()
+
+
+# One tracer provider for the whole test process, exporting to memory: the SDK allows one per
+# process, and the code under test only installs its own when none is there.
+SPANS = InMemorySpanExporter()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    provider = TracerProvider(resource=Resource.create({"service.name": "research-coordinator"}))
+    provider.add_span_processor(ClientSpanStatus(SimpleSpanProcessor(SPANS)))
+    trace.set_tracer_provider(provider)
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The spans finished during one test."""
+    SPANS.clear()
+    yield SPANS
+    SPANS.clear()

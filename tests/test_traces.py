@@ -1,0 +1,232 @@
+"""Traces with the SDK's in-memory exporter: the span tree, one event per decision, status, redaction."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from rich.console import Console
+
+from coordinator.research import ResearchOptions, research
+from sources.settings import SourceSettings
+from subagents.breaker import Breakers
+from subagents.broker import CredentialBroker, Grant
+from subagents.connection import Connections
+from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
+from tests.conftest import MODULES, TEST_KEY, credential
+from tests.fakes import FakeClock
+from traces import attributes as names
+from traces.files import file_exporter, load_traces
+from traces.redact import set_full_payloads
+from traces.viewer import render_trace
+
+pytestmark = pytest.mark.anyio
+
+# In memory, the mcp Client dispatches directly unless asked for JSON-RPC framing; the framing is
+# where the SDK opens its client span and carries the trace context in _meta, as over stdio and HTTP.
+JSON_RPC = {"mode": "legacy"}
+STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
+
+
+async def run_task(
+    settings: SourceSettings, source: str, tool: str, arguments: dict[str, Any], **options: Any
+) -> SubagentReport:
+    servers = {name: module.create_server(settings) for name, module in MODULES.items()}
+    clock = FakeClock()
+    with anyio.fail_after(30):
+        targets = {name: (lambda s=server: s) for name, server in servers.items()}
+        async with Connections.opened(targets, JSON_RPC) as connections:
+            runtime = Runtime(
+                connections=connections, broker=CredentialBroker(TEST_KEY, grants=(Grant("billing:read", "refund research"),)),
+                clock=clock, rng=random.Random(3), **options,
+            )  # fmt: skip
+            task = Task(
+                f"{source}.{tool}", source, tool, arguments, purpose=options.pop("purpose", "refund research")
+            )
+            return await run_subagent(task, runtime, deadline=clock.now() + 30)
+
+
+def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
+    return [span for span in spans if span.name == name]
+
+
+BRANCHES = [
+    ("customers", "customer_lookup", {"identifier": "jane.doe@example.com"}, "ok", []),
+    ("orders", "search_orders", {"customer_id": "CUST-00077"}, "empty", ["accept_empty"]),
+    ("customers", "customer_lookup", {"identifier": "CUST-00042", "mode": "timeout"}, "escalated", ["retry", "retry", "retry", "give_up"]),
+    ("customers", "customer_lookup", {"identifier": " Jane.Doe@Example.com "}, "ok", ["repair"]),
+    ("billing", "refund_eligibility", {"order_id": "ORD-10023", "amount": 750}, "escalated", ["elevate", "escalate"]),
+    ("billing", "issue_refund", {"order_id": "ORD-10023", "amount": 750, "idempotency_key": "trace-hook-01"}, "escalated", ["hook_blocked"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "tool", "arguments", "state", "actions"), BRANCHES)
+async def test_each_branch_is_a_subagent_span_with_one_event_per_decision(
+    settings: SourceSettings, spans: InMemorySpanExporter, source: str, tool: str, arguments: dict[str, Any],
+    state: str, actions: list[str],
+) -> None:  # fmt: skip
+    report = await run_task(settings, source, tool, arguments)
+    assert report.state == state and [d.action for d in report.decisions] == actions
+    (span,) = named(spans.get_finished_spans(), f"subagent {source}")
+    attributes = span.attributes or {}
+    assert attributes[names.GEN_AI_OPERATION_NAME] == "invoke_agent"
+    assert attributes[names.GEN_AI_AGENT_NAME] == f"{source} subagent"
+    assert attributes[names.TASK_STATE] == state and attributes[names.TASK_ATTEMPTS] == report.attempts
+    events = [event for event in span.events if event.name == names.RECOVERY_DECISION]
+    assert len(events) == len(report.decisions)
+    for event, decision in zip(events, report.decisions, strict=True):
+        event_attributes = event.attributes or {}
+        assert event_attributes[names.RECOVERY_ACTION] == decision.action
+        assert event_attributes[names.RECOVERY_ATTEMPT] == decision.attempt
+        assert event_attributes[names.RECOVERY_BACKOFF_MS] == decision.backoff_ms
+        assert event_attributes.get(names.RECOVERY_CATEGORY) == (
+            decision.category.value if decision.category else None
+        )
+        assert event_attributes[names.RECOVERY_RETRYABLE] is (decision.category == "transient")
+        if decision.action != "accept_empty":
+            assert event_attributes[names.ERROR_TYPE]
+    if state == "escalated":
+        assert span.status.status_code is StatusCode.ERROR
+        assert attributes[names.ERROR_TYPE] == report.escalation.error_category.value  # type: ignore[union-attr]
+    else:
+        assert span.status.status_code is StatusCode.OK  # a recovered task is not a failed operation
+    client_spans = [
+        s
+        for s in spans.get_finished_spans()
+        if s.kind is SpanKind.CLIENT and s.name.startswith("MCP send tools/call")
+    ]
+    assert len(client_spans) == report.attempts  # one client span per attempt, the SDK's own
+    assert all(s.parent is not None and s.parent.span_id == span.context.span_id for s in client_spans)
+
+
+async def test_the_sdk_client_span_gets_its_status_on_is_error(
+    settings: SourceSettings, spans: InMemorySpanExporter
+) -> None:
+    await run_task(settings, "customers", "customer_lookup", {"identifier": "CUST-00013"})
+    (client,) = [s for s in spans.get_finished_spans() if s.name == "MCP send tools/call customer_lookup"]
+    assert (
+        client.status.status_code is StatusCode.ERROR
+        and (client.attributes or {})[names.ERROR_TYPE] == "tool_error"
+    )
+    (server,) = named(spans.get_finished_spans(), "tools/call customer_lookup")
+    assert (
+        server.kind is SpanKind.SERVER
+        and server.parent is not None
+        and server.parent.span_id == client.context.span_id
+    )
+
+
+async def test_a_breaker_open_decision_is_recorded(
+    settings: SourceSettings, spans: InMemorySpanExporter
+) -> None:
+    breakers = Breakers(failure_threshold=1, cooldown_s=60)
+    await run_task(
+        settings,
+        "customers",
+        "customer_lookup",
+        {"identifier": "CUST-00042", "mode": "timeout"},
+        breakers=breakers,
+    )
+    (span,) = named(spans.get_finished_spans(), "subagent customers")
+    assert [(e.attributes or {})[names.RECOVERY_ACTION] for e in span.events] == ["breaker_open"]
+
+
+async def story(settings: SourceSettings) -> Any:
+    servers = {name: module.create_server(settings) for name, module in MODULES.items()}
+    targets = {name: (lambda s=server: s) for name, server in servers.items()}
+    with anyio.fail_after(60):
+        return await research(
+            STORY,
+            ResearchOptions(seed=1),
+            settings=settings,
+            targets=targets,
+            clock=FakeClock(),
+            client_options=JSON_RPC,
+        )
+
+
+async def test_the_span_tree_of_a_query(settings: SourceSettings, spans: InMemorySpanExporter) -> None:
+    report = await story(settings)
+    finished = spans.get_finished_spans()
+    (root,) = named(finished, "research")
+    assert format(root.context.trace_id, "032x") == report.trace_id
+    assert all(format(span.context.trace_id, "032x") == report.trace_id for span in finished)
+    assert (root.attributes or {})[names.STATUS] == "partial" and (root.attributes or {})[
+        names.PLAN_SIZE
+    ] == 5
+    children = {
+        span.name
+        for span in finished
+        if span.parent is not None and span.parent.span_id == root.context.span_id
+    }
+    assert children == {"plan", "synthesize"} | {
+        f"subagent {s}" for s in ("customers", "orders", "billing", "tickets", "kb")
+    }
+    (plan,) = named(finished, "plan")
+    assert list((plan.attributes or {})[names.PLAN_TASKS]) == [task.id for task in report.tasks]
+    (synthesize,) = named(finished, "synthesize")
+    assert (synthesize.attributes or {})[names.GAPS] == len(report.gaps) == 1
+    decisions = sum(len(task.decisions) for task in report.tasks)
+    events = [event for span in finished for event in span.events if event.name == names.RECOVERY_DECISION]
+    assert len(events) == decisions
+
+
+def _all_values(spans: Sequence[ReadableSpan]) -> str:
+    values = []
+    for span in spans:
+        values += [str(v) for v in (span.attributes or {}).values()]
+        values += [str(v) for event in span.events for v in (event.attributes or {}).values()]
+        values.append(str(span.status.description or ""))
+    return "\n".join(values)
+
+
+async def test_no_credential_and_no_email_in_any_attribute(
+    settings: SourceSettings, spans: InMemorySpanExporter
+) -> None:
+    await story(settings)
+    await run_task(settings, "billing", "list_invoices", {"customer_id": "CUST-00042"})
+    text = _all_values(spans.get_finished_spans())
+    assert "@example.com" not in text and "Jane Doe" not in text
+    assert "eyJ" not in text and TEST_KEY not in text
+    assert "[redacted email]" in text  # the query named an email: it was there, and it was removed
+
+
+async def test_full_payloads_are_an_explicit_switch(
+    settings: SourceSettings, spans: InMemorySpanExporter
+) -> None:
+    set_full_payloads(True)
+    try:
+        await run_task(settings, "customers", "customer_lookup", {"identifier": "jane.doe@example.com"})
+    finally:
+        set_full_payloads(False)
+    (span,) = named(spans.get_finished_spans(), "subagent customers")
+    assert json.loads(str((span.attributes or {})[names.ARGUMENTS])) == {"identifier": "jane.doe@example.com"}
+    assert credential("billing:read")["research-coordinator/credential"] not in _all_values(
+        spans.get_finished_spans()
+    )
+
+
+async def test_files_hold_the_trace_and_the_viewer_shows_every_decision(
+    settings: SourceSettings, spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    report = await story(settings)
+    exporter = file_exporter(tmp_path, "research-coordinator")
+    exporter.export(spans.get_finished_spans())
+    exporter.shutdown()
+    traces = load_traces(tmp_path)
+    assert set(traces) == {report.trace_id}
+    console = Console(record=True, width=200)
+    console.print(render_trace(report.trace_id, traces[report.trace_id]))
+    shown = console.export_text()
+    for task in report.tasks:
+        for decision in task.decisions:
+            assert f"◆ {decision.action} (attempt {decision.attempt}" in shown
+    assert "subagent billing" in shown and "ERROR business" in shown and "synthesize" in shown
