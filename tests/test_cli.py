@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +147,19 @@ def test_ask_refuses_bad_input_in_one_line(settings: SourceSettings, args: list[
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_traces_show_latest_renders_what_ask_wrote(settings: SourceSettings, tmp_path: Path) -> None:
+    traced = dataclasses.replace(settings, traces_dir=tmp_path / "traces")
+    done = research(traced, "ask", STORY, "--faults", "tickets:transient=0.5,seed=4", "--seed", "1")
+    assert done.returncode == 3, done.stderr
+    shown = research(traced, "traces", "show", "latest")
+    assert shown.returncode == 0, shown.stderr
+    for service in ("coordinator", "customers", "orders", "billing", "tickets", "kb"):
+        assert f"{service} " in shown.stdout
+    assert "◆ retry" in shown.stdout and "◆ elevate" in shown.stdout and "◆ escalate" in shown.stdout
+    assert "subagent billing" in shown.stdout and "ERROR business" in shown.stdout
+    listed = research(traced, "traces", "list")
+    assert listed.returncode == 0 and "partial" in listed.stdout
+    missing = research(traced, "traces", "show", "0" * 32)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: no trace")
