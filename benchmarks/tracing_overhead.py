@@ -95,8 +95,6 @@ async def measure(settings: SourceSettings, traces_dir: Path, rounds: int) -> tu
                 samples.append(time.perf_counter() - started)
                 assert all(outcome.state == "ok" for outcome in outcomes.values())
     traced_provider.shutdown()
-    written = sum(len(path.read_text().splitlines()) for path in traces_dir.glob("*.jsonl"))
-    print(f"{written} spans written to files in the traced rounds")
     return traced, untraced
 
 
@@ -106,7 +104,10 @@ def main() -> None:
     rounds = parser.parse_args().rounds
     with tempfile.TemporaryDirectory() as data_dir:
         settings = SourceSettings(data_dir=Path(data_dir), kb_warmup_ms=0)
-        traced, untraced = anyio.run(measure, settings, Path(data_dir) / "traces", rounds)
+        traces_dir = Path(data_dir) / "traces"
+        traced, untraced = anyio.run(measure, settings, traces_dir, rounds)
+        written = sum(len(path.read_text().splitlines()) for path in traces_dir.glob("*.jsonl"))
+    print(f"{written} spans written to files in the traced rounds")
     on, off = statistics.median(traced), statistics.median(untraced)
     print(f"tracing to files: median {on * 1000:.2f} ms; tracing off: median {off * 1000:.2f} ms")
     print(f"overhead: {(on / off - 1) * 100:+.1f} % (target <= 5 %), {rounds} rounds each")
