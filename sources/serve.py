@@ -104,6 +104,7 @@ def main(create_server: ServerFactory) -> None:
                 traces_dir=settings.traces_path,
                 run_id=settings.run_id,
                 full_payloads=settings.full_payloads,
+                eager=True,  # a source may be killed at any moment: export each span as it ends
             )
             if http:
                 anyio.run(_serve_http, create_server(settings), name, port)

@@ -6,6 +6,7 @@ import dataclasses
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 import pytest
@@ -18,6 +19,7 @@ from sources.contract import EmptyResult, to_call_tool_result
 from sources.faults import FaultLayer, FaultSettings
 from sources.settings import SourceSettings
 from tests.conftest import MODULES, PROJECT_ROOT, HttpSource, call, child_environment, stdio_parameters, wire
+from traces.files import load_traces
 
 pytestmark = pytest.mark.anyio
 
@@ -175,3 +177,19 @@ def test_http_refuses_garbage_and_a_taken_port(
 def test_settings_reach_a_child_process(settings: SourceSettings) -> None:
     faulty = dataclasses.replace(settings, faults=FaultSettings(transient=0.5, seed=9))
     assert SourceSettings.from_environment(faulty.child_environment()) == faulty
+
+
+@pytest.mark.subprocess
+async def test_a_killed_source_has_exported_what_it_finished(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    traced = dataclasses.replace(settings, traces_dir=tmp_path)
+    parameters = stdio_parameters(traced, "orders", "--faults", "crash=1")
+    async with Client(parameters, read_timeout_seconds=10) as client:
+        await client.list_tools()  # finished before the crash
+        with pytest.raises(MCPError):
+            await client.call_tool("search_orders", {"customer_id": "CUST-00042"}, read_timeout_seconds=10)
+    spans = [span for found in load_traces(tmp_path).values() for span in found]
+    services = {span["resource"]["attributes"]["service.name"] for span in spans}
+    assert services == {"research-source-orders"}
+    assert "tools/list" in {span["name"] for span in spans}

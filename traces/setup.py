@@ -11,8 +11,9 @@ list of:
 | `console` | stderr (never stdout: a stdio source's stdout is its protocol)                  |
 | `none`    | nowhere                                                                         |
 
-Spans are batched and flushed on exit. The batch delay is short (`OTEL_BSP_SCHEDULE_DELAY`,
-default here 250 ms), so a source that is killed outright has already exported what it finished.
+Spans are batched on a background thread and flushed on exit (batch delay `OTEL_BSP_SCHEDULE_DELAY`,
+default here 250 ms). A source exports each span as soon as it ends (``eager``: a batch of one, still
+off the event loop), so a source killed outright has already exported everything it finished.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def configure_tracing(
     run_id: str | None = None,
     full_payloads: bool = False,
     exporters: list[str] | None = None,
+    eager: bool = False,
 ) -> TracerProvider:
     """Install this process's tracer provider, once. Later calls return the installed one."""
     current = trace.get_tracer_provider()
@@ -80,7 +82,11 @@ def configure_tracing(
     provider = TracerProvider(resource=Resource.create(attributes))
     delay = int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", _DEFAULT_DELAY_MS))
     for name in exporter_names() if exporters is None else exporters:
-        batch = BatchSpanProcessor(_exporter(name, traces_dir, service_name), schedule_delay_millis=delay)
+        batch = BatchSpanProcessor(
+            _exporter(name, traces_dir, service_name),
+            schedule_delay_millis=delay,
+            max_export_batch_size=1 if eager else 512,  # one: the worker wakes for every finished span
+        )
         provider.add_span_processor(ClientSpanStatus(batch))
     trace.set_tracer_provider(provider)
     return provider
