@@ -13,7 +13,9 @@ import dataclasses
 import json
 import os
 import sys
+import time
 import uuid
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import anyio
@@ -30,6 +32,7 @@ from sources.auth import CREDENTIAL_META_KEY, issue_credential
 from sources.catalogue import SOURCES
 from sources.contract import Decision
 from sources.faults import FaultSettings
+from sources.fleet import Fleet, FleetError
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections, stdio_target
@@ -57,6 +60,13 @@ traces_app = typer.Typer(
 app.add_typer(traces_app, name="traces")
 
 JAEGER_UI = "http://localhost:16686"
+
+chaos_app = typer.Typer(
+    help="Break a running fleet on purpose: kill, hang, slow, flaky, garbage, heal.\n\n"
+    "Example: research sources up --chaos && research chaos kill customers",
+    no_args_is_help=True,
+)
+app.add_typer(chaos_app, name="chaos")
 
 _CALL_TIMEOUT_SECONDS = 15.0
 
@@ -161,7 +171,10 @@ def ask(
             filter(None, [os.environ.get("OTEL_TRACES_EXPORTER", "file"), "otlp"])
         )
     settings = _start_tracing(SourceSettings.from_environment(), trace_payloads)
-    options = ResearchOptions(deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed)
+    urls = Fleet(settings).urls() if transport == "http" else {}
+    options = ResearchOptions(
+        deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed, urls=urls
+    )
     console = Console(stderr=True)
     with LiveProgress(plan, console) as progress:
         report = anyio.run(lambda: research(query, options, settings=settings, observer=progress, plan=plan))
@@ -368,3 +381,167 @@ def show_trace(
         known = "no traces yet: run `research ask ...` first" if not traces else "see `research traces list`"
         raise _usage_error(f"no trace {trace_id!r} in the local trace files; {known}")
     Console().print(render_trace(wanted, traces[wanted]))
+
+
+def _fleet() -> Fleet:
+    return Fleet(SourceSettings.from_environment())
+
+
+def _fleet_call(action: Callable[[], Any]) -> Any:
+    try:
+        return action()
+    except FleetError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _ports(specs: list[str]) -> dict[str, int]:
+    ports = {}
+    for spec in specs:
+        source, sep, port = spec.partition("=")
+        if not sep or source not in SOURCES or not port.isdigit() or not 0 < int(port) < 65536:
+            raise _usage_error(
+                f"--port takes SOURCE=PORT with a source among {', '.join(SOURCES)}, e.g. kb=9105; got {spec!r}"
+            )
+        ports[source] = int(port)
+    return ports
+
+
+@sources_app.command("up")
+def fleet_up(
+    chaos: Annotated[
+        bool,
+        typer.Option("--chaos", help="Accept run-time faults (hang, slow, flaky, garbage) on 127.0.0.1."),
+    ] = False,
+    port: Annotated[
+        list[str] | None,
+        typer.Option("--port", help="SOURCE=PORT to move a source off its default port (repeatable)."),
+    ] = None,
+) -> None:
+    """Start the five sources as streamable-HTTP services on 127.0.0.1:8101-8105 and wait until each answers.
+
+    Example: research sources up --chaos
+    """
+    ports = _ports(port or [])
+    members = _fleet_call(lambda: _fleet().up(ports, chaos_control=chaos))
+    for member in members.values():
+        typer.echo(f"{member.source:10} pid {member.pid:<7} {member.url}")
+
+
+@sources_app.command("status")
+def fleet_status() -> None:
+    """Show each source of the fleet: pid, port, uptime, health.
+
+    Example: research sources status
+    """
+    fleet = _fleet()
+    members = fleet.members()
+    if not members:
+        typer.echo("no fleet: `research sources up` starts one", err=True)
+        raise typer.Exit(1)
+    table = Table("source", "pid", "port", "uptime", "health", "faults")
+    for member in members.values():
+        alive = member.alive()
+        health = fleet.health(member) if alive else None
+        uptime = f"{time.time() - member.started_at:.0f} s" if alive else "-"
+        state = "ok" if health else ("dead" if not alive else "not answering")
+        table.add_row(
+            member.source,
+            str(member.pid),
+            str(member.port),
+            uptime,
+            state,
+            (health or {}).get("faults") or "-",
+        )
+    Console().print(table)
+
+
+@sources_app.command("down")
+def fleet_down() -> None:
+    """Stop every source of the fleet.
+
+    Example: research sources down
+    """
+    stopped = _fleet().down()
+    typer.echo(f"stopped {', '.join(stopped)}" if stopped else "nothing was running")
+
+
+def _chaos(source: str, faults: FaultSettings) -> None:
+    _known_source(source)
+    state = _fleet_call(lambda: _fleet().set_faults(source, faults))
+    typer.echo(f"{source}: faults now {state['faults'] or 'none'}")
+
+
+@chaos_app.command("kill")
+def chaos_kill(source: Annotated[str, typer.Argument(help="The source to SIGKILL.")]) -> None:
+    """SIGKILL one source of the fleet.
+
+    Example: research chaos kill customers
+    """
+    _known_source(source)
+    member = _fleet_call(lambda: _fleet().kill(source))
+    typer.echo(f"{source}: killed (pid {member.pid})")
+
+
+@chaos_app.command("heal")
+def chaos_heal(source: Annotated[str, typer.Argument(help="The source to bring back to normal.")]) -> None:
+    """Back to normal: restart a dead source where it was, or clear a live one's faults.
+
+    Example: research chaos heal customers
+    """
+    _known_source(source)
+    member = _fleet_call(lambda: _fleet().heal(source))
+    typer.echo(f"{source}: healthy (pid {member.pid}, {member.url})")
+
+
+@chaos_app.command("hang")
+def chaos_hang(
+    source: Annotated[str, typer.Argument(help="The source that will accept calls and never answer.")],
+) -> None:
+    """Make a source accept every call and never answer.
+
+    Example: research chaos hang tickets
+    """
+    _chaos(source, FaultSettings(hang=1))
+
+
+@chaos_app.command("slow")
+def chaos_slow(
+    source: Annotated[str, typer.Argument(help="The source to slow down.")],
+    ms: Annotated[float, typer.Option("--ms", min=0, help="Added latency per call, in milliseconds.")] = 1000,
+    jitter: Annotated[
+        float, typer.Option("--jitter", min=0, help="Latency varies by up to this much either way.")
+    ] = 0,
+) -> None:
+    """Add latency (with jitter) to every call of a source.
+
+    Example: research chaos slow orders --ms 800 --jitter 200
+    """
+    _chaos(source, FaultSettings(latency_ms=ms, jitter_ms=jitter))
+
+
+@chaos_app.command("flaky")
+def chaos_flaky(
+    source: Annotated[str, typer.Argument(help="The source to make flaky.")],
+    rate: Annotated[
+        float, typer.Option("--rate", min=0, max=1, help="Probability of a transient failure per call.")
+    ] = 0.5,
+    seed: Annotated[int, typer.Option(help="Seed of the fault dice.")] = 0,
+) -> None:
+    """Fail a share of a source's calls with a transient error.
+
+    Example: research chaos flaky orders --rate 0.3
+    """
+    _chaos(source, FaultSettings(transient=rate, seed=seed))
+
+
+@chaos_app.command("garbage")
+def chaos_garbage(
+    source: Annotated[str, typer.Argument(help="The source whose answers get corrupted.")],
+    rate: Annotated[float, typer.Option("--rate", min=0, max=1, help="Probability per call.")] = 1.0,
+) -> None:
+    """Corrupt a source's answers on the wire.
+
+    Example: research chaos garbage kb
+    """
+    _chaos(source, FaultSettings(garbage=rate))

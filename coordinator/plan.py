@@ -7,6 +7,8 @@ tickets, invoices, refunds, policies), and plans only that:
     resolve the customer ──► orders, tickets, invoices, refund eligibility   (they use the resolved id)
     policies                                                                 (need nothing; start at once)
 
+A ``CUST-`` id named in the query needs no resolving: its tasks run beside the lookup, not after it.
+
 An argument that comes from an upstream task is a ``Ref``: ``Ref("customer", "id")`` is the ``id``
 of the first record the ``customer`` task returned. A plan that is not acyclic, or that names an
 unknown source or tool, or refers to a task it does not depend on, is refused before anything runs.
@@ -271,8 +273,10 @@ def plan_query(query: str) -> Plan:
     if customer:
         tasks.append(PlannedTask("customer", "customers", "customer_lookup", {"identifier": customer[0]},
                                  why=f"resolve {customer[0]}"))  # fmt: skip
-        needs_customer = ("customer",)
-        customer_id: Any = Ref("customer", "id")
+        # An email must be resolved to an id first; a CUST- id named in the query is used as it is,
+        # so the customer's orders, tickets and billing need not wait for (or fail with) the lookup.
+        needs_customer: tuple[str, ...] = () if reading.customer_ids and not reading.emails else ("customer",)
+        customer_id: Any = reading.customer_ids[0] if not needs_customer else Ref("customer", "id")
         if "orders" in asks or reading.skus or (reading.order_ids and not wants_refund):
             arguments: dict[str, Any] = {"customer_id": customer_id}
             if reading.skus:

@@ -40,7 +40,9 @@ DEFAULT_GRANTS = (Grant("billing:read", "refund research"),)
 class ResearchOptions:
     deadline_s: float = 30.0
     transport: str = "stdio"  # "stdio": spawn each source; "http": use sources already serving
-    urls: Mapping[str, str] = field(default_factory=dict)  # per-source HTTP URL overrides
+    urls: Mapping[str, str] = field(
+        default_factory=dict
+    )  # per-source HTTP URLs (default: the fleet's, or 8101-8105)
     faults: Mapping[str, FaultSettings] = field(default_factory=dict)  # per-source faults (stdio only)
     policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
     grants: tuple[Grant, ...] = DEFAULT_GRANTS

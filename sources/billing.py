@@ -9,7 +9,6 @@ by key, and a key reused with other arguments is a validation error.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
@@ -21,6 +20,7 @@ from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.toolkit import invalid, open_source, page_of
+from sources.wire import Wire
 from sources.world import TODAY
 
 __all__ = ["AUTOMATIC_REFUND_LIMIT", "Invoice", "Refund", "RefundAssessment", "create_server"]
@@ -133,9 +133,7 @@ def _refuse(assessment: RefundAssessment) -> ToolFailure:
     )
 
 
-def create_server(
-    settings: SourceSettings | None = None, *, wire: Callable[[bytes], None] | None = None
-) -> MCPServer:
+def create_server(settings: SourceSettings | None = None, *, wire: Wire | None = None) -> MCPServer:
     source = open_source(
         "billing",
         settings,

@@ -7,7 +7,6 @@ result; an erased (GDPR) record is refused by a business rule; a restricted (VIP
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated
 
 from mcp.server import MCPServer
@@ -18,6 +17,7 @@ from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, 
 from sources.formats import CUSTOMER_IDENTIFIER, LookupMode, one_of
 from sources.settings import SourceSettings
 from sources.toolkit import open_source, page_of
+from sources.wire import Wire
 
 __all__ = ["Customer", "create_server"]
 
@@ -62,9 +62,7 @@ def _simulated(mode: LookupMode, identifier: str) -> ToolError | EmptyResult:
             )
 
 
-def create_server(
-    settings: SourceSettings | None = None, *, wire: Callable[[bytes], None] | None = None
-) -> MCPServer:
+def create_server(settings: SourceSettings | None = None, *, wire: Wire | None = None) -> MCPServer:
     source = open_source(
         "customers",
         settings,

@@ -11,7 +11,7 @@ Faults are set at start, by ``--faults`` or ``RESEARCH_FAULTS``, as ``name=value
 | `transient` | probability of a transient contract error instead of running the call     | 0       |
 | `hang`      | probability that the call is accepted and never answered                   | 0       |
 | `crash`     | probability that the process is killed (SIGKILL) mid-call                 | 0       |
-| `garbage`   | probability that a corrupt line goes on the wire instead of the answer (stdio) | 0   |
+| `garbage`   | probability that corrupt bytes go on the wire instead of the answer    | 0       |
 | `lose`      | probability that the call runs but its answer is never sent             | 0       |
 | `seed`      | seed of the fault dice, so a run replays exactly                           | 0       |
 
@@ -34,11 +34,11 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sources.contract import ErrorCategory, ToolError, to_call_tool_result
+from sources.wire import Wire
 
 __all__ = ["FaultLayer", "FaultSettings"]
 
 _DURATION = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>ms|s)?\s*$")
-_GARBAGE = b'}{"jsonrpc": "2.0", "id": \x00\xff garbage from the fault layer\n'
 
 
 class FaultSettings(BaseModel):
@@ -119,8 +119,8 @@ def _kill_self() -> None:
 class FaultLayer:
     """Server middleware that applies ``FaultSettings`` to every ``tools/call``.
 
-    ``wire`` writes raw bytes to the transport (stdio's stdout); without it, the garbage fault is
-    refused at start rather than silently doing nothing.
+    ``wire`` is the transport side of the garbage fault (``sources.wire``); without one, the garbage
+    fault is refused rather than silently doing nothing.
     """
 
     def __init__(
@@ -128,18 +128,26 @@ class FaultLayer:
         settings: FaultSettings,
         *,
         source: str,
-        wire: Callable[[bytes], None] | None = None,
+        wire: Wire | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         crash: Callable[[], None] = _kill_self,
     ) -> None:
-        if settings.garbage and wire is None:
-            raise ValueError("the garbage fault corrupts the stdio wire; it is not available over HTTP")
-        self.settings = settings
-        self._source = source
-        self._rng = random.Random(settings.seed)  # noqa: S311  (fault dice, not cryptography)
         self._wire = wire
+        self._source = source
+        self.settings = FaultSettings()
+        self._rng = random.Random()  # noqa: S311  (fault dice, not cryptography)
+        self.apply(settings)
         self._sleep = sleep
         self._crash = crash
+
+    def apply(self, settings: FaultSettings) -> None:
+        """Switch to new settings (at start, or at run time through the chaos control); the dice restart."""
+        if settings.garbage and self._wire is None:
+            raise ValueError(
+                "the garbage fault needs a wire to corrupt: stdio's, or an HTTP source started with --chaos-control"
+            )
+        self.settings = settings
+        self._rng = random.Random(settings.seed)  # noqa: S311  (fault dice, not cryptography)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "tools/call" or not self.settings.active:
@@ -154,8 +162,7 @@ class FaultLayer:
             await self._sleep(delay_ms / 1000)
         if crash:
             self._crash()
-        if garbage and self._wire is not None:
-            self._wire(_GARBAGE)
+        if garbage and self._wire is not None and self._wire.corrupt(ctx.request_id):
             await anyio.sleep_forever()  # the answer was the garbage: the caller waits in vain
         if hang:
             await anyio.sleep_forever()

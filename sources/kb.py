@@ -21,6 +21,7 @@ from sources.formats import ARTICLE_ID, SEARCH_TEXT, whole_number
 from sources.settings import SourceSettings
 from sources.store import Store, match_any_word
 from sources.toolkit import open_source, page_of
+from sources.wire import Wire
 
 __all__ = ["Policy", "RelatedPolicy", "create_server"]
 
@@ -54,7 +55,7 @@ def _policy_graph(store: Store) -> nx.DiGraph:
 def create_server(
     settings: SourceSettings | None = None,
     *,
-    wire: Callable[[bytes], None] | None = None,
+    wire: Wire | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> MCPServer:
     source = open_source(

@@ -7,7 +7,6 @@ result; large result sets come a page at a time (``nextCursor``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import date
 from typing import Annotated, Any
 
@@ -18,6 +17,7 @@ from sources.contract import EmptyResult, ResultPage
 from sources.formats import CURSOR, CUSTOMER_ID, ISO_DATE, SKU, whole_number
 from sources.settings import SourceSettings
 from sources.toolkit import invalid, open_source, page_of
+from sources.wire import Wire
 
 __all__ = ["Order", "create_server"]
 
@@ -48,9 +48,7 @@ def _date(field: str, value: str | None) -> date | None:
         raise invalid(field, "is not a real calendar date", received=value, form=ISO_DATE) from None
 
 
-def create_server(
-    settings: SourceSettings | None = None, *, wire: Callable[[bytes], None] | None = None
-) -> MCPServer:
+def create_server(settings: SourceSettings | None = None, *, wire: Wire | None = None) -> MCPServer:
     source = open_source(
         "orders",
         settings,

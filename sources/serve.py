@@ -23,8 +23,10 @@ import typer
 import uvicorn
 from mcp.server import MCPServer
 
+from sources.control import add_control_routes
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
+from sources.wire import HttpWire, StdioWire
 from traces.setup import configure_tracing
 
 __all__ = ["READY_PREFIX", "main"]
@@ -33,12 +35,6 @@ READY_PREFIX = "research-source ready "
 LOOPBACK = "127.0.0.1"
 
 ServerFactory = Callable[..., MCPServer]
-
-
-def _stdio_wire() -> Callable[[bytes], None]:
-    """A second handle on the stdio wire, for the fault layer's garbage; writes below PIPE_BUF are atomic."""
-    wire_fd = os.dup(sys.stdout.fileno())
-    return lambda data: os.write(wire_fd, data) and None
 
 
 def _bind(port: int) -> socket.socket:
@@ -57,10 +53,11 @@ def _bind(port: int) -> socket.socket:
     return sock
 
 
-async def _serve_http(server: MCPServer, name: str, port: int) -> None:
+async def _serve_http(server: MCPServer, name: str, port: int, wire: HttpWire | None) -> None:
     sock = _bind(port)
     url = f"http://{LOOPBACK}:{sock.getsockname()[1]}/mcp"
-    config = uvicorn.Config(server.streamable_http_app(host=LOOPBACK), log_level="warning", lifespan="on")
+    app = server.streamable_http_app(host=LOOPBACK)
+    config = uvicorn.Config(wire.wrap(app) if wire else app, log_level="warning", lifespan="on")
     runner = uvicorn.Server(config)
     print(
         READY_PREFIX + json.dumps({"source": name, "url": url, "pid": os.getpid()}),
@@ -94,6 +91,11 @@ def main(create_server: ServerFactory) -> None:
             envvar="RESEARCH_FAULTS",
             help="Fault layer settings, e.g. 'latency=200ms,transient=0.2,seed=7'.",
         ),
+        chaos_control: bool = typer.Option(
+            False,
+            "--chaos-control",
+            help="HTTP only: accept fault settings at run time on /chaos (127.0.0.1 only).",
+        ),
     ) -> None:
         try:
             settings = SourceSettings.from_environment().with_faults(FaultSettings.parse(faults))
@@ -107,9 +109,13 @@ def main(create_server: ServerFactory) -> None:
                 eager=True,  # a source may be killed at any moment: export each span as it ends
             )
             if http:
-                anyio.run(_serve_http, create_server(settings), name, port)
+                wire = HttpWire() if chaos_control else None
+                server = create_server(settings, wire=wire)
+                add_control_routes(server, name, chaos_control=chaos_control)
+                anyio.run(_serve_http, server, name, port, wire)
             else:
-                create_server(settings, wire=_stdio_wire()).run()
+                # A second handle on stdout, for the garbage fault: the SDK diverts fd 1 while serving.
+                create_server(settings, wire=StdioWire(os.dup(sys.stdout.fileno()))).run()
         except ValueError as exc:  # bad settings: one plain line on stderr, never a traceback
             raise SystemExit(f"error: {exc}") from None
 

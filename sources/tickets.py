@@ -22,6 +22,7 @@ from sources.formats import CUSTOMER_ID, SEARCH_TEXT, TicketStatus, one_of, whol
 from sources.settings import SourceSettings
 from sources.store import match_any_word
 from sources.toolkit import invalid, open_source, page_of
+from sources.wire import Wire
 
 __all__ = ["RateLimiter", "Ticket", "create_server"]
 
@@ -70,7 +71,7 @@ class RateLimiter:
 def create_server(
     settings: SourceSettings | None = None,
     *,
-    wire: Callable[[bytes], None] | None = None,
+    wire: Wire | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> MCPServer:
     source = open_source(

@@ -48,6 +48,7 @@ from sources.faults import FaultLayer
 from sources.formats import Format
 from sources.settings import SourceSettings
 from sources.store import Store
+from sources.wire import Wire
 from sources.world import ensure_world
 
 __all__ = ["Source", "invalid", "open_source", "page_of"]
@@ -118,7 +119,7 @@ def open_source(
     settings: SourceSettings | None,
     *,
     instructions: str,
-    wire: Callable[[bytes], None] | None = None,
+    wire: Wire | None = None,
 ) -> Source:
     """A source's server with the shared middleware, and its data (generated on first start)."""
     settings = settings or SourceSettings.from_environment()

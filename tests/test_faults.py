@@ -113,7 +113,7 @@ async def test_latency_with_jitter_goes_through_the_injected_sleep() -> None:
 
 
 async def test_garbage_needs_a_wire() -> None:
-    with pytest.raises(ValueError, match="not available over HTTP"):
+    with pytest.raises(ValueError, match="needs a wire to corrupt"):
         FaultLayer(FaultSettings(garbage=1), source="kb")
 
 
@@ -167,7 +167,7 @@ def test_http_refuses_garbage_and_a_taken_port(
         )  # fmt: skip
 
     refused = start("--faults", "garbage=1")
-    assert refused.returncode != 0 and "not available over HTTP" in refused.stderr
+    assert refused.returncode != 0 and "needs a wire to corrupt" in refused.stderr
 
     port = http_source("kb").url.split(":")[2].split("/")[0]
     taken = start("--port", port)

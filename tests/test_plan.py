@@ -37,7 +37,7 @@ def test_what_the_reader_extracts() -> None:
     assert reading.customer_ids == ["CUST-00042"] and reading.order_ids == ["ORD-10031"]
     assert reading.skus == ["SKU-2210-WHT"] and reading.amounts == [45.5]
     assert (reading.placed_after, reading.placed_before) == ("2026-10-01", "2026-10-31")
-    plan = plan_query("Orders of CUST-00042 with SKU-4417-BLK since 2026-10-01")
+    plan = plan_query("Orders of jane.doe@example.com with SKU-4417-BLK since 2026-10-01")
     assert plan.tasks["orders"].arguments == {
         "customer_id": Ref("customer", "id"), "sku": "SKU-4417-BLK", "placed_after": "2026-10-01",
     }  # fmt: skip
@@ -91,3 +91,13 @@ def _task(task_id: str, depends_on: tuple[str, ...] = (), **fields: object) -> P
 def test_plans_that_must_not_run_are_refused(tasks: list[PlannedTask], fragment: str) -> None:
     with pytest.raises(PlanError, match=fragment):
         Plan.of("q", tasks)
+
+
+def test_a_customer_id_in_the_query_needs_no_resolving_first() -> None:
+    plan = plan_query(
+        "Investigate CUST-00042: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
+    )
+    assert set(plan.graph.edges) == set()  # every task starts at once
+    assert plan.tasks["orders"].arguments == {"customer_id": "CUST-00042"}
+    assert plan.tasks["tickets"].arguments == {"customer_id": "CUST-00042", "status": "open"}
+    assert plan.tasks["customer"].arguments == {"identifier": "CUST-00042"}
