@@ -44,7 +44,7 @@ def test_what_the_reader_extracts() -> None:
 
 
 def test_invoices_are_planned_when_asked() -> None:
-    plan = plan_query("Show the invoices of CUST-00042")
+    plan = plan_query("Show the invoices of jane.doe@example.com")
     assert plan.tasks["invoices"].tool == "list_invoices" and plan.tasks["invoices"].depends_on == (
         "customer",
     )
