@@ -1,0 +1,98 @@
+"""The fleet with real processes: up, status, kill one, ask, heal, ask, down, nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+from sources.catalogue import SOURCES
+from sources.fleet import Fleet
+from sources.settings import SourceSettings
+from tests.test_cli import research
+
+pytestmark = pytest.mark.subprocess
+
+QUERY = "Investigate CUST-00042: recent orders, open tickets, and whether a £45 refund on ORD-10031 is allowed"
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for probe in sockets:
+        probe.bind(("127.0.0.1", 0))
+    ports = [int(probe.getsockname()[1]) for probe in sockets]
+    for probe in sockets:
+        probe.close()
+    return ports
+
+
+@pytest.fixture
+def fleet(settings: SourceSettings) -> Iterator[list[str]]:
+    ports = [f"--port={source}={port}" for source, port in zip(SOURCES, _free_ports(5), strict=True)]
+    yield ports
+    Fleet(settings).down()
+
+
+def ask(settings: SourceSettings) -> dict:
+    done = research(settings, "ask", QUERY, "--transport", "http", "--json", "--seed", "1", "--deadline", "20")
+    assert done.returncode in (0, 3), done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fleet: list[str]) -> None:
+    up = research(settings, "sources", "up", "--chaos", *fleet)
+    assert up.returncode == 0, up.stderr
+    members = Fleet(settings).members()
+    assert set(members) == set(SOURCES) and all(member.alive() for member in members.values())
+    status = research(settings, "sources", "status")
+    assert status.returncode == 0 and status.stdout.count(" ok ") == 5
+
+    before = ask(settings)
+    assert before["status"] == "complete" and {task["state"] for task in before["tasks"]} == {"ok"}
+
+    for victim in ("tickets", "customers"):
+        killed = research(settings, "chaos", "kill", victim)
+        assert killed.returncode == 0 and "killed" in killed.stdout
+        report = ask(settings)
+        (gap,) = report["gaps"]  # four sources' findings plus one annotated gap
+        assert gap["source"] == victim and gap["errorCategory"] == "transient" and gap["next_step"] == "retry later"
+        assert gap["attempted_query"]["tool"] in {"search_tickets", "customer_lookup"}
+        assert {f["source"] for f in report["findings"]} == set(SOURCES) - {victim}
+        healed = research(settings, "chaos", "heal", victim)
+        assert healed.returncode == 0 and "healthy" in healed.stdout
+        again = ask(settings)  # the healed source is used again without restarting anything
+        assert again["status"] == "complete"
+
+    slowed = research(settings, "chaos", "hang", "kb")
+    assert slowed.returncode == 0 and "hang=1" in slowed.stdout
+    hung = research(settings, "ask", QUERY, "--transport", "http", "--json", "--deadline", "3", "--seed", "1")
+    report = json.loads(hung.stdout)
+    (gap,) = report["gaps"]
+    assert gap["source"] == "kb" and gap["state"] in ("deadline", "escalated")
+    assert research(settings, "chaos", "heal", "kb").returncode == 0
+
+    pids = [member.pid for member in Fleet(settings).members().values()]
+    down = research(settings, "sources", "down")
+    assert down.returncode == 0
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+    assert not Fleet(settings).state_file.exists()
+
+
+def test_a_taken_port_is_reported(settings: SourceSettings, fleet: list[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = [*fleet[:-1], f"--port=kb={port}"]
+        up = research(settings, "sources", "up", *ports)
+    assert up.returncode == 1 and f"port {port} on 127.0.0.1 is already in use" in up.stderr
+    assert Fleet(settings).members() == {}  # the sources already started were stopped again
+
+
+def test_run_time_faults_need_chaos_control(settings: SourceSettings, fleet: list[str]) -> None:
+    assert research(settings, "sources", "up", *fleet).returncode == 0
+    refused = research(settings, "chaos", "hang", "kb")
+    assert refused.returncode == 1 and "chaos control" in refused.stderr
