@@ -13,9 +13,12 @@ import dataclasses
 import json
 import os
 import sys
+import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -25,6 +28,7 @@ from opentelemetry import trace
 from rich.console import Console
 from rich.table import Table
 
+from coordinator import chaos
 from coordinator.plan import QueryError, plan_query
 from coordinator.render import LiveProgress, print_report
 from coordinator.research import ResearchOptions, research
@@ -34,12 +38,13 @@ from sources.contract import Decision
 from sources.faults import FaultSettings
 from sources.fleet import Fleet, FleetError
 from sources.settings import SourceSettings
+from sources.world import ensure_world
 from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections, stdio_target
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, Task, run_subagent
 from traces.files import load_traces
-from traces.setup import configure_tracing, exporter_names
+from traces.setup import configure_tracing, ensure_tracing, exporter_names
 from traces.viewer import latest_trace_id, render_trace, trace_table
 
 app = typer.Typer(
@@ -545,3 +550,56 @@ def chaos_garbage(
     Example: research chaos garbage kb
     """
     _chaos(source, FaultSettings(garbage=rate))
+
+
+@chaos_app.command("run")
+def chaos_run(
+    scenarios: Annotated[
+        int, typer.Option("--scenarios", min=1, help="How many random scenarios to run.")
+    ] = 20,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the scenario dice: the same seed, the same scenarios.")
+    ] = 1,
+    replay: Annotated[
+        int | None, typer.Option(help="Run exactly the one scenario with this seed (printed on a violation).")
+    ] = None,
+) -> None:
+    """Run random fault scenarios against the sources and check the invariants after each.
+
+    Exit status 1 when any invariant is violated; each violation prints the command that replays it.
+
+    Example: research chaos run --scenarios 200 --seed 1
+    """
+    chosen = [chaos.scenario_from(replay)] if replay is not None else chaos.scenarios(scenarios, seed)
+    console = Console()
+    with tempfile.TemporaryDirectory() as data_dir:  # a world of its own: chaos refunds stay out of yours
+        settings = SourceSettings(
+            data_dir=Path(data_dir), kb_warmup_ms=0, tickets_rate_per_second=1000, tickets_burst=1000
+        )
+        ensure_world(settings.data_dir, settings.seed)
+        ensure_tracing("research-coordinator")
+        started = time.monotonic()
+        results = []
+        for index, scenario in enumerate(chosen, 1):
+            result = anyio.run(lambda scenario=scenario: chaos.run_scenario(scenario, settings))
+            results.append(result)
+            mark = "[red]VIOLATION[/]" if result.violations else "[green]ok[/]"
+            console.print(
+                f"{index:4}/{len(chosen)} seed {scenario.seed:<11} {scenario.describe():48} {result.elapsed_s:5.2f} s {mark}"
+            )
+        elapsed = time.monotonic() - started
+    faults = Counter(name for result in results for name in result.scenario.faults.values())
+    violations = Counter(kind for result in results for kind, _ in result.violations)
+    table = Table("scenarios", "faults injected", "violations by invariant", "time")
+    table.add_row(
+        str(len(results)),
+        "\n".join(f"{name} {count}" for name, count in sorted(faults.items())),
+        "\n".join(f"{kind} {count}" for kind, count in sorted(violations.items())) or "none",
+        f"{elapsed:.1f} s",
+    )
+    console.print(table)
+    for result in results:
+        for kind, what in result.violations:
+            console.print(f"[red]{kind}[/] seed {result.scenario.seed}: {what}")
+            console.print(f"  replay: research chaos run --replay {result.scenario.seed}")
+    raise typer.Exit(1 if violations else 0)

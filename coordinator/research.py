@@ -17,6 +17,7 @@ from sources.settings import SourceSettings
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections, Target, http_target, stdio_target
+from subagents.hooks import PostCallHook, TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SilentObserver
 from traces.setup import ensure_tracing
@@ -68,6 +69,7 @@ async def research(
     targets: dict[str, Target] | None = None,
     clock: Clock | None = None,
     client_options: dict[str, Any] | None = None,
+    post_call: tuple[PostCallHook, ...] | None = None,
 ) -> ResearchReport:
     """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
@@ -92,6 +94,7 @@ async def research(
                 rng=random.Random(options.seed),  # noqa: S311  (back-off jitter, not cryptography)
                 observer=observer or SilentObserver(),
                 clock=clock or MonotonicClock(),
+                post_call=post_call if post_call is not None else (TrimResults(),),
             )
             outcomes = await run_plan(plan, runtime, options.deadline_s)
         with synthesize_span() as synthesizing:

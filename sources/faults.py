@@ -13,6 +13,11 @@ Faults are set at start, by ``--faults`` or ``RESEARCH_FAULTS``, as ``name=value
 | `crash`     | probability that the process is killed (SIGKILL) mid-call                 | 0       |
 | `garbage`   | probability that corrupt bytes go on the wire instead of the answer    | 0       |
 | `lose`      | probability that the call runs but its answer is never sent             | 0       |
+| `exit`      | probability that the process exits cleanly (status 0) mid-call         | 0       |
+| `truncate`  | probability that a truncated JSON-RPC message goes on the wire instead (stdio) | 0 |
+| `unknown_id`| probability that an answer with an unknown request id goes on the wire instead (stdio) | 0 |
+| `oversize`  | probability that the answer carries an extra 2 MB text block            | 0       |
+| `die_at`    | `handshake`: killed on the first handshake message; `start`: exits before serving | - |
 | `seed`      | seed of the fault dice, so a run replays exactly                           | 0       |
 
 Every die is rolled for every call, in a fixed order, whichever fault fires: the sequence of
@@ -27,14 +32,18 @@ import random
 import re
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sources.contract import ErrorCategory, ToolError, to_call_tool_result
-from sources.wire import Wire
+from sources.wire import StdioWire, Wire
+
+_HANDSHAKE = frozenset({"initialize", "server/discover"})
+_OVERSIZE_BYTES = 2 * 1024 * 1024
 
 __all__ = ["FaultLayer", "FaultSettings"]
 
@@ -53,12 +62,30 @@ class FaultSettings(BaseModel):
     crash: float = Field(default=0, ge=0, le=1)
     garbage: float = Field(default=0, ge=0, le=1)
     lose: float = Field(default=0, ge=0, le=1)
+    exit: float = Field(default=0, ge=0, le=1)
+    truncate: float = Field(default=0, ge=0, le=1)
+    unknown_id: float = Field(default=0, ge=0, le=1)
+    oversize: float = Field(default=0, ge=0, le=1)
+    die_at: Literal["", "handshake", "start"] = ""
     seed: int = 0
 
     @property
     def active(self) -> bool:
         return any(
-            (self.latency_ms, self.jitter_ms, self.transient, self.hang, self.crash, self.garbage, self.lose)
+            (
+                self.latency_ms,
+                self.jitter_ms,
+                self.transient,
+                self.hang,
+                self.crash,
+                self.garbage,
+                self.lose,
+                self.exit,
+                self.truncate,
+                self.unknown_id,
+                self.oversize,
+                self.die_at,
+            )
         )
 
     @classmethod
@@ -108,6 +135,11 @@ _SPEC_FIELDS = {
     "crash": "crash",
     "garbage": "garbage",
     "lose": "lose",
+    "exit": "exit",
+    "truncate": "truncate",
+    "unknown_id": "unknown_id",
+    "oversize": "oversize",
+    "die_at": "die_at",
     "seed": "seed",
 }
 
@@ -142,6 +174,10 @@ class FaultLayer:
 
     def apply(self, settings: FaultSettings) -> None:
         """Switch to new settings (at start, or at run time through the chaos control); the dice restart."""
+        if (settings.truncate or settings.unknown_id) and not isinstance(self._wire, StdioWire):
+            raise ValueError(
+                "the truncate and unknown_id faults write JSON-RPC on the stdio wire; use them over stdio"
+            )
         if settings.garbage and self._wire is None:
             raise ValueError(
                 "the garbage fault needs a wire to corrupt: stdio's, or an HTTP source started with --chaos-control"
@@ -150,20 +186,36 @@ class FaultLayer:
         self._rng = random.Random(settings.seed)  # noqa: S311  (fault dice, not cryptography)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if self.settings.die_at == "handshake" and ctx.method in _HANDSHAKE:
+            self._crash()
         if ctx.method != "tools/call" or not self.settings.active:
             return await call_next(ctx)
         s = self.settings
         # Roll every die, in a fixed order, before acting on any: replay depends on the call count only.
         delay_ms = max(0.0, s.latency_ms + self._rng.uniform(-s.jitter_ms, s.jitter_ms))
-        crash, hang, garbage, transient, lose = (
-            self._rng.random() < p for p in (s.crash, s.hang, s.garbage, s.transient, s.lose)
+        crash, hang, garbage, transient, lose, exit_, truncate, unknown_id, oversize = (
+            self._rng.random() < p
+            for p in (
+                s.crash,
+                s.hang,
+                s.garbage,
+                s.transient,
+                s.lose,
+                s.exit,
+                s.truncate,
+                s.unknown_id,
+                s.oversize,
+            )
         )
         if delay_ms:
             await self._sleep(delay_ms / 1000)
         if crash:
             self._crash()
-        if garbage and self._wire is not None and self._wire.corrupt(ctx.request_id):
-            await anyio.sleep_forever()  # the answer was the garbage: the caller waits in vain
+        if exit_:
+            os._exit(0)  # a clean exit mid-call: no answer, no traceback, status 0
+        for kind, rolled in (("garbage", garbage), ("truncate", truncate), ("unknown_id", unknown_id)):
+            if rolled and self._wire is not None and self._wire.corrupt(ctx.request_id, kind):
+                await anyio.sleep_forever()  # the answer was the corruption: the caller waits in vain
         if hang:
             await anyio.sleep_forever()
         if transient:
@@ -177,4 +229,7 @@ class FaultLayer:
         result = await call_next(ctx)
         if lose:
             await anyio.sleep_forever()  # the call ran; its answer is lost on the way back
+        if oversize and isinstance(result, CallToolResult):
+            padding = TextContent(type="text", text="x" * _OVERSIZE_BYTES)
+            return result.model_copy(update={"content": [*result.content, padding]})
         return result

@@ -99,6 +99,8 @@ def main(create_server: ServerFactory) -> None:
     ) -> None:
         try:
             settings = SourceSettings.from_environment().with_faults(FaultSettings.parse(faults))
+            if settings.faults.die_at == "start":
+                os._exit(1)  # the fault layer's "dies before serving": no handshake ever answered
             # Spans join the caller's trace through the mcp SDK's server span; a stdio source never
             # exports to stdout (the console exporter writes to stderr).
             configure_tracing(

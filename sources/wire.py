@@ -23,9 +23,21 @@ Message = dict[str, Any]
 
 
 class Wire(Protocol):
-    def corrupt(self, request_id: Any) -> bool:
+    def corrupt(self, request_id: Any, kind: str = "garbage") -> bool:
         """Corrupt this request's answer; True when the answer must then never be sent."""
         ...
+
+
+def _corruption(request_id: Any, kind: str) -> bytes:
+    if kind == "truncate":  # a JSON-RPC answer cut off mid-message
+        return (
+            b'{"jsonrpc": "2.0", "id": '
+            + str(request_id).encode()
+            + b', "result": {"content": [{"type": "te\n'
+        )
+    if kind == "unknown_id":  # a well-formed answer to a request nobody made
+        return b'{"jsonrpc": "2.0", "id": 987654321, "result": {"content": [], "isError": false}}\n'
+    return GARBAGE
 
 
 class StdioWire:
@@ -34,8 +46,8 @@ class StdioWire:
     def __init__(self, fd: int) -> None:
         self._fd = fd
 
-    def corrupt(self, request_id: Any) -> bool:
-        os.write(self._fd, GARBAGE)
+    def corrupt(self, request_id: Any, kind: str = "garbage") -> bool:
+        os.write(self._fd, _corruption(request_id, kind))
         return True
 
 
@@ -43,7 +55,7 @@ class HttpWire:
     def __init__(self) -> None:
         self._pending: set[str] = set()
 
-    def corrupt(self, request_id: Any) -> bool:
+    def corrupt(self, request_id: Any, kind: str = "garbage") -> bool:
         self._pending.add(str(request_id))
         return False
 

@@ -16,7 +16,9 @@ from tests.test_cli import research
 
 pytestmark = pytest.mark.subprocess
 
-QUERY = "Investigate CUST-00042: recent orders, open tickets, and whether a £45 refund on ORD-10031 is allowed"
+QUERY = (
+    "Investigate CUST-00042: recent orders, open tickets, and whether a £45 refund on ORD-10031 is allowed"
+)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -37,7 +39,9 @@ def fleet(settings: SourceSettings) -> Iterator[list[str]]:
 
 
 def ask(settings: SourceSettings) -> dict:
-    done = research(settings, "ask", QUERY, "--transport", "http", "--json", "--seed", "1", "--deadline", "20")
+    done = research(
+        settings, "ask", QUERY, "--transport", "http", "--json", "--seed", "1", "--deadline", "20"
+    )
     assert done.returncode in (0, 3), done.stderr
     return json.loads(done.stdout)
 
@@ -58,7 +62,11 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
         assert killed.returncode == 0 and "killed" in killed.stdout
         report = ask(settings)
         (gap,) = report["gaps"]  # four sources' findings plus one annotated gap
-        assert gap["source"] == victim and gap["errorCategory"] == "transient" and gap["next_step"] == "retry later"
+        assert (
+            gap["source"] == victim
+            and gap["errorCategory"] == "transient"
+            and gap["next_step"] == "retry later"
+        )
         assert gap["attempted_query"]["tool"] in {"search_tickets", "customer_lookup"}
         assert {f["source"] for f in report["findings"]} == set(SOURCES) - {victim}
         healed = research(settings, "chaos", "heal", victim)
@@ -77,7 +85,9 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
     pids = [member.pid for member in Fleet(settings).members().values()]
     down = research(settings, "sources", "down")
     assert down.returncode == 0
-    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+    assert not any(
+        psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids
+    )
     assert not Fleet(settings).state_file.exists()
 
 
