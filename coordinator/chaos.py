@@ -20,6 +20,7 @@ Invariants, checked after each scenario:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -46,7 +47,7 @@ from sources.world import world_path
 from subagents.broker import CredentialBroker
 from subagents.classify import Outcome
 from subagents.connection import Connections, Target, stdio_target
-from subagents.hooks import PostCallHook, RefundLimit, ToolCall, TrimResults
+from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, Task, run_subagent
 
@@ -213,9 +214,9 @@ def _open_sockets() -> int:
 
 async def run_scenario(
     scenario: Scenario, settings: SourceSettings, *, policy: RecoveryPolicy = CHAOS_POLICY,
-    post_call: tuple[PostCallHook, ...] = (),
+    post_call: tuple[PostCallHook, ...] = (), pre_call: tuple[PreCallHook, ...] = (RefundLimit(),),
 ) -> ScenarioResult:  # fmt: skip
-    """Run one scenario and check it. ``post_call`` adds hooks (a test's deliberately broken one)."""
+    """Run one scenario and check it. A test passes a deliberately broken policy or hook to see it caught."""
     history = History()
     sockets_before = _open_sockets()
     targets = _targets(scenario, settings)
@@ -233,7 +234,7 @@ async def run_scenario(
     key = None
     if scenario.refund_amount is not None:
         key = f"chaos-{scenario.seed}-{uuid.uuid4().hex[:8]}"
-        await _refund(scenario, settings, targets, policy, hooks, key)
+        await _refund(scenario, settings, targets, policy, pre_call, hooks, key)
         store = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
         refund_rows = store.rows("SELECT * FROM refunds WHERE idempotency_key = ? OR amount > 500", (key,))
     # The connections closed their source processes on the way out; give them a bounded moment to go.
@@ -249,12 +250,12 @@ async def run_scenario(
 
 async def _refund(
     scenario: Scenario, settings: SourceSettings, targets: dict[str, Target], policy: RecoveryPolicy,
-    hooks: tuple[PostCallHook, ...], key: str,
+    pre_call: tuple[PreCallHook, ...], hooks: tuple[PostCallHook, ...], key: str,
 ) -> None:  # fmt: skip
     broker = CredentialBroker(settings.key(), base_scopes=frozenset({"billing:refund"}))
     async with Connections.opened({"billing": targets["billing"]}) as connections:
         runtime = Runtime(
-            connections=connections, broker=broker, policy=policy, pre_call=(RefundLimit(),), post_call=hooks,
+            connections=connections, broker=broker, policy=policy, pre_call=pre_call, post_call=hooks,
             rng=random.Random(scenario.seed),  # noqa: S311
         )  # fmt: skip
         amount = scenario.refund_amount or 0.0
@@ -379,6 +380,11 @@ def check(result: ScenarioResult) -> list[tuple[str, str]]:
     if result.leaked_sockets > 0:
         found.append(("no_leak", f"{result.leaked_sockets} more sockets open than before the query"))
 
+    reached = [call for call in result.history.calls if call.tool == "issue_refund" and _amount(call) > 500]
+    if reached:
+        found.append(
+            ("refunds", f"a refund of £{_amount(reached[0]):,.2f} reached billing; the limit is £500")
+        )
     over_limit = [row for row in result.refund_rows if row["amount"] > 500]
     if over_limit:
         found.append(
@@ -388,3 +394,57 @@ def check(result: ScenarioResult) -> list[tuple[str, str]]:
     if len(mine) > 1:
         found.append(("refunds", f"the refund with key {result.refund_key} was executed {len(mine)} times"))
     return found
+
+
+def _amount(call: Call) -> float:
+    amount = call.arguments.get("amount")
+    return float(amount) if isinstance(amount, int | float) else 0.0
+
+
+# --- chaos in one query ---------------------------------------------------------------------------
+
+_QUERY_FAULTS: dict[str, Callable[[str], FaultSettings]] = {
+    "hang": lambda value: FaultSettings(hang=1),
+    "slow": lambda value: FaultSettings(latency_ms=float(value or 1000)),
+    "flaky": lambda value: FaultSettings(transient=float(value or 0.5)),
+    "garbage": lambda value: FaultSettings(garbage=float(value or 1)),
+    "lose": lambda value: FaultSettings(lose=float(value or 1)),
+    "kill": lambda value: FaultSettings(crash=1),  # without a time: killed by its first call
+}
+
+
+def parse_query_chaos(spec: str) -> tuple[dict[str, FaultSettings], list[tuple[str, float]]]:
+    """Read ``kill:customers@0.5s,hang:tickets,flaky:orders=0.3``: per-source faults, and timed kills."""
+    faults: dict[str, FaultSettings] = {}
+    kills: list[tuple[str, float]] = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        kind, sep, rest = item.partition(":")
+        target, _, when = rest.partition("@")
+        source, _, value = target.partition("=")
+        if not sep or kind not in _QUERY_FAULTS or source not in SOURCES:
+            raise ValueError(
+                f"--chaos item {item!r} is not KIND:SOURCE[=VALUE][@TIME] with a kind among {', '.join(_QUERY_FAULTS)} "
+                f"and a source among {', '.join(SOURCES)}; e.g. kill:customers@0.5s,flaky:orders=0.3"
+            )
+        if when:
+            if kind != "kill":
+                raise ValueError(f"--chaos {item!r}: only kill takes a time")
+            try:
+                kills.append((source, float(when.removesuffix("s"))))
+            except ValueError:
+                raise ValueError(f"--chaos {item!r}: the time must be seconds, e.g. @0.5s") from None
+            continue
+        try:
+            faults[source] = _QUERY_FAULTS[kind](value)
+        except ValueError:
+            raise ValueError(f"--chaos {item!r}: {value!r} is not a number") from None
+    return faults, kills
+
+
+async def kill_at(source: str, seconds: float) -> None:
+    """SIGKILL the stdio process of ``source`` that this process spawned, ``seconds`` from now."""
+    await anyio.sleep(seconds)
+    for child in _children():
+        with contextlib.suppress(psutil.Error):
+            if any(part == f"sources.{source}" for part in child.cmdline()):
+                child.kill()

@@ -31,6 +31,7 @@ from rich.table import Table
 from coordinator import chaos
 from coordinator.plan import QueryError, plan_query
 from coordinator.render import LiveProgress, print_report
+from coordinator.report import ResearchReport
 from coordinator.research import ResearchOptions, research
 from sources.auth import CREDENTIAL_META_KEY, issue_credential
 from sources.catalogue import SOURCES
@@ -137,6 +138,13 @@ def ask(
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the back-off jitter, to replay a run.")] = None,
+    chaos_spec: Annotated[
+        str,
+        typer.Option(
+            "--chaos",
+            help="Faults for this query's spawned sources, e.g. 'kill:customers@0.5s,hang:tickets,flaky:orders=0.3'.",
+        ),
+    ] = "",
     otlp: Annotated[
         bool,
         typer.Option(
@@ -163,9 +171,14 @@ def ask(
     if not deadline > 0:
         raise _usage_error(f"--deadline must be a positive number of seconds, e.g. 30; got {deadline:g}")
     fault_settings = _source_faults(faults or [])
-    if fault_settings and transport == "http":
+    try:
+        chaos_faults, kills = chaos.parse_query_chaos(chaos_spec)
+    except ValueError as exc:
+        raise _usage_error(str(exc)) from None
+    fault_settings = {**fault_settings, **chaos_faults}
+    if (fault_settings or kills) and transport == "http":
         raise _usage_error(
-            "--faults applies to spawned (stdio) sources; with --transport http use the fleet's chaos commands"
+            "--faults and --chaos apply to spawned (stdio) sources; with --transport http use `research chaos`"
         )
     try:
         plan = plan_query(query)
@@ -181,8 +194,17 @@ def ask(
         deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed, urls=urls
     )
     console = Console(stderr=True)
+
+    async def asking() -> ResearchReport:
+        async with anyio.create_task_group() as chaos_group:
+            for source, seconds in kills:
+                chaos_group.start_soon(chaos.kill_at, source, seconds)
+            report = await research(query, options, settings=settings, observer=progress, plan=plan)
+            chaos_group.cancel_scope.cancel()
+        return report
+
     with LiveProgress(plan, console) as progress:
-        report = anyio.run(lambda: research(query, options, settings=settings, observer=progress, plan=plan))
+        report = anyio.run(asking)
         progress.finished(report)
     trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
     if json_output:

@@ -1,0 +1,110 @@
+"""Chaos: a seeded subset with zero violations, and the checker catching deliberately broken parts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from coordinator import chaos
+from coordinator.chaos import Scenario, run_scenario
+from sources.contract import ErrorCategory
+from sources.settings import SourceSettings
+from sources.world import ensure_world
+from subagents.classify import Outcome
+from subagents.hooks import ToolCall
+from subagents.policy import Recovery, RecoveryPolicy
+
+pytestmark = pytest.mark.anyio
+
+STORY = chaos.QUERIES[0]
+ERASED = chaos.QUERIES[4]
+
+
+@pytest.fixture(scope="module")
+def chaos_settings(tmp_path_factory: pytest.TempPathFactory) -> SourceSettings:
+    """A world of its own: chaos refunds must not change what other tests read."""
+    data_dir: Path = tmp_path_factory.mktemp("chaos")
+    ensure_world(data_dir, 42)
+    return SourceSettings(data_dir=data_dir, kb_warmup_ms=0, tickets_rate_per_second=1000, tickets_burst=1000)
+
+
+async def run(scenario: Scenario, settings: SourceSettings, **options: object) -> chaos.ScenarioResult:
+    with anyio.fail_after(60):
+        return await run_scenario(scenario, settings, **options)  # type: ignore[arg-type]
+
+
+async def test_a_seeded_subset_has_no_violations(chaos_settings: SourceSettings) -> None:
+    for scenario in chaos.scenarios(12, seed=7):
+        result = await run(scenario, chaos_settings)
+        assert result.violations == [], (scenario, result.violations)
+
+
+PROCESS_FAULTS = [
+    ("orders", "kill_mid_call"), ("customers", "kill_during_initialize"), ("kb", "kill_before_initialize"),
+    ("tickets", "truncated"), ("orders", "unknown_id"), ("kb", "garbage"), ("billing", "exit_mid_call"),
+    ("orders", "restart_in_flight"), ("tickets", "flapping"),
+]  # fmt: skip
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(("source", "fault"), PROCESS_FAULTS)
+async def test_real_process_faults_have_no_violations(
+    chaos_settings: SourceSettings, source: str, fault: str
+) -> None:
+    query = chaos.QUERIES[2]  # names every source, with a CUST- id: no task waits on another
+    result = await run(
+        Scenario(seed=11, query=query, faults={source: fault}, refund_amount=25.0), chaos_settings
+    )
+    assert result.violations == [], result.violations
+    assert result.report is not None
+    states = {task.source: task.state for task in result.report.tasks}
+    if fault in ("restart_in_flight", "flapping"):
+        assert states[source] == "ok"  # the respawned process answered
+    else:
+        assert states[source] in ("escalated", "deadline")  # a gap, annotated, not an abort
+    assert {s for s, state in states.items() if state == "ok"} >= set(states) - {source, "billing"}
+
+
+async def test_a_policy_that_retries_business_errors_is_caught(chaos_settings: SourceSettings) -> None:
+    broken = RecoveryPolicy(
+        actions={**RecoveryPolicy().actions, ErrorCategory.BUSINESS: Recovery.RETRY},
+        base_delay_s=0.01,
+        call_timeout_s=0.5,
+    )
+    result = await run(
+        Scenario(seed=3, query=ERASED, faults={}, refund_amount=None), chaos_settings, policy=broken
+    )
+    assert "no_blind_repeat" in {kind for kind, _ in result.violations}, result.violations
+
+
+async def test_a_hook_that_drops_partial_results_is_caught(chaos_settings: SourceSettings) -> None:
+    def drop_partials(call: ToolCall, outcome: Outcome) -> Outcome:
+        error = outcome.error
+        if error is None or not error.partial_results:
+            return outcome
+        return Outcome(
+            outcome.kind, error.model_copy(update={"partial_results": []}), outcome.error_type, outcome.reopen
+        )
+
+    result = await run(
+        Scenario(seed=4, query=STORY, faults={}, refund_amount=None),
+        chaos_settings,
+        post_call=(drop_partials,),
+    )
+    assert [kind for kind, _ in result.violations] == ["escalation_complete"], result.violations
+
+
+async def test_a_missing_refund_hook_is_caught(chaos_settings: SourceSettings) -> None:
+    result = await run(
+        Scenario(seed=5, query=ERASED, faults={}, refund_amount=750.0), chaos_settings, pre_call=()
+    )
+    assert "refunds" in {kind for kind, _ in result.violations}, result.violations
+
+
+async def test_the_same_seed_gives_the_same_scenarios() -> None:
+    assert chaos.scenarios(30, seed=9) == chaos.scenarios(30, seed=9)
+    assert chaos.scenarios(30, seed=9) != chaos.scenarios(30, seed=10)
+    one = chaos.scenarios(5, seed=9)[3]
+    assert chaos.scenario_from(one.seed) == one  # the replay command rebuilds exactly this scenario
