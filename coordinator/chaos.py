@@ -448,3 +448,34 @@ async def kill_at(source: str, seconds: float) -> None:
         with contextlib.suppress(psutil.Error):
             if any(part == f"sources.{source}" for part in child.cmdline()):
                 child.kill()
+
+
+# --- soak -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    queries: int
+    rss_mb: float
+    open_files: int
+    children: int
+
+
+def sample(queries: int) -> Sample:
+    me = psutil.Process()
+    return Sample(queries, me.memory_info().rss / 2**20, me.num_fds(), len(me.children(recursive=True)))
+
+
+async def soak(count: int, urls: dict[str, str], settings: SourceSettings, seed: int) -> list[Sample]:
+    """``count`` queries through this one process against running sources; samples along the way."""
+    rng = random.Random(seed)  # noqa: S311
+    samples = [sample(0)]
+    marks = {min(count, 50), count} | {count * share // 10 for share in range(1, 10)}
+    for index in range(1, count + 1):
+        options = ResearchOptions(
+            deadline_s=DEADLINE_S, transport="http", urls=urls, policy=CHAOS_POLICY, seed=rng.randrange(2**31)
+        )
+        await research(rng.choice(QUERIES), options, settings=settings)
+        if index in marks:
+            samples.append(sample(index))
+    return samples

@@ -585,6 +585,13 @@ def chaos_run(
     replay: Annotated[
         int | None, typer.Option(help="Run exactly the one scenario with this seed (printed on a violation).")
     ] = None,
+    soak: Annotated[
+        int | None,
+        typer.Option(
+            help="Instead: run this many queries through this one process against the HTTP fleet, and report "
+            "memory, open files and child processes."
+        ),
+    ] = None,
 ) -> None:
     """Run random fault scenarios against the sources and check the invariants after each.
 
@@ -592,6 +599,9 @@ def chaos_run(
 
     Example: research chaos run --scenarios 200 --seed 1
     """
+    if soak is not None:
+        _soak(soak, seed)
+        return
     chosen = [chaos.scenario_from(replay)] if replay is not None else chaos.scenarios(scenarios, seed)
     console = Console()
     with tempfile.TemporaryDirectory() as data_dir:  # a world of its own: chaos refunds stay out of yours
@@ -625,3 +635,33 @@ def chaos_run(
             console.print(f"[red]{kind}[/] seed {result.scenario.seed}: {what}")
             console.print(f"  replay: research chaos run --replay {result.scenario.seed}")
     raise typer.Exit(1 if violations else 0)
+
+
+def _soak(count: int, seed: int) -> None:
+    settings = SourceSettings.from_environment()
+    fleet = Fleet(settings)
+    urls = fleet.urls()
+    if not urls or not all(member.alive() for member in fleet.members().values()):
+        raise _usage_error("the soak runs against the HTTP fleet: `research sources up --chaos` first")
+    ensure_tracing("research-coordinator")
+    flaky = "orders"
+    if all(member.chaos_control for member in fleet.members().values()):
+        fleet.set_faults(flaky, FaultSettings(transient=0.3, seed=seed))
+    started = time.monotonic()
+    samples = anyio.run(chaos.soak, count, urls, settings, seed)
+    if all(member.chaos_control for member in fleet.members().values()):
+        fleet.set_faults(flaky, FaultSettings())
+    table = Table("after queries", "memory (RSS)", "open files", "child processes")
+    for point in samples:
+        table.add_row(
+            str(point.queries), f"{point.rss_mb:.1f} MB", str(point.open_files), str(point.children)
+        )
+    console = Console()
+    console.print(table)
+    early = next((point for point in samples if point.queries >= min(count, 50)), samples[-1])
+    growth = (samples[-1].rss_mb / early.rss_mb - 1) * 100
+    console.print(
+        f"{count} queries in {time.monotonic() - started:.0f} s; memory {growth:+.1f} % since query {early.queries} "
+        f"(target within 10 %); open files {samples[1].open_files if len(samples) > 1 else samples[0].open_files} -> "
+        f"{samples[-1].open_files}; child processes {samples[0].children} -> {samples[-1].children}"
+    )

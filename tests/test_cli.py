@@ -167,7 +167,9 @@ def test_traces_show_latest_renders_what_ask_wrote(settings: SourceSettings, tmp
 
 def test_ask_with_per_query_chaos(settings: SourceSettings) -> None:
     query = "Investigate CUST-00042: recent orders, open tickets, and whether a £45 refund on ORD-10031 is allowed"
-    done = research(settings, "ask", query, "--json", "--chaos", "kill:customers@0.2s,hang:tickets", "--deadline", "4")
+    done = research(
+        settings, "ask", query, "--json", "--chaos", "kill:customers@0.2s,hang:tickets", "--deadline", "4"
+    )
     assert done.returncode == 3, done.stderr
     report = json.loads(done.stdout)
     states = {task["source"]: task["state"] for task in report["tasks"]}
@@ -178,7 +180,11 @@ def test_ask_with_per_query_chaos(settings: SourceSettings) -> None:
 
 @pytest.mark.parametrize(
     ("spec", "fragment"),
-    [("explode:kb", "KIND:SOURCE"), ("hang:kb@1s", "only kill takes a time"), ("flaky:kb=lots", "not a number")],
+    [
+        ("explode:kb", "KIND:SOURCE"),
+        ("hang:kb@1s", "only kill takes a time"),
+        ("flaky:kb=lots", "not a number"),
+    ],
 )
 def test_ask_refuses_a_bad_chaos_spec(settings: SourceSettings, spec: str, fragment: str) -> None:
     done = research(settings, "ask", STORY, "--chaos", spec)
