@@ -44,6 +44,7 @@ from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import world_path
+from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker
 from subagents.classify import Outcome
 from subagents.connection import Connections, Target, stdio_target
@@ -469,12 +470,14 @@ def sample(queries: int) -> Sample:
 async def soak(count: int, urls: dict[str, str], settings: SourceSettings, seed: int) -> list[Sample]:
     """``count`` queries through this one process against running sources; samples along the way."""
     rng = random.Random(seed)  # noqa: S311
+    breakers = Breakers(cooldown_s=2.0)  # one coordinator process: its breakers outlive each query
     samples = [sample(0)]
     marks = {min(count, 50), count} | {count * share // 10 for share in range(1, 10)}
     for index in range(1, count + 1):
         options = ResearchOptions(
-            deadline_s=DEADLINE_S, transport="http", urls=urls, policy=CHAOS_POLICY, seed=rng.randrange(2**31)
-        )
+            deadline_s=DEADLINE_S, transport="http", urls=urls, policy=CHAOS_POLICY, seed=rng.randrange(2**31),
+            breakers=breakers,
+        )  # fmt: skip
         await research(rng.choice(QUERIES), options, settings=settings)
         if index in marks:
             samples.append(sample(index))

@@ -48,6 +48,9 @@ class ResearchOptions:
     policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
     grants: tuple[Grant, ...] = DEFAULT_GRANTS
     seed: int | None = None  # back-off jitter; None draws a fresh one
+    # Circuit breakers live as long as the coordinator process that shares them across its queries
+    # (a long-lived coordinator passes its own); None gives this query breakers of its own.
+    breakers: Breakers | None = None
 
 
 def targets_for(settings: SourceSettings, options: ResearchOptions) -> dict[str, Target]:
@@ -90,7 +93,7 @@ async def research(
                 connections=connections,
                 broker=CredentialBroker(settings.key(), grants=options.grants),
                 policy=options.policy,
-                breakers=Breakers(),
+                breakers=options.breakers if options.breakers is not None else Breakers(),
                 rng=random.Random(options.seed),  # noqa: S311  (back-off jitter, not cryptography)
                 observer=observer or SilentObserver(),
                 clock=clock or MonotonicClock(),
