@@ -23,7 +23,7 @@ test: lint
 # the £750 refund is above the automatic limit, so the answer is partial (exit status 3) by design.
 DEMO_QUERY := Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed
 demo: $(BIN)/.installed
-	$(BIN)/research ask "$(DEMO_QUERY)" --faults tickets:transient=0.5,seed=4 --seed 1 || [ $$? -eq 3 ]
+	$(BIN)/research ask "$(DEMO_QUERY)" --faults tickets:transient=0.5,seed=13 --seed 1 || [ $$? -eq 3 ]
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -109,7 +109,7 @@ def _source_faults(specs: list[str]) -> dict[str, FaultSettings]:
         source, sep, settings = spec.partition(":")
         if not sep or source not in SOURCES:
             raise _usage_error(
-                f"--faults takes SOURCE:SETTINGS with a source among {', '.join(SOURCES)}, e.g. tickets:transient=0.5,seed=4; got {spec!r}"
+                f"--faults takes SOURCE:SETTINGS with a source among {', '.join(SOURCES)}, e.g. tickets:transient=0.5,seed=13; got {spec!r}"
             )
         try:
             faults[source] = FaultSettings.parse(settings)
@@ -134,7 +134,7 @@ def ask(
         list[str] | None,
         typer.Option(
             "--faults",
-            help="Inject faults into one spawned source, e.g. 'tickets:transient=0.5,seed=4' (repeatable).",
+            help="Inject faults into one spawned source, e.g. 'tickets:transient=0.5,seed=13' (repeatable).",
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the back-off jitter, to replay a run.")] = None,

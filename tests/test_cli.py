@@ -69,7 +69,7 @@ STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whet
 def test_ask_the_story_end_to_end(settings: SourceSettings) -> None:
     """The real CLI, five real stdio sources, a seeded transient fault on tickets; the JSON field by field."""
     done = research(
-        settings, "ask", STORY, "--json", "--faults", "tickets:transient=0.5,seed=4", "--seed", "1"
+        settings, "ask", STORY, "--json", "--faults", "tickets:transient=0.5,seed=13", "--seed", "1"
     )
     assert done.returncode == 3, done.stderr  # partial: the refund needs a manager
     report = json.loads(done.stdout)
@@ -151,7 +151,7 @@ def test_ask_refuses_bad_input_in_one_line(settings: SourceSettings, args: list[
 
 def test_traces_show_latest_renders_what_ask_wrote(settings: SourceSettings, tmp_path: Path) -> None:
     traced = dataclasses.replace(settings, traces_dir=tmp_path / "traces")
-    done = research(traced, "ask", STORY, "--faults", "tickets:transient=0.5,seed=4", "--seed", "1")
+    done = research(traced, "ask", STORY, "--faults", "tickets:transient=0.5,seed=13", "--seed", "1")
     assert done.returncode == 3, done.stderr
     shown = research(traced, "traces", "show", "latest")
     assert shown.returncode == 0, shown.stderr
