@@ -1,0 +1,202 @@
+"""`research chaos`: break the fleet on purpose, or run randomized scenarios against invariants."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from coordinator import chaos
+from coordinator.cli.common import (
+    chaos_app,
+    fleet,
+    fleet_call,
+    known_source,
+    usage_error,
+)
+from sources.faults import FaultSettings
+from sources.fleet import Fleet
+from sources.settings import SourceSettings
+from sources.world import ensure_world
+from traces.setup import ensure_tracing
+
+
+def _chaos(source: str, faults: FaultSettings) -> None:
+    known_source(source)
+    state = fleet_call(lambda: fleet().set_faults(source, faults))
+    typer.echo(f"{source}: faults now {state['faults'] or 'none'}")
+
+
+@chaos_app.command("kill")
+def chaos_kill(source: Annotated[str, typer.Argument(help="The source to SIGKILL.")]) -> None:
+    """SIGKILL one source of the fleet.
+
+    Example: research chaos kill customers
+    """
+    known_source(source)
+    member = fleet_call(lambda: fleet().kill(source))
+    typer.echo(f"{source}: killed (pid {member.pid})")
+
+
+@chaos_app.command("heal")
+def chaos_heal(source: Annotated[str, typer.Argument(help="The source to bring back to normal.")]) -> None:
+    """Back to normal: restart a dead source where it was, or clear a live one's faults.
+
+    Example: research chaos heal customers
+    """
+    known_source(source)
+    member = fleet_call(lambda: fleet().heal(source))
+    typer.echo(f"{source}: healthy (pid {member.pid}, {member.url})")
+
+
+@chaos_app.command("hang")
+def chaos_hang(
+    source: Annotated[str, typer.Argument(help="The source that will accept calls and never answer.")],
+) -> None:
+    """Make a source accept every call and never answer.
+
+    Example: research chaos hang tickets
+    """
+    _chaos(source, FaultSettings(hang=1))
+
+
+@chaos_app.command("slow")
+def chaos_slow(
+    source: Annotated[str, typer.Argument(help="The source to slow down.")],
+    ms: Annotated[float, typer.Option("--ms", min=0, help="Added latency per call, in milliseconds.")] = 1000,
+    jitter: Annotated[
+        float, typer.Option("--jitter", min=0, help="Latency varies by up to this much either way.")
+    ] = 0,
+) -> None:
+    """Add latency (with jitter) to every call of a source.
+
+    Example: research chaos slow orders --ms 800 --jitter 200
+    """
+    _chaos(source, FaultSettings(latency_ms=ms, jitter_ms=jitter))
+
+
+@chaos_app.command("flaky")
+def chaos_flaky(
+    source: Annotated[str, typer.Argument(help="The source to make flaky.")],
+    rate: Annotated[
+        float, typer.Option("--rate", min=0, max=1, help="Probability of a transient failure per call.")
+    ] = 0.5,
+    seed: Annotated[int, typer.Option(help="Seed of the fault dice.")] = 0,
+) -> None:
+    """Fail a share of a source's calls with a transient error.
+
+    Example: research chaos flaky orders --rate 0.3
+    """
+    _chaos(source, FaultSettings(transient=rate, seed=seed))
+
+
+@chaos_app.command("garbage")
+def chaos_garbage(
+    source: Annotated[str, typer.Argument(help="The source whose answers get corrupted.")],
+    rate: Annotated[float, typer.Option("--rate", min=0, max=1, help="Probability per call.")] = 1.0,
+) -> None:
+    """Corrupt a source's answers on the wire.
+
+    Example: research chaos garbage kb
+    """
+    _chaos(source, FaultSettings(garbage=rate))
+
+
+@chaos_app.command("run")
+def chaos_run(
+    scenarios: Annotated[
+        int, typer.Option("--scenarios", min=1, help="How many random scenarios to run.")
+    ] = 20,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the scenario dice: the same seed, the same scenarios.")
+    ] = 1,
+    replay: Annotated[
+        int | None, typer.Option(help="Run exactly the one scenario with this seed (printed on a violation).")
+    ] = None,
+    soak: Annotated[
+        int | None,
+        typer.Option(
+            help="Instead: run this many queries through this one process against the HTTP fleet, and report "
+            "memory, open files and child processes."
+        ),
+    ] = None,
+) -> None:
+    """Run random fault scenarios against the sources and check the invariants after each.
+
+    Exit status 1 when any invariant is violated; each violation prints the command that replays it.
+
+    Example: research chaos run --scenarios 200 --seed 1
+    """
+    if soak is not None:
+        _soak(soak, seed)
+        return
+    chosen = [chaos.scenario_from(replay)] if replay is not None else chaos.scenarios(scenarios, seed)
+    console = Console()
+    with tempfile.TemporaryDirectory() as data_dir:  # a world of its own: chaos refunds stay out of yours
+        settings = SourceSettings(
+            data_dir=Path(data_dir), kb_warmup_ms=0, tickets_rate_per_second=1000, tickets_burst=1000
+        )
+        ensure_world(settings.data_dir, settings.seed)
+        ensure_tracing("research-coordinator")
+        started = time.monotonic()
+        results = []
+        for index, scenario in enumerate(chosen, 1):
+            result = anyio.run(lambda scenario=scenario: chaos.run_scenario(scenario, settings))
+            results.append(result)
+            mark = "[red]VIOLATION[/]" if result.violations else "[green]ok[/]"
+            console.print(
+                f"{index:4}/{len(chosen)} seed {scenario.seed:<11} {scenario.describe():48} {result.elapsed_s:5.2f} s {mark}"
+            )
+        elapsed = time.monotonic() - started
+    faults = Counter(name for result in results for name in result.scenario.faults.values())
+    violations = Counter(kind for result in results for kind, _ in result.violations)
+    table = Table("scenarios", "faults injected", "violations by invariant", "time")
+    table.add_row(
+        str(len(results)),
+        "\n".join(f"{name} {count}" for name, count in sorted(faults.items())),
+        "\n".join(f"{kind} {count}" for kind, count in sorted(violations.items())) or "none",
+        f"{elapsed:.1f} s",
+    )
+    console.print(table)
+    for result in results:
+        for kind, what in result.violations:
+            console.print(f"[red]{kind}[/] seed {result.scenario.seed}: {what}")
+            console.print(f"  replay: research chaos run --replay {result.scenario.seed}")
+    raise typer.Exit(1 if violations else 0)
+
+
+def _soak(count: int, seed: int) -> None:
+    settings = SourceSettings.from_environment()
+    fleet = Fleet(settings)
+    urls = fleet.urls()
+    if not urls or not all(member.alive() for member in fleet.members().values()):
+        raise usage_error("the soak runs against the HTTP fleet: `research sources up --chaos` first")
+    ensure_tracing("research-coordinator")
+    flaky = "orders"
+    if all(member.chaos_control for member in fleet.members().values()):
+        fleet.set_faults(flaky, FaultSettings(transient=0.3, seed=seed))
+    started = time.monotonic()
+    samples = anyio.run(chaos.soak, count, urls, settings, seed)
+    if all(member.chaos_control for member in fleet.members().values()):
+        fleet.set_faults(flaky, FaultSettings())
+    table = Table("after queries", "memory (RSS)", "open files", "child processes")
+    for point in samples:
+        table.add_row(
+            str(point.queries), f"{point.rss_mb:.1f} MB", str(point.open_files), str(point.children)
+        )
+    console = Console()
+    console.print(table)
+    early = next((point for point in samples if point.queries >= min(count, 50)), samples[-1])
+    growth = (samples[-1].rss_mb / early.rss_mb - 1) * 100
+    console.print(
+        f"{count} queries in {time.monotonic() - started:.0f} s; memory {growth:+.1f} % since query {early.queries} "
+        f"(target within 10 %); open files {samples[1].open_files if len(samples) > 1 else samples[0].open_files} -> "
+        f"{samples[-1].open_files}; child processes {samples[0].children} -> {samples[-1].children}"
+    )

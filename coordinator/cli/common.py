@@ -1,0 +1,89 @@
+"""What every `research` command shares: the command groups, exit statuses, argument checks."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from mcp import StdioServerParameters
+
+from sources.catalogue import SOURCES
+from sources.fleet import Fleet, FleetError
+from sources.settings import SourceSettings
+
+app = typer.Typer(
+    help="Research coordinator: fan a question out to five MCP sources, recover from their failures, "
+    'annotate every gap.\n\nExample: research ask "Investigate jane.doe@example.com: recent orders and open tickets"',
+    no_args_is_help=True,
+)
+sources_app = typer.Typer(
+    help="The five MCP sources: list them, call one.\n\nExample: research sources call customers customer_lookup "
+    '\'{"identifier": "CUST-00042"}\'',
+    no_args_is_help=True,
+)
+app.add_typer(sources_app, name="sources")
+traces_app = typer.Typer(
+    help="Traces written by research runs to the local files.\n\nExample: research traces show latest",
+    no_args_is_help=True,
+)
+app.add_typer(traces_app, name="traces")
+
+JAEGER_UI = "http://localhost:16686"
+
+chaos_app = typer.Typer(
+    help="Break a running fleet on purpose: kill, hang, slow, flaky, garbage, heal.\n\n"
+    "Example: research sources up --chaos && research chaos kill customers",
+    no_args_is_help=True,
+)
+app.add_typer(chaos_app, name="chaos")
+
+_CALL_TIMEOUT_SECONDS = 15.0
+
+# Exit statuses of `research ask`.
+EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+
+
+def usage_error(message: str) -> typer.Exit:
+    """A usage error: one line on stderr, the usage exit status, no traceback."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def stdio_parameters(source: str, settings: SourceSettings) -> StdioServerParameters:
+    # A stdio child sees only a safe subset of this environment: pass what it needs explicitly.
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", f"sources.{source}"], env=settings.child_environment()
+    )
+
+
+def json_object(arguments: str) -> dict[str, Any]:
+    try:
+        parsed: Any = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(
+            f'arguments must be a JSON object, e.g. \'{{"identifier": "CUST-00042"}}\': {exc}'
+        ) from None
+    if not isinstance(parsed, dict):
+        raise typer.BadParameter('arguments must be a JSON object, e.g. \'{"identifier": "CUST-00042"}\'')
+    return parsed
+
+
+def known_source(source: str) -> str:
+    if source not in SOURCES:
+        raise typer.BadParameter(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
+    return source
+
+
+def fleet() -> Fleet:
+    return Fleet(SourceSettings.from_environment())
+
+
+def fleet_call(action: Callable[[], Any]) -> Any:
+    try:
+        return action()
+    except FleetError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None

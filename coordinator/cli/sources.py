@@ -1,0 +1,170 @@
+"""`research sources`: list and call the sources; start, watch and stop the fleet."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+import anyio
+import typer
+from mcp import Client
+from rich.console import Console
+from rich.table import Table
+
+from coordinator.cli.common import (
+    _CALL_TIMEOUT_SECONDS,
+    fleet,
+    fleet_call,
+    json_object,
+    known_source,
+    sources_app,
+    stdio_parameters,
+    usage_error,
+)
+from sources.auth import CREDENTIAL_META_KEY, issue_credential
+from sources.catalogue import SOURCES
+from sources.settings import SourceSettings
+
+
+@sources_app.command("list")
+def list_sources() -> None:
+    """List the five sources and their tools (each source is spawned over stdio to ask it).
+
+    Example: research sources list
+    """
+
+    async def listing() -> dict[str, list[str]]:
+        settings = SourceSettings.from_environment()
+        found: dict[str, list[str]] = {}
+
+        async def ask(source: str) -> None:
+            async with Client(
+                stdio_parameters(source, settings), read_timeout_seconds=_CALL_TIMEOUT_SECONDS
+            ) as client:
+                found[source] = [tool.name for tool in (await client.list_tools()).tools]
+
+        with anyio.fail_after(_CALL_TIMEOUT_SECONDS):
+            async with anyio.create_task_group() as group:
+                for source in SOURCES:
+                    group.start_soon(ask, source)
+        return found
+
+    table = Table("source", "tools", "transport")
+    found = anyio.run(listing)
+    for source in SOURCES:
+        tools = found[source]
+        table.add_row(source, ", ".join(tools), f"stdio: python -m sources.{source}")
+    Console().print(table)
+
+
+@sources_app.command("call")
+def call_source(
+    source: Annotated[str, typer.Argument(help="customers, orders, billing, tickets or kb.")],
+    tool: Annotated[str, typer.Argument(help="The tool to call, e.g. customer_lookup.")],
+    arguments: Annotated[
+        str, typer.Argument(help='The arguments as a JSON object, e.g. \'{"identifier": "CUST-00042"}\'.')
+    ] = "{}",
+    scope: Annotated[
+        list[str] | None,
+        typer.Option("--scope", help="Call with a credential holding this scope (repeatable)."),
+    ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(help="Call a source already serving HTTP at this URL instead of spawning it."),
+    ] = None,
+) -> None:
+    """Call one tool of one source and print the contract JSON it answers with.
+
+    Exit status 0 for a result (valid empty results included), 1 for a tool error.
+
+    Example: research sources call billing refund_eligibility '{"order_id": "ORD-10023", "amount": 750}' --scope billing:read
+    """
+    known_source(source)
+    parsed = json_object(arguments)
+    settings = SourceSettings.from_environment()
+    meta = {CREDENTIAL_META_KEY: issue_credential(settings.key(), "research-cli", scope)} if scope else None
+
+    async def calling() -> tuple[bool, Any]:
+        with anyio.fail_after(_CALL_TIMEOUT_SECONDS):
+            async with Client(
+                url or stdio_parameters(source, settings), read_timeout_seconds=_CALL_TIMEOUT_SECONDS
+            ) as client:
+                result = await client.call_tool(
+                    tool, parsed, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=meta
+                )
+        return result.is_error, result.structured_content
+
+    is_error, payload = anyio.run(calling)
+    Console().print_json(data={"isError": is_error, **(payload or {})})
+    raise typer.Exit(1 if is_error else 0)
+
+
+def _ports(specs: list[str]) -> dict[str, int]:
+    ports = {}
+    for spec in specs:
+        source, sep, port = spec.partition("=")
+        if not sep or source not in SOURCES or not port.isdigit() or not 0 < int(port) < 65536:
+            raise usage_error(
+                f"--port takes SOURCE=PORT with a source among {', '.join(SOURCES)}, e.g. kb=9105; got {spec!r}"
+            )
+        ports[source] = int(port)
+    return ports
+
+
+@sources_app.command("up")
+def fleet_up(
+    chaos: Annotated[
+        bool,
+        typer.Option("--chaos", help="Accept run-time faults (hang, slow, flaky, garbage) on 127.0.0.1."),
+    ] = False,
+    port: Annotated[
+        list[str] | None,
+        typer.Option("--port", help="SOURCE=PORT to move a source off its default port (repeatable)."),
+    ] = None,
+) -> None:
+    """Start the five sources as streamable-HTTP services on 127.0.0.1:8101-8105 and wait until each answers.
+
+    Example: research sources up --chaos
+    """
+    ports = _ports(port or [])
+    members = fleet_call(lambda: fleet().up(ports, chaos_control=chaos))
+    for member in members.values():
+        typer.echo(f"{member.source:10} pid {member.pid:<7} {member.url}")
+
+
+@sources_app.command("status")
+def fleet_status() -> None:
+    """Show each source of the fleet: pid, port, uptime, health.
+
+    Example: research sources status
+    """
+    running = fleet()
+    members = running.members()
+    if not members:
+        typer.echo("no fleet: `research sources up` starts one", err=True)
+        raise typer.Exit(1)
+    table = Table("source", "pid", "port", "uptime", "health", "faults")
+    for member in members.values():
+        alive = member.alive()
+        health = running.health(member) if alive else None
+        uptime = f"{time.time() - member.started_at:.0f} s" if alive else "-"
+        state = "ok" if health else ("dead" if not alive else "not answering")
+        table.add_row(
+            member.source,
+            str(member.pid),
+            str(member.port),
+            uptime,
+            state,
+            (health or {}).get("faults") or "-",
+        )
+    Console().print(table)
+
+
+@sources_app.command("down")
+def fleet_down() -> None:
+    """Stop every source of the fleet.
+
+    Example: research sources down
+    """
+    stopped = fleet().down()
+    typer.echo(f"stopped {', '.join(stopped)}" if stopped else "nothing was running")
