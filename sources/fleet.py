@@ -108,7 +108,9 @@ class Fleet:
         while time.monotonic() < deadline:
             text = log_path.read_text(errors="replace")
             if READY_PREFIX in text:
-                return Member(source, port, process.pid, time.time(), chaos_control)
+                member = Member(source, port, process.pid, time.time(), chaos_control)
+                if self.health(member) is not None:  # bound and serving: it answers
+                    return member
             if process.poll() is not None:
                 last = text.strip().splitlines()[-1] if text.strip() else f"exit status {process.returncode}"
                 raise FleetError(f"{source} did not start on port {port}: {last}")
