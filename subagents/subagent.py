@@ -183,6 +183,16 @@ class _Run:
         )
         self.runtime.observer.decided(self.task, decision)
 
+    def step(self, action: DecisionAction, reason: str, outcome: Outcome, backoff_ms: int = 0) -> None:
+        """A decision about a failed call, after which the subagent calls again."""
+        category = outcome.error.error_category if outcome.error else None
+        self.decide(action, reason, category, backoff_ms=backoff_ms, error_type=outcome.error_type)
+
+    def stop(self, action: DecisionAction, reason: str, outcome: Outcome) -> SubagentReport:
+        """A decision after which the subagent stops, and its report."""
+        self.step(action, reason, outcome)
+        return self.report(outcome)
+
     def query(self) -> AttemptedQuery:
         return AttemptedQuery(tool=self.task.tool, arguments=dict(self.arguments))
 
@@ -234,143 +244,131 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
 
 
 async def _recover(run: _Run) -> SubagentReport:
-    task, runtime, deadline = run.task, run.runtime, run.deadline
-    policy = runtime.policy
+    task, runtime = run.task, run.runtime
     breaker = runtime.breakers[task.source]
-    connection = runtime.connections[task.source]
     while True:
         call = ToolCall(task.source, task.tool, dict(run.arguments), run.attempts + 1)
         blocked = next((error for hook in runtime.pre_call if (error := hook(call)) is not None), None)
         if blocked is not None:
-            run.decide("hook_blocked", blocked.description, blocked.error_category, error_type="hook_blocked")
-            return run.report(Outcome("error", blocked, "hook_blocked"))
-
-        remaining = deadline - runtime.clock.now()
+            return run.stop("hook_blocked", blocked.description, Outcome("error", blocked, "hook_blocked"))
+        remaining = run.deadline - runtime.clock.now()
         if remaining <= 0:
             run.out_of_time = True
-            run.decide(
-                "give_up", "the deadline passed before the call could be made", ErrorCategory.TRANSIENT
+            return run.stop(
+                "give_up", "the deadline passed before the call could be made", _deadline_outcome(task)
             )
-            return run.report(_deadline_outcome(task))
         if not breaker.allow():
             return run.report(_breaker_open(run, breaker))
 
-        run.attempts += 1
-        runtime.observer.attempt(task, run.attempts, run.arguments)
-        generation = None
-        with collect_client_spans() as client_spans:
-            try:
-                client, generation = await connection.session()
-                timeout_s = min(policy.call_timeout_s, remaining)
-                result = await connection.call(
-                    client, task.tool, run.arguments, timeout_s=timeout_s, meta=run.meta
-                )
-                outcome = classify_result(result)
-            except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
-                outcome = classify_exception(exc)
-            if outcome.error is not None:  # the SDK leaves its client span's status unset here: set it
-                client_spans.failed(outcome.error_type or "tool_error", outcome.error.description)
-        outcome = with_attempted_query(outcome, run.query())
-        for hook in runtime.post_call:
-            outcome = hook(call, outcome)
+        outcome = await _call(run, call, remaining)
         error = outcome.error
         breaker.record(source_failed=error is not None and error.error_category is ErrorCategory.TRANSIENT)
-        if outcome.reopen and generation is not None:
-            await connection.reopen(generation)
-
         if error is None:
             if outcome.kind == "empty":
                 run.decide(
                     "accept_empty", "the query ran and matched nothing: a valid empty result, not retried"
                 )
             return run.report(outcome)
-
         run.keep_partial(error)
-        category = error.error_category
-        match policy.action_for(category):
-            case Recovery.RETRY:
-                if breaker.state is BreakerState.OPEN:  # this failure opened it: no point waiting to retry
-                    return run.report(_breaker_open(run, breaker))
-                if run.retries >= policy.max_retries:
-                    run.decide(
-                        "give_up",
-                        f"{run.retries} retries spent: {error.description}",
-                        category,
-                        error_type=outcome.error_type,
-                    )
-                    return run.report(outcome)
-                delay = policy.backoff_s(run.retries + 1, runtime.rng, error.retry_after_ms)
-                if runtime.clock.now() + delay >= deadline:
-                    run.out_of_time = True
-                    run.decide(
-                        "give_up",
-                        f"a back-off of {delay:.2f} s would pass the deadline: {error.description}",
-                        category,
-                        error_type=outcome.error_type,
-                    )
-                    return run.report(outcome)
-                run.retries += 1
-                cause = (
-                    outcome.error_type
-                    if outcome.error_type not in ("", "tool_error")
-                    else "a transient error"
-                )
-                hint = f", honouring retryAfterMs {error.retry_after_ms}" if error.retry_after_ms else ""
-                run.decide(
-                    "retry",
-                    f"retry {run.retries}/{policy.max_retries} after {cause}{hint}: {error.description}",
-                    category,
-                    backoff_ms=round(delay * 1000),
-                    error_type=outcome.error_type,
-                )
-                await runtime.clock.sleep(delay)
-            case Recovery.REPAIR:
-                repaired = repair(run.arguments) if run.repairs < policy.max_repairs else None
-                if repaired is None:
-                    why = (
-                        "no repair applies"
-                        if run.repairs < policy.max_repairs
-                        else f"{run.repairs} repairs spent"
-                    )
-                    run.decide(
-                        "escalate", f"{why}: {error.description}", category, error_type=outcome.error_type
-                    )
-                    return run.report(outcome)
-                changes = ", ".join(
-                    f"{name} {json.dumps(run.arguments.get(name))} -> {json.dumps(value)}"
-                    for name, value in repaired.items()
-                    if value != run.arguments.get(name)
-                )
-                run.repairs += 1
-                run.arguments = repaired
-                run.decide(
-                    "repair",
-                    f"repair {run.repairs}/{policy.max_repairs}: {changes}",
-                    category,
-                    error_type=outcome.error_type,
-                )
-            case Recovery.ELEVATE:
-                elevation = (
-                    runtime.broker.elevate(error.required_scope, task.purpose, run.held_scopes)
-                    if run.elevations < policy.max_elevations
-                    else None
-                )
-                if elevation is None or not elevation.granted:
-                    why = elevation.reason if elevation else f"{run.elevations} elevation already used"
-                    run.decide(
-                        "escalate",
-                        f"elevation refused ({why}): {error.description}",
-                        category,
-                        error_type=outcome.error_type,
-                    )
-                    return run.report(outcome)
-                run.elevations += 1
-                run.held_scopes.add(error.required_scope or "")
-                run.meta = elevation.meta()
-                run.decide("elevate", elevation.reason, category, error_type=outcome.error_type)
-            case _:
-                run.decide("escalate", error.description, category, error_type=outcome.error_type)
-                return run.report(outcome)
+        stopped = await _recover_from(run, outcome, error, breaker)
+        if stopped is not None:
+            return stopped
+
+
+async def _call(run: _Run, call: ToolCall, remaining: float) -> Outcome:
+    """One attempt: the call, its outcome in the contract, the post-call hooks; a dead session dropped."""
+    task, runtime = run.task, run.runtime
+    connection = runtime.connections[task.source]
+    run.attempts += 1
+    runtime.observer.attempt(task, run.attempts, run.arguments)
+    generation = None
+    with collect_client_spans() as client_spans:
+        try:
+            client, generation = await connection.session()
+            timeout_s = min(runtime.policy.call_timeout_s, remaining)
+            result = await connection.call(
+                client, task.tool, run.arguments, timeout_s=timeout_s, meta=run.meta
+            )
+            outcome = classify_result(result)
+        except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
+            outcome = classify_exception(exc)
+        if outcome.error is not None:  # the SDK leaves its client span's status unset here: set it
+            client_spans.failed(outcome.error_type or "tool_error", outcome.error.description)
+    outcome = with_attempted_query(outcome, run.query())
+    for hook in runtime.post_call:
+        outcome = hook(call, outcome)
+    if outcome.reopen and generation is not None:
+        await connection.reopen(generation)
+    return outcome
+
+
+async def _recover_from(
+    run: _Run, outcome: Outcome, error: ToolError, breaker: Breaker
+) -> SubagentReport | None:
+    """Act on one failed call: None to call again (retried, repaired or elevated), or the final report."""
+    policy = run.runtime.policy
+    match policy.action_for(error.error_category):
+        case Recovery.RETRY:
+            return await _retry(run, outcome, error, breaker)
+        case Recovery.REPAIR:
+            return _repair(run, outcome, error)
+        case Recovery.ELEVATE:
+            return _elevate(run, outcome, error)
+        case _:
+            return run.stop("escalate", error.description, outcome)
+
+
+async def _retry(run: _Run, outcome: Outcome, error: ToolError, breaker: Breaker) -> SubagentReport | None:
+    policy, runtime = run.runtime.policy, run.runtime
+    if breaker.state is BreakerState.OPEN:  # this failure opened it: no point waiting to retry
+        return run.report(_breaker_open(run, breaker))
+    if run.retries >= policy.max_retries:
+        return run.stop("give_up", f"{run.retries} retries spent: {error.description}", outcome)
+    delay = policy.backoff_s(run.retries + 1, runtime.rng, error.retry_after_ms)
+    if runtime.clock.now() + delay >= run.deadline:
+        run.out_of_time = True
+        return run.stop(
+            "give_up", f"a back-off of {delay:.2f} s would pass the deadline: {error.description}", outcome
+        )
+    run.retries += 1
+    cause = outcome.error_type if outcome.error_type not in ("", "tool_error") else "a transient error"
+    hint = f", honouring retryAfterMs {error.retry_after_ms}" if error.retry_after_ms else ""
+    reason = f"retry {run.retries}/{policy.max_retries} after {cause}{hint}: {error.description}"
+    run.step("retry", reason, outcome, backoff_ms=round(delay * 1000))
+    await runtime.clock.sleep(delay)
+    return None
+
+
+def _repair(run: _Run, outcome: Outcome, error: ToolError) -> SubagentReport | None:
+    policy = run.runtime.policy
+    if run.repairs >= policy.max_repairs:
+        return run.stop("escalate", f"{run.repairs} repairs spent: {error.description}", outcome)
+    repaired = repair(run.arguments)
+    if repaired is None:
+        return run.stop("escalate", f"no repair applies: {error.description}", outcome)
+    changes = ", ".join(
+        f"{name} {json.dumps(run.arguments.get(name))} -> {json.dumps(value)}"
+        for name, value in repaired.items()
+        if value != run.arguments.get(name)
+    )
+    run.repairs += 1
+    run.arguments = repaired
+    run.step("repair", f"repair {run.repairs}/{policy.max_repairs}: {changes}", outcome)
+    return None
+
+
+def _elevate(run: _Run, outcome: Outcome, error: ToolError) -> SubagentReport | None:
+    if run.elevations >= run.runtime.policy.max_elevations:
+        why = f"{run.elevations} elevation already used"
+        return run.stop("escalate", f"elevation refused ({why}): {error.description}", outcome)
+    elevation = run.runtime.broker.elevate(error.required_scope, run.task.purpose, run.held_scopes)
+    if not elevation.granted:
+        return run.stop("escalate", f"elevation refused ({elevation.reason}): {error.description}", outcome)
+    run.elevations += 1
+    run.held_scopes.add(error.required_scope or "")
+    run.meta = elevation.meta()
+    run.step("elevate", elevation.reason, outcome)
+    return None
 
 
 def _breaker_open(run: _Run, breaker: Breaker) -> Outcome:
