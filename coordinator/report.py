@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sources.contract import AttemptedQuery, Decision, ErrorCategory, Escalation
 
-__all__ = ["Finding", "Gap", "NextStep", "ResearchReport", "TaskSummary"]
+__all__ = ["Finding", "Gap", "NextStep", "PlanningStep", "PlanningSummary", "ResearchReport", "TaskSummary"]
 
 NextStep = Literal["retry later", "fix the input", "escalate to a manager", "request access"]
 
@@ -60,6 +60,23 @@ class Gap(_Model):
     blocked_by: str | None = None
 
 
+class PlanningStep(_Model):
+    """One step of making the plan: the lead agent's plan, a repair of it, or the fallback."""
+
+    action: Literal["plan", "repair", "fallback"]
+    reason: str
+    category: ErrorCategory | None = None
+
+
+class PlanningSummary(BaseModel):
+    """How the plan was made: by which planner, through which steps, at what token cost."""
+
+    planner: Literal["claude", "deterministic"]
+    steps: list[PlanningStep] = Field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
 class ResearchReport(_Model):
     query: str
     trace_id: str = Field(pattern=r"^[0-9a-f]{32}$")
@@ -69,6 +86,7 @@ class ResearchReport(_Model):
     tasks: list[TaskSummary]
     gaps: list[Gap]
     escalations: list[Escalation]
+    planning: PlanningSummary = Field(default_factory=lambda: PlanningSummary(planner="deterministic"))
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)

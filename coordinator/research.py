@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.plan import Plan, plan_query
-from coordinator.report import ResearchReport
+from coordinator.report import PlanningSummary, ResearchReport
 from coordinator.run import run_plan
 from coordinator.synthesize import synthesize
 from sources.catalogue import SOURCES, default_url
@@ -73,6 +73,7 @@ async def research(
     clock: Clock | None = None,
     client_options: dict[str, Any] | None = None,
     post_call: tuple[PostCallHook, ...] | None = None,
+    planning: PlanningSummary | None = None,
 ) -> ResearchReport:
     """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
@@ -83,9 +84,9 @@ async def research(
     settings = settings or SourceSettings.from_environment()
     ensure_tracing("research-coordinator")
     with research_span(query) as root:
-        with plan_span() as planning:
+        with plan_span() as planning_span:
             plan = plan or plan_query(query)
-            record_plan(planning, [task.id for task in plan.order()])
+            record_plan(planning_span, [task.id for task in plan.order()])
         async with Connections.opened(
             targets or targets_for(settings, options), client_options
         ) as connections:
@@ -101,7 +102,7 @@ async def research(
             )
             outcomes = await run_plan(plan, runtime, options.deadline_s)
         with synthesize_span() as synthesizing:
-            report = synthesize(query, trace_id_of(root), outcomes)
+            report = synthesize(query, trace_id_of(root), outcomes, planning)
             record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
         end_research(
             root,

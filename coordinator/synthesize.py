@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.report import Finding, Gap, NextStep, ResearchReport, TaskSummary
+from coordinator.report import Finding, Gap, NextStep, PlanningSummary, ResearchReport, TaskSummary
 from coordinator.run import TaskOutcome
 from sources.contract import ErrorCategory
 
@@ -137,7 +137,9 @@ def _brief(outcomes: list[TaskOutcome], findings: list[Finding], gaps: list[Gap]
     return "\n".join(lines)
 
 
-def synthesize(query: str, trace_id: str, outcomes: dict[str, TaskOutcome]) -> ResearchReport:
+def synthesize(
+    query: str, trace_id: str, outcomes: dict[str, TaskOutcome], planning: PlanningSummary | None = None
+) -> ResearchReport:
     ordered = list(outcomes.values())
     findings = _findings(ordered)
     gaps = [_gap(outcome) for outcome in ordered if outcome.state in ("escalated", "blocked", "deadline")]
@@ -161,4 +163,5 @@ def synthesize(query: str, trace_id: str, outcomes: dict[str, TaskOutcome]) -> R
         ],
         gaps=gaps,
         escalations=escalations,
+        planning=planning or PlanningSummary(planner="deterministic"),
     )

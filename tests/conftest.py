@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -164,3 +165,25 @@ def spans() -> Iterator[InMemorySpanExporter]:
     SPANS.clear()
     yield SPANS
     SPANS.clear()
+
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1", "", None}
+
+
+@pytest.fixture(autouse=True)
+def no_network_beyond_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches the real Messages API, or anything off this machine.
+
+    In this process, resolving any host but loopback fails the test; processes the tests start
+    inherit an environment whose Anthropic base URL is a dead loopback port and that holds no key.
+    """
+    resolve = socket.getaddrinfo
+
+    def loopback_only(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host not in _LOOPBACK:
+            pytest.fail(f"a test tried to reach {host!r}: tests talk to 127.0.0.1 only")
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")

@@ -23,6 +23,7 @@ from coordinator.cli.common import (
     known_source,
     usage_error,
 )
+from coordinator.llm import ClaudeSettings, claude_plan
 from coordinator.plan import QueryError, plan_query
 from coordinator.render import LiveProgress, print_report
 from coordinator.report import ResearchReport
@@ -91,6 +92,14 @@ def ask(
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the back-off jitter, to replay a run.")] = None,
+    llm: Annotated[
+        str,
+        typer.Option(
+            "--llm",
+            help="Who plans: claude (the Messages API; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), none (the "
+            "deterministic planner), or auto (claude when ANTHROPIC_API_KEY is set).",
+        ),
+    ] = "auto",
     chaos_spec: Annotated[
         str,
         typer.Option(
@@ -146,13 +155,20 @@ def ask(
     options = ResearchOptions(
         deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed, urls=urls
     )
+    if llm not in ("auto", "claude", "none"):
+        raise usage_error(f"--llm must be claude, none or auto, not {llm!r}")
+    planning = None
+    if llm == "claude" or (llm == "auto" and os.environ.get("ANTHROPIC_API_KEY")):
+        plan, planning = anyio.run(claude_plan, query, ClaudeSettings.from_environment())
     console = Console(stderr=True)
 
     async def asking() -> ResearchReport:
         async with anyio.create_task_group() as chaos_group:
             for source, seconds in kills:
                 chaos_group.start_soon(chaos.kill_at, source, seconds)
-            report = await research(query, options, settings=settings, observer=progress, plan=plan)
+            report = await research(
+                query, options, settings=settings, observer=progress, plan=plan, planning=planning
+            )
             chaos_group.cancel_scope.cancel()
         return report
 

@@ -1,0 +1,197 @@
+"""Claude as the lead agent: it plans, and the code keeps every guarantee of the deterministic path.
+
+Claude answers with the plan as the input of a forced ``submit_plan`` tool (structured output). The
+plan is validated by the same ``Plan.of`` the deterministic planner goes through; a plan that fails
+is sent back once with the exact validation error; a second failure, or a model API that cannot be
+reached, falls back to the deterministic planner, and the fallback is recorded in the report.
+
+Failures of the model API are classified into the same contract as the sources' (rate limit,
+overload, timeout, connection: transient; bad request: validation; authentication: permission).
+The anthropic SDK's own retries are the one retry layer here: nothing retries above it.
+
+(Subagents as Claude tool loops and a Claude-written brief are the next steps of this mode.)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+from pydantic import BaseModel, Field, ValidationError
+
+from coordinator.plan import Plan, PlanError, PlannedTask, Ref, plan_query
+from coordinator.report import PlanningStep, PlanningSummary
+from sources.catalogue import TOOLS
+from sources.contract import ErrorCategory
+
+__all__ = ["ClaudeSettings", "PlanningStep", "PlanningSummary", "claude_plan", "model_api_category"]
+
+_REF = re.compile(r"^\{(?P<task>[a-z_][a-z0-9_]*)\.(?P<field>[a-z_][a-z0-9_]*)\}$")
+_SYSTEM = (
+    "You plan research across five MCP sources. Call submit_plan exactly once with the tasks needed to "
+    "answer the query, and nothing the query does not ask for. Sources and tools: {tools}. A customer "
+    "named by email must be resolved first with customers.customer_lookup; later tasks then take its id "
+    'as the string "{{customer.id}}" and list "customer" in depends_on. A CUST-NNNNN id can be used '
+    'directly. Billing tasks about refunds take purpose "refund research".'
+)
+
+
+@dataclass(frozen=True)
+class ClaudeSettings:
+    """Model, limits and where the Messages API is. ``base_url`` and the key come from the environment."""
+
+    model: str = "claude-sonnet-4-6"
+    max_tokens: int = 2048
+    max_retries: int = 2  # the SDK's own retries: the one retry layer for the model API
+    timeout_s: float = 30.0
+    api_key: str | None = None
+    base_url: str | None = None
+
+    @classmethod
+    def from_environment(cls) -> ClaudeSettings:
+        return cls(
+            model=os.environ.get("RESEARCH_CLAUDE_MODEL", cls.model),
+            api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
+            base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+        )
+
+    def client(self) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(
+            api_key=self.api_key, base_url=self.base_url, max_retries=self.max_retries, timeout=self.timeout_s
+        )
+
+
+class _TaskInput(BaseModel):
+    id: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
+    source: str
+    tool: str
+    arguments: dict[str, Any]
+    depends_on: list[str] = Field(default_factory=list)
+    purpose: str = "research"
+    why: str = ""
+
+
+class _PlanInput(BaseModel):
+    tasks: list[_TaskInput] = Field(min_length=1, max_length=12)
+
+
+def _tool() -> dict[str, Any]:
+    return {
+        "name": "submit_plan",
+        "description": "Submit the research plan: the tasks, their sources, tools, arguments and dependencies.",
+        "input_schema": _PlanInput.model_json_schema(),
+    }
+
+
+def _to_plan(query: str, raw: Any) -> Plan:
+    """The model's plan as a checked ``Plan``; raises ``ValidationError`` or ``PlanError`` with the reason."""
+    parsed = _PlanInput.model_validate(raw)
+    tasks = []
+    for task in parsed.tasks:
+        arguments: dict[str, Any] = {}
+        for name, value in task.arguments.items():
+            match = _REF.match(value) if isinstance(value, str) else None
+            arguments[name] = Ref(match["task"], match["field"]) if match else value
+        tasks.append(PlannedTask(
+            task.id, task.source, task.tool, arguments, purpose=task.purpose,
+            depends_on=tuple(task.depends_on), why=task.why,
+        ))  # fmt: skip
+    return Plan.of(query, tasks)
+
+
+def model_api_category(exc: anthropic.AnthropicError) -> ErrorCategory:
+    """A model API failure in the contract's terms."""
+    if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
+        return ErrorCategory.TRANSIENT
+    if isinstance(exc, anthropic.APIStatusError):
+        if exc.status_code in (401, 403):
+            return ErrorCategory.PERMISSION
+        if exc.status_code == 429 or exc.status_code >= 500:
+            return ErrorCategory.TRANSIENT
+        return ErrorCategory.VALIDATION
+    return ErrorCategory.TRANSIENT
+
+
+@dataclass
+class _Conversation:
+    settings: ClaudeSettings
+    client: anthropic.AsyncAnthropic
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    summary: PlanningSummary = field(default_factory=lambda: PlanningSummary(planner="claude"))
+
+    async def ask(self) -> tuple[str, Any]:
+        """One model turn; returns the submit_plan tool-use id and its input."""
+        tools = "; ".join(f"{source}: {', '.join(sorted(names))}" for source, names in TOOLS.items())
+        response = await self.client.messages.create(
+            model=self.settings.model,
+            max_tokens=self.settings.max_tokens,
+            system=_SYSTEM.format(tools=tools),
+            messages=self.messages,  # type: ignore[arg-type]
+            tools=[_tool()],  # type: ignore[list-item]
+            tool_choice={"type": "tool", "name": "submit_plan"},
+        )
+        self.summary.input_tokens += response.usage.input_tokens
+        self.summary.output_tokens += response.usage.output_tokens
+        self.messages.append(
+            {"role": "assistant", "content": [block.model_dump() for block in response.content]}
+        )
+        use = next((block for block in response.content if block.type == "tool_use"), None)
+        if use is None:
+            return "", None
+        return use.id, use.input
+
+
+async def claude_plan(query: str, settings: ClaudeSettings) -> tuple[Plan, PlanningSummary]:
+    """Claude's plan for ``query``, or the deterministic one when Claude's cannot be used (recorded)."""
+    summary = PlanningSummary(planner="claude")
+    if not settings.api_key:  # the model cannot be asked at all
+        return _fallback(query, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
+    client = settings.client()
+    conversation = _Conversation(settings, client, [{"role": "user", "content": query}], summary)
+    try:
+        for attempt in (1, 2):
+            use_id, raw = await conversation.ask()
+            try:
+                plan = _to_plan(query, raw)
+            except (ValidationError, PlanError) as exc:
+                problem = str(exc).splitlines()[0] if isinstance(exc, PlanError) else _first_error(exc)
+                if attempt == 2:
+                    reason = f"the repaired plan is still invalid: {problem}"
+                    return _fallback(query, summary, reason, ErrorCategory.VALIDATION)
+                summary.steps.append(
+                    PlanningStep(action="repair", reason=problem, category=ErrorCategory.VALIDATION)
+                )
+                conversation.messages.append({
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": use_id, "is_error": True,
+                                 "content": f"The plan was refused: {problem}. Submit a corrected plan."}],
+                })  # fmt: skip
+                continue
+            summary.steps.append(
+                PlanningStep(action="plan", reason=f"{len(plan.tasks)} tasks from {settings.model}")
+            )
+            return plan, summary
+    except anthropic.AnthropicError as exc:
+        reason = f"the model API failed: {type(exc).__name__}: {exc}"
+        return _fallback(query, summary, reason, model_api_category(exc))
+    finally:
+        await client.close()
+    raise AssertionError("unreachable: the loop returns on its second pass")
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}"
+
+
+def _fallback(
+    query: str, summary: PlanningSummary, reason: str, category: ErrorCategory
+) -> tuple[Plan, PlanningSummary]:
+    summary.steps.append(
+        PlanningStep(action="fallback", reason=f"{reason}; used the deterministic planner", category=category)
+    )
+    return plan_query(query), summary

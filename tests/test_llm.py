@@ -1,0 +1,174 @@
+"""Claude as the lead agent, against a scripted Messages API on 127.0.0.1 and the real anthropic SDK."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from coordinator.llm import ClaudeSettings, claude_plan
+from coordinator.plan import Ref, plan_query
+from coordinator.research import ResearchOptions, research
+from sources.settings import SourceSettings
+from tests.conftest import MODULES
+from tests.fake_messages_api import FakeMessagesApi, Reply, error, tool_use
+from tests.fakes import FakeClock
+
+pytestmark = pytest.mark.anyio
+
+STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
+GOOD_PLAN = {
+    "tasks": [
+        {"id": "customer", "source": "customers", "tool": "customer_lookup", "arguments": {"identifier": "jane.doe@example.com"}},
+        {"id": "orders", "source": "orders", "tool": "search_orders", "arguments": {"customer_id": "{customer.id}"}, "depends_on": ["customer"]},
+        {"id": "refund", "source": "billing", "tool": "refund_eligibility", "arguments": {"order_id": "ORD-10023", "amount": 750},
+         "depends_on": ["customer"], "purpose": "refund research"},
+    ]
+}  # fmt: skip
+BAD_PLAN = {"tasks": [{"id": "orders", "source": "orders", "tool": "drop_orders", "arguments": {}}]}
+
+
+@pytest.fixture
+def fake_api() -> Iterator[Any]:
+    started: list[FakeMessagesApi] = []
+
+    def start(*replies: Reply) -> FakeMessagesApi:
+        api = FakeMessagesApi(list(replies))
+        started.append(api)
+        return api
+
+    yield start
+    for api in started:
+        api.close()
+
+
+def settings_for(api: FakeMessagesApi) -> ClaudeSettings:
+    return ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=2, timeout_s=10)
+
+
+async def plan_with(api: FakeMessagesApi) -> Any:
+    with anyio.fail_after(30):
+        return await claude_plan(STORY, settings_for(api))
+
+
+async def test_claude_plans_and_the_plan_is_checked_like_any_other(fake_api: Any) -> None:
+    api = fake_api(tool_use(GOOD_PLAN))
+    plan, summary = await plan_with(api)
+    assert [task.id for task in plan.order()] == ["customer", "orders", "refund"]
+    assert plan.tasks["orders"].arguments == {"customer_id": Ref("customer", "id")}
+    assert summary.planner == "claude" and [step.action for step in summary.steps] == ["plan"]
+    assert (summary.input_tokens, summary.output_tokens) == (120, 80)
+    (request,) = api.requests
+    assert (
+        request["tool_choice"] == {"type": "tool", "name": "submit_plan"}
+        and request["messages"][0]["content"] == STORY
+    )
+
+
+async def test_an_invalid_plan_is_repaired_once_with_the_exact_error(fake_api: Any) -> None:
+    api = fake_api(tool_use(BAD_PLAN), tool_use(GOOD_PLAN))
+    plan, summary = await plan_with(api)
+    assert [step.action for step in summary.steps] == ["repair", "plan"]
+    assert "unknown tool 'drop_orders'" in summary.steps[0].reason
+    repair_turn = api.requests[1]["messages"][-1]["content"][0]
+    assert repair_turn["type"] == "tool_result" and repair_turn["is_error"] is True
+    assert "unknown tool 'drop_orders'" in repair_turn["content"]
+    assert len(plan.tasks) == 3
+
+
+async def test_a_plan_still_invalid_after_repair_falls_back_and_says_so(fake_api: Any) -> None:
+    api = fake_api(tool_use(BAD_PLAN), tool_use({"tasks": []}))
+    plan, summary = await plan_with(api)
+    assert [step.action for step in summary.steps] == ["repair", "fallback"]
+    assert summary.steps[-1].category == "validation" and "deterministic planner" in summary.steps[-1].reason
+    assert set(plan.tasks) == set(plan_query(STORY).tasks)
+
+
+async def test_a_429_then_success_is_retried_by_the_sdk_alone(fake_api: Any) -> None:
+    api = fake_api(error(429, "rate_limit_error", "slow down"), tool_use(GOOD_PLAN))
+    _, summary = await plan_with(api)
+    assert [step.action for step in summary.steps] == ["plan"] and len(api.requests) == 2
+
+
+async def test_an_overloaded_api_falls_back_to_the_deterministic_planner(fake_api: Any) -> None:
+    api = fake_api(error(529, "overloaded_error", "overloaded"))
+    plan, summary = await plan_with(api)
+    assert len(api.requests) == 3  # the SDK's own retries (2) are the one retry layer; nothing added above
+    (step,) = summary.steps
+    assert step.action == "fallback" and step.category == "transient" and "529" in step.reason
+    assert set(plan.tasks) == set(plan_query(STORY).tasks)
+
+
+async def test_a_bad_request_is_a_validation_failure(fake_api: Any) -> None:
+    api = fake_api(error(400, "invalid_request_error", "max_tokens too large"))
+    _, summary = await plan_with(api)
+    assert summary.steps[-1].category == "validation" and len(api.requests) == 1
+
+
+async def test_no_key_falls_back_without_a_call() -> None:
+    plan, summary = await claude_plan(STORY, ClaudeSettings(api_key=None, base_url="http://127.0.0.1:9"))
+    assert summary.steps[-1].action == "fallback" and summary.steps[-1].category == "permission"
+    assert set(plan.tasks) == set(plan_query(STORY).tasks)
+
+
+async def test_the_report_of_a_claude_plan_has_the_same_gaps_as_the_deterministic_one(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    api = fake_api(tool_use({"tasks": [*GOOD_PLAN["tasks"], {"id": "tickets", "source": "tickets", "tool": "search_tickets",
+                    "arguments": {"customer_id": "{customer.id}", "status": "open"}, "depends_on": ["customer"]},
+                    {"id": "policies", "source": "kb", "tool": "search_policies", "arguments": {"query": "refund"}}]}))  # fmt: skip
+    plan, summary = await plan_with(api)
+
+    async def run(chosen: Any, planning: Any = None) -> Any:
+        servers = {name: module.create_server(settings) for name, module in MODULES.items()}
+        targets = {name: (lambda s=server: s) for name, server in servers.items()}
+        with anyio.fail_after(60):
+            return await research(STORY, ResearchOptions(seed=1), settings=settings, targets=targets,
+                                  clock=FakeClock(), plan=chosen, planning=planning)  # fmt: skip
+
+    by_claude, deterministic = await run(plan, summary), await run(plan_query(STORY))
+    shape = lambda report: [(g.task, g.source, g.state, g.error_category, g.next_step) for g in report.gaps]  # noqa: E731
+    assert (
+        shape(by_claude)
+        == shape(deterministic)
+        == [("refund", "billing", "escalated", "business", "escalate to a manager")]
+    )
+    assert [e.to_wire().keys() for e in by_claude.escalations] == [
+        e.to_wire().keys() for e in deterministic.escalations
+    ]
+    assert json.loads(by_claude.to_json())["planning"]["planner"] == "claude"
+    assert json.loads(deterministic.to_json())["planning"]["planner"] == "deterministic"
+
+
+@pytest.mark.subprocess
+def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settings: SourceSettings) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT_ROOT
+
+    api = fake_api(tool_use(GOOD_PLAN))
+    environment = {
+        **os.environ,
+        **settings.child_environment(),
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": api.base_url,
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", STORY, "--llm", "claude", "--json", "--seed", "1"],
+        env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)
+    assert report["planning"]["planner"] == "claude" and report["planning"]["input_tokens"] == 120
+    assert [task["id"] for task in report["tasks"]] == ["customer", "orders", "refund"]
+    assert [gap["task"] for gap in report["gaps"]] == ["refund"]
+    bad = subprocess.run(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", STORY, "--llm", "gpt"],
+        env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--llm must be claude, none or auto" in bad.stderr
