@@ -7,10 +7,10 @@ The requests it received are kept, so a test can read what the SDK sent (the rep
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.loopback import LoopbackServer
 
 
 @dataclass
@@ -40,31 +40,15 @@ class FakeMessagesApi:
     def __init__(self, replies: list[Reply]) -> None:
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
-        api = self
+        self._server = LoopbackServer(self._answer)
+        self.base_url = self._server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                api.requests.append(json.loads(body or b"{}"))
-                reply = api.replies.pop(0) if len(api.replies) > 1 else api.replies[0]
-                payload = json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+    def _answer(
+        self, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, str, bytes, dict[str, str]]:
+        self.requests.append(json.loads(body or b"{}"))
+        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        return reply.status, "application/json", json.dumps(reply.body).encode(), reply.headers
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self._server.close()

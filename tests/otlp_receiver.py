@@ -5,13 +5,14 @@ from __future__ import annotations
 import gzip
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
+from tests.loopback import LoopbackServer, Reply
 
 
 @dataclass
@@ -45,46 +46,30 @@ class OtlpReceiver:
     requests: int = 0
 
     def __post_init__(self) -> None:
-        receiver = self
-        lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._server = LoopbackServer(self._receive)
+        self.endpoint = self._server.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                with lock:
-                    receiver.requests += 1
-                    for resource_spans in request.resource_spans:
-                        resource = _attributes(resource_spans.resource.attributes)
-                        for scope_spans in resource_spans.scope_spans:
-                            for span in scope_spans.spans:
-                                receiver.spans.append(ReceivedSpan(
-                                    service=str(resource.get("service.name")), trace_id=span.trace_id.hex(),
-                                    span_id=span.span_id.hex(), parent_span_id=span.parent_span_id.hex(),
-                                    name=span.name, kind=span.kind, status_code=span.status.code,
-                                    attributes=_attributes(span.attributes),
-                                    events=[(event.name, _attributes(event.attributes)) for event in span.events],
-                                    resource=resource,
-                                ))  # fmt: skip
-                reply = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
+    def _receive(self, path: str, body: bytes, headers: dict[str, str]) -> Reply:
+        if headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        with self._lock:
+            self.requests += 1
+            for resource_spans in request.resource_spans:
+                resource = _attributes(resource_spans.resource.attributes)
+                for scope_spans in resource_spans.scope_spans:
+                    for span in scope_spans.spans:
+                        self.spans.append(ReceivedSpan(
+                            service=str(resource.get("service.name")), trace_id=span.trace_id.hex(),
+                            span_id=span.span_id.hex(), parent_span_id=span.parent_span_id.hex(),
+                            name=span.name, kind=span.kind, status_code=span.status.code,
+                            attributes=_attributes(span.attributes),
+                            events=[(event.name, _attributes(event.attributes)) for event in span.events],
+                            resource=resource,
+                        ))  # fmt: skip
+        return 200, "application/x-protobuf", ExportTraceServiceResponse().SerializeToString(), {}
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self._server.close()
