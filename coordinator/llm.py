@@ -9,7 +9,11 @@ Failures of the model API are classified into the same contract as the sources' 
 overload, timeout, connection: transient; bad request: validation; authentication: permission).
 The anthropic SDK's own retries are the one retry layer here: nothing retries above it.
 
-(Subagents as Claude tool loops and a Claude-written brief are the next steps of this mode.)
+Claude also writes the brief (``claude_brief``) from the findings and gaps it is given, as claims
+that each cite ``source:tool:record-id``; a claim without a citation, or citing a finding that does
+not exist, is removed and the removal recorded. The gaps stay as the code built them.
+
+(Subagents as Claude tool loops are the next step of this mode.)
 """
 
 from __future__ import annotations
@@ -23,11 +27,11 @@ import anthropic
 from pydantic import BaseModel, Field, ValidationError
 
 from coordinator.plan import Plan, PlanError, PlannedTask, Ref, plan_query
-from coordinator.report import PlanningStep, PlanningSummary
+from coordinator.report import PlanningStep, PlanningSummary, ResearchReport, SynthesisStep, SynthesisSummary
 from sources.catalogue import TOOLS
 from sources.contract import ErrorCategory
 
-__all__ = ["ClaudeSettings", "PlanningStep", "PlanningSummary", "claude_plan", "model_api_category"]
+__all__ = ["ClaudeSettings", "claude_brief", "claude_plan", "model_api_category"]
 
 _REF = re.compile(r"^\{(?P<task>[a-z_][a-z0-9_]*)\.(?P<field>[a-z_][a-z0-9_]*)\}$")
 _SYSTEM = (
@@ -195,3 +199,100 @@ def _fallback(
         PlanningStep(action="fallback", reason=f"{reason}; used the deterministic planner", category=category)
     )
     return plan_query(query), summary
+
+
+# --- the brief ------------------------------------------------------------------------------------
+
+_BRIEF_SYSTEM = (
+    "You write the brief of a research report. Use only the findings given. Call submit_brief once with "
+    "short claims; every claim must cite, in `citations`, the exact citation strings of the findings it "
+    "rests on (source:tool:record-id). Do not restate the gaps: they are reported separately."
+)
+
+
+class _Claim(BaseModel):
+    text: str = Field(min_length=1, max_length=500)
+    citations: list[str] = Field(default_factory=list)
+
+
+class _BriefInput(BaseModel):
+    claims: list[_Claim] = Field(max_length=30)
+
+
+_BRIEF_TOOL = {
+    "name": "submit_brief",
+    "description": "Submit the brief as cited claims.",
+    "input_schema": _BriefInput.model_json_schema(),
+}
+
+
+async def claude_brief(report: ResearchReport, settings: ClaudeSettings) -> ResearchReport:
+    """The report with Claude's cited brief as its answer; uncited claims removed; gaps untouched."""
+    summary = SynthesisSummary(writer="claude")
+    if not settings.api_key:
+        return _keep_answer(report, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
+    findings = [f"[{finding.citation}] {finding.text}" for finding in report.findings]
+    gaps = [
+        f"{gap.task} ({gap.source}): {gap.state}, {gap.error_category}, next step: {gap.next_step}"
+        for gap in report.gaps
+    ]
+    prompt = (
+        f"Query: {report.query}\n\nFindings:\n"
+        + "\n".join(findings)
+        + "\n\nGaps:\n"
+        + ("\n".join(gaps) or "none")
+    )
+    client = settings.client()
+    try:
+        response = await client.messages.create(
+            model=settings.model,
+            max_tokens=settings.max_tokens,
+            system=_BRIEF_SYSTEM,
+            messages=[{"role": "user", "content": prompt}],
+            tools=[_BRIEF_TOOL],  # type: ignore[list-item]
+            tool_choice={"type": "tool", "name": "submit_brief"},
+        )
+    except anthropic.AnthropicError as exc:
+        return _keep_answer(
+            report, summary, f"the model API failed: {type(exc).__name__}: {exc}", model_api_category(exc)
+        )
+    finally:
+        await client.close()
+    summary.input_tokens, summary.output_tokens = response.usage.input_tokens, response.usage.output_tokens
+    use = next((block for block in response.content if block.type == "tool_use"), None)
+    try:
+        brief = _BriefInput.model_validate(use.input if use is not None else None)
+    except ValidationError as exc:
+        return _keep_answer(
+            report,
+            summary,
+            f"the brief was not in the expected form: {_first_error(exc)}",
+            ErrorCategory.VALIDATION,
+        )
+    valid = {finding.citation for finding in report.findings}
+    kept = []
+    for claim in brief.claims:
+        unknown = [citation for citation in claim.citations if citation not in valid]
+        if not claim.citations or unknown:
+            why = (
+                "cites nothing"
+                if not claim.citations
+                else f"cites {', '.join(unknown)}, which no finding has"
+            )
+            summary.steps.append(SynthesisStep(action="remove_claim", reason=f"{claim.text!r} {why}"))
+            continue
+        kept.append(f"{claim.text} [{', '.join(claim.citations)}]")
+    summary.steps.append(
+        SynthesisStep(action="write", reason=f"{len(kept)} cited claims kept of {len(brief.claims)}")
+    )
+    gap_lines = [line for line in report.answer.splitlines() if line.startswith("GAP ")]
+    return report.model_copy(update={"answer": "\n".join([*kept, *gap_lines]), "synthesis": summary})
+
+
+def _keep_answer(
+    report: ResearchReport, summary: SynthesisSummary, reason: str, category: ErrorCategory
+) -> ResearchReport:
+    summary.steps.append(
+        SynthesisStep(action="fallback", reason=f"{reason}; kept the deterministic brief", category=category)
+    )
+    return report.model_copy(update={"synthesis": summary})

@@ -19,7 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sources.contract import AttemptedQuery, Decision, ErrorCategory, Escalation
 
-__all__ = ["Finding", "Gap", "NextStep", "PlanningStep", "PlanningSummary", "ResearchReport", "TaskSummary"]
+__all__ = [
+    "Finding",
+    "Gap",
+    "NextStep",
+    "PlanningStep",
+    "PlanningSummary",
+    "ResearchReport",
+    "SynthesisStep",
+    "SynthesisSummary",
+    "TaskSummary",
+]
 
 NextStep = Literal["retry later", "fix the input", "escalate to a manager", "request access"]
 
@@ -77,6 +87,23 @@ class PlanningSummary(BaseModel):
     output_tokens: int = 0
 
 
+class SynthesisStep(_Model):
+    """One step of writing the answer: the model's brief, a claim removed for want of a citation, a fallback."""
+
+    action: Literal["write", "remove_claim", "fallback"]
+    reason: str
+    category: ErrorCategory | None = None
+
+
+class SynthesisSummary(BaseModel):
+    """Who wrote the answer; every claim removed for want of a valid citation is listed here."""
+
+    writer: Literal["claude", "deterministic"]
+    steps: list[SynthesisStep] = Field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
 class ResearchReport(_Model):
     query: str
     trace_id: str = Field(pattern=r"^[0-9a-f]{32}$")
@@ -87,6 +114,7 @@ class ResearchReport(_Model):
     gaps: list[Gap]
     escalations: list[Escalation]
     planning: PlanningSummary = Field(default_factory=lambda: PlanningSummary(planner="deterministic"))
+    synthesis: SynthesisSummary = Field(default_factory=lambda: SynthesisSummary(writer="deterministic"))
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)

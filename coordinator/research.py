@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +74,7 @@ async def research(
     client_options: dict[str, Any] | None = None,
     post_call: tuple[PostCallHook, ...] | None = None,
     planning: PlanningSummary | None = None,
+    brief_writer: Callable[[ResearchReport], Awaitable[ResearchReport]] | None = None,
 ) -> ResearchReport:
     """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
@@ -103,6 +104,8 @@ async def research(
             outcomes = await run_plan(plan, runtime, options.deadline_s)
         with synthesize_span() as synthesizing:
             report = synthesize(query, trace_id_of(root), outcomes, planning)
+            if brief_writer is not None:  # a model rewrites the brief; findings and gaps stay the code's
+                report = await brief_writer(report)
             record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
         end_research(
             root,

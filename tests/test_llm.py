@@ -151,7 +151,10 @@ def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settin
 
     from tests.conftest import PROJECT_ROOT
 
-    api = fake_api(tool_use(GOOD_PLAN))
+    api = fake_api(
+        tool_use(GOOD_PLAN),
+        brief(("Jane Doe is a gold-tier customer.", ["customers:customer_lookup:CUST-00042"])),
+    )
     environment = {
         **os.environ,
         **settings.child_environment(),
@@ -167,8 +170,67 @@ def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settin
     assert report["planning"]["planner"] == "claude" and report["planning"]["input_tokens"] == 120
     assert [task["id"] for task in report["tasks"]] == ["customer", "orders", "refund"]
     assert [gap["task"] for gap in report["gaps"]] == ["refund"]
+    assert report["synthesis"]["writer"] == "claude", report["synthesis"]
+    assert report["answer"].startswith(
+        "Jane Doe is a gold-tier customer. [customers:customer_lookup:CUST-00042]"
+    )
     bad = subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", STORY, "--llm", "gpt"],
         env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert bad.returncode == 2 and "--llm must be claude, none or auto" in bad.stderr
+
+
+def brief(*claims: tuple[str, list[str]]) -> Reply:
+    reply = tool_use({"claims": [{"text": text, "citations": cites} for text, cites in claims]})
+    reply.body["content"][0]["name"] = "submit_brief"
+    return reply
+
+
+async def story_report(settings: SourceSettings) -> Any:
+    servers = {name: module.create_server(settings) for name, module in MODULES.items()}
+    targets = {name: (lambda s=server: s) for name, server in servers.items()}
+    with anyio.fail_after(60):
+        return await research(
+            STORY, ResearchOptions(seed=1), settings=settings, targets=targets, clock=FakeClock()
+        )
+
+
+async def test_claude_writes_the_brief_and_uncited_claims_are_removed(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    from coordinator.llm import claude_brief
+
+    report = await story_report(settings)
+    api = fake_api(brief(
+        ("Jane Doe is a gold-tier customer.", ["customers:customer_lookup:CUST-00042"]),
+        ("Her espresso machine arrived damaged.", ["tickets:search_tickets:TCK-20042", "orders:search_orders:ORD-10023"]),
+        ("She is entitled to £750 at once.", []),
+        ("She has filed eleven complaints.", ["tickets:search_tickets:TCK-99999"]),
+    ))  # fmt: skip
+    written = await claude_brief(report, settings_for(api))
+    assert written.synthesis.writer == "claude"
+    assert written.answer.splitlines()[:2] == [
+        "Jane Doe is a gold-tier customer. [customers:customer_lookup:CUST-00042]",
+        "Her espresso machine arrived damaged. [tickets:search_tickets:TCK-20042, orders:search_orders:ORD-10023]",
+    ]
+    assert "entitled" not in written.answer and "eleven" not in written.answer
+    removed = [step.reason for step in written.synthesis.steps if step.action == "remove_claim"]
+    assert len(removed) == 2 and "cites nothing" in removed[0] and "TCK-99999" in removed[1]
+    assert written.gaps == report.gaps and written.escalations == report.escalations  # the code's, untouched
+    assert "GAP refund" in written.answer  # the gaps stay in the answer as the code wrote them
+    prompt = api.requests[0]["messages"][0]["content"]
+    assert "[customers:customer_lookup:CUST-00042]" in prompt
+
+
+async def test_an_unreachable_writer_keeps_the_deterministic_brief(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    from coordinator.llm import claude_brief
+
+    report = await story_report(settings)
+    api = fake_api(error(529, "overloaded_error", "overloaded"))
+    written = await claude_brief(report, settings_for(api))
+    assert written.answer == report.answer
+    (step,) = written.synthesis.steps
+    assert step.action == "fallback" and step.category == "transient"

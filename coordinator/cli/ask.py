@@ -23,7 +23,7 @@ from coordinator.cli.common import (
     known_source,
     usage_error,
 )
-from coordinator.llm import ClaudeSettings, claude_plan
+from coordinator.llm import ClaudeSettings, claude_brief, claude_plan
 from coordinator.plan import QueryError, plan_query
 from coordinator.render import LiveProgress, print_report
 from coordinator.report import ResearchReport
@@ -158,8 +158,14 @@ def ask(
     if llm not in ("auto", "claude", "none"):
         raise usage_error(f"--llm must be claude, none or auto, not {llm!r}")
     planning = None
+    brief_writer = None
     if llm == "claude" or (llm == "auto" and os.environ.get("ANTHROPIC_API_KEY")):
-        plan, planning = anyio.run(claude_plan, query, ClaudeSettings.from_environment())
+        claude = ClaudeSettings.from_environment()
+        plan, planning = anyio.run(claude_plan, query, claude)
+
+        async def brief_writer(report: ResearchReport) -> ResearchReport:
+            return await claude_brief(report, claude)
+
     console = Console(stderr=True)
 
     async def asking() -> ResearchReport:
@@ -167,8 +173,9 @@ def ask(
             for source, seconds in kills:
                 chaos_group.start_soon(chaos.kill_at, source, seconds)
             report = await research(
-                query, options, settings=settings, observer=progress, plan=plan, planning=planning
-            )
+                query, options, settings=settings, observer=progress, plan=plan, planning=planning,
+                brief_writer=brief_writer,
+            )  # fmt: skip
             chaos_group.cancel_scope.cancel()
         return report
 
