@@ -70,38 +70,44 @@ class Gap(_Model):
     blocked_by: str | None = None
 
 
-class PlanningStep(_Model):
-    """One step of making the plan: the lead agent's plan, a repair of it, or the fallback."""
+class _Step(_Model):
+    """One step a model-driven part took; ``action`` is narrowed by each kind of step."""
 
-    action: Literal["plan", "repair", "fallback"]
     reason: str
     category: ErrorCategory | None = None
 
 
-class PlanningSummary(BaseModel):
+class _ModelUse(BaseModel):
+    """What a model-driven part cost (tokens stay 0 when the code did the work)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class PlanningStep(_Step):
+    """One step of making the plan: the lead agent's plan, a repair of it, or the fallback."""
+
+    action: Literal["plan", "repair", "fallback"]
+
+
+class PlanningSummary(_ModelUse):
     """How the plan was made: by which planner, through which steps, at what token cost."""
 
     planner: Literal["claude", "deterministic"]
     steps: list[PlanningStep] = Field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
-class SynthesisStep(_Model):
+class SynthesisStep(_Step):
     """One step of writing the answer: the model's brief, a claim removed for want of a citation, a fallback."""
 
     action: Literal["write", "remove_claim", "fallback"]
-    reason: str
-    category: ErrorCategory | None = None
 
 
-class SynthesisSummary(BaseModel):
+class SynthesisSummary(_ModelUse):
     """Who wrote the answer; every claim removed for want of a valid citation is listed here."""
 
     writer: Literal["claude", "deterministic"]
     steps: list[SynthesisStep] = Field(default_factory=list)
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
 class ResearchReport(_Model):
