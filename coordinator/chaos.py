@@ -129,13 +129,9 @@ def scenario_from(seed: int) -> Scenario:
 
 
 @dataclass(frozen=True)
-class Call:
+class Call(ToolCall):
     """One call a subagent made, and what came back, as the post-call hook saw it."""
 
-    source: str
-    tool: str
-    arguments: dict[str, Any]
-    attempt: int
     outcome: Outcome
 
 
