@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -149,7 +148,3 @@ def render_trace(trace_id: str, spans: list[dict[str, Any]]) -> Tree:
     for root in sorted(_roots(spans), key=lambda span: span["start_time"]):
         grow(tree, root)
     return tree
-
-
-def print_trace(console: Console, trace_id: str, spans: list[dict[str, Any]]) -> None:
-    console.print(render_trace(trace_id, spans))
