@@ -5,20 +5,19 @@ plan is validated by the same ``Plan.of`` the deterministic planner goes through
 is sent back once with the exact validation error; a second failure, or a model API that cannot be
 reached, falls back to the deterministic planner, and the fallback is recorded in the report.
 
-Failures of the model API are classified into the same contract as the sources' (rate limit,
-overload, timeout, connection: transient; bad request: validation; authentication: permission).
-The anthropic SDK's own retries are the one retry layer here: nothing retries above it.
+Failures of the model API are classified into the same contract as the sources' (see
+``subagents.claude``); the anthropic SDK's own retries are the one retry layer: nothing retries above it.
+Every response's tokens count against the query's ``TokenBudget``.
 
 Claude also writes the brief (``claude_brief``) from the findings and gaps it is given, as claims
 that each cite ``source:tool:record-id``; a claim without a citation, or citing a finding that does
 not exist, is removed and the removal recorded. The gaps stay as the code built them.
 
-(Subagents as Claude tool loops are the next step of this mode.)
+The subagents' tool loops are ``subagents.tool_loop``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,8 +29,9 @@ from coordinator.plan import Plan, PlanError, PlannedTask, Ref, plan_query
 from coordinator.report import PlanningStep, PlanningSummary, ResearchReport, SynthesisStep, SynthesisSummary
 from sources.catalogue import TOOLS
 from sources.contract import ErrorCategory
+from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
 
-__all__ = ["ClaudeSettings", "claude_brief", "claude_plan", "model_api_category"]
+__all__ = ["ClaudeSettings", "TokenBudget", "claude_brief", "claude_plan", "model_api_category"]
 
 _REF = re.compile(r"^\{(?P<task>[a-z_][a-z0-9_]*)\.(?P<field>[a-z_][a-z0-9_]*)\}$")
 _SYSTEM = (
@@ -41,31 +41,6 @@ _SYSTEM = (
     'as the string "{{customer.id}}" and list "customer" in depends_on. A CUST-NNNNN id can be used '
     'directly. Billing tasks about refunds take purpose "refund research".'
 )
-
-
-@dataclass(frozen=True)
-class ClaudeSettings:
-    """Model, limits and where the Messages API is. ``base_url`` and the key come from the environment."""
-
-    model: str = "claude-sonnet-4-6"
-    max_tokens: int = 2048
-    max_retries: int = 2  # the SDK's own retries: the one retry layer for the model API
-    timeout_s: float = 30.0
-    api_key: str | None = None
-    base_url: str | None = None
-
-    @classmethod
-    def from_environment(cls) -> ClaudeSettings:
-        return cls(
-            model=os.environ.get("RESEARCH_CLAUDE_MODEL", cls.model),
-            api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
-            base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
-        )
-
-    def client(self) -> anthropic.AsyncAnthropic:
-        return anthropic.AsyncAnthropic(
-            api_key=self.api_key, base_url=self.base_url, max_retries=self.max_retries, timeout=self.timeout_s
-        )
 
 
 class _TaskInput(BaseModel):
@@ -106,23 +81,11 @@ def _to_plan(query: str, raw: Any) -> Plan:
     return Plan.of(query, tasks)
 
 
-def model_api_category(exc: anthropic.AnthropicError) -> ErrorCategory:
-    """A model API failure in the contract's terms."""
-    if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
-        return ErrorCategory.TRANSIENT
-    if isinstance(exc, anthropic.APIStatusError):
-        if exc.status_code in (401, 403):
-            return ErrorCategory.PERMISSION
-        if exc.status_code == 429 or exc.status_code >= 500:
-            return ErrorCategory.TRANSIENT
-        return ErrorCategory.VALIDATION
-    return ErrorCategory.TRANSIENT
-
-
 @dataclass
 class _Conversation:
     settings: ClaudeSettings
     client: anthropic.AsyncAnthropic
+    budget: TokenBudget
     messages: list[dict[str, Any]] = field(default_factory=list)
     summary: PlanningSummary = field(default_factory=lambda: PlanningSummary(planner="claude"))
 
@@ -137,8 +100,9 @@ class _Conversation:
             tools=[_tool()],  # type: ignore[list-item]
             tool_choice={"type": "tool", "name": "submit_plan"},
         )
-        self.summary.input_tokens += response.usage.input_tokens
-        self.summary.output_tokens += response.usage.output_tokens
+        input_tokens, output_tokens = self.budget.spend(response.usage)
+        self.summary.input_tokens += input_tokens
+        self.summary.output_tokens += output_tokens
         self.messages.append(
             {"role": "assistant", "content": [block.model_dump() for block in response.content]}
         )
@@ -148,15 +112,20 @@ class _Conversation:
         return use.id, use.input
 
 
-async def claude_plan(query: str, settings: ClaudeSettings) -> tuple[Plan, PlanningSummary]:
+async def claude_plan(
+    query: str, settings: ClaudeSettings, budget: TokenBudget | None = None
+) -> tuple[Plan, PlanningSummary]:
     """Claude's plan for ``query``, or the deterministic one when Claude's cannot be used (recorded)."""
     summary = PlanningSummary(planner="claude")
     if not settings.api_key:  # the model cannot be asked at all
         return _fallback(query, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
+    budget = budget or TokenBudget(settings.token_budget)
     client = settings.client()
-    conversation = _Conversation(settings, client, [{"role": "user", "content": query}], summary)
+    conversation = _Conversation(settings, client, budget, [{"role": "user", "content": query}], summary)
     try:
         for attempt in (1, 2):
+            if budget.exhausted:
+                return _fallback(query, summary, f"the token budget is spent ({budget.describe()})", None)
             use_id, raw = await conversation.ask()
             try:
                 plan = _to_plan(query, raw)
@@ -193,7 +162,7 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _fallback(
-    query: str, summary: PlanningSummary, reason: str, category: ErrorCategory
+    query: str, summary: PlanningSummary, reason: str, category: ErrorCategory | None
 ) -> tuple[Plan, PlanningSummary]:
     summary.steps.append(
         PlanningStep(action="fallback", reason=f"{reason}; used the deterministic planner", category=category)
@@ -226,11 +195,16 @@ _BRIEF_TOOL = {
 }
 
 
-async def claude_brief(report: ResearchReport, settings: ClaudeSettings) -> ResearchReport:
+async def claude_brief(
+    report: ResearchReport, settings: ClaudeSettings, budget: TokenBudget | None = None
+) -> ResearchReport:
     """The report with Claude's cited brief as its answer; uncited claims removed; gaps untouched."""
     summary = SynthesisSummary(writer="claude")
     if not settings.api_key:
         return _keep_answer(report, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
+    budget = budget or TokenBudget(settings.token_budget)
+    if budget.exhausted:
+        return _keep_answer(report, summary, f"the token budget is spent ({budget.describe()})", None)
     findings = [f"[{finding.citation}] {finding.text}" for finding in report.findings]
     gaps = [
         f"{gap.task} ({gap.source}): {gap.state}, {gap.error_category}, next step: {gap.next_step}"
@@ -258,7 +232,7 @@ async def claude_brief(report: ResearchReport, settings: ClaudeSettings) -> Rese
         )
     finally:
         await client.close()
-    summary.input_tokens, summary.output_tokens = response.usage.input_tokens, response.usage.output_tokens
+    summary.input_tokens, summary.output_tokens = budget.spend(response.usage)
     use = next((block for block in response.content if block.type == "tool_use"), None)
     try:
         brief = _BriefInput.model_validate(use.input if use is not None else None)
@@ -290,7 +264,7 @@ async def claude_brief(report: ResearchReport, settings: ClaudeSettings) -> Rese
 
 
 def _keep_answer(
-    report: ResearchReport, summary: SynthesisSummary, reason: str, category: ErrorCategory
+    report: ResearchReport, summary: SynthesisSummary, reason: str, category: ErrorCategory | None
 ) -> ResearchReport:
     summary.steps.append(
         SynthesisStep(action="fallback", reason=f"{reason}; kept the deterministic brief", category=category)

@@ -25,6 +25,8 @@ _STATE_STYLE = {
 _ACTION_WORDS = {
     "retry": "retry", "repair": "repaired", "elevate": "elevated", "escalate": "escalated",
     "accept_empty": "nothing found", "give_up": "gave up", "breaker_open": "circuit open", "hook_blocked": "blocked by hook",
+    "to_model": "handed to the model", "refused": "repeat refused", "fallback": "code took over",
+    "stop_model": "model stopped",
 }  # fmt: skip
 
 
@@ -112,5 +114,15 @@ def print_report(report: ResearchReport, console: Console) -> None:
     if report.escalations:
         console.print(
             Text(f"\n{len(report.escalations)} escalation(s) need a human: see the gaps above.", style="bold")
+        )
+    if report.tokens is not None:
+        per_agent = [
+            ("planner", report.planning),
+            ("brief", report.synthesis),
+            *((t.id, t) for t in report.tasks),
+        ]
+        spent = ", ".join(f"{name} {use.input_tokens + use.output_tokens:,}" for name, use in per_agent)
+        console.print(
+            Text(f"\nClaude: {report.tokens.used:,} of {report.tokens.limit:,} tokens ({spent})", style="dim")
         )
     console.print(Text(f"\ntrace {report.trace_id}", style="dim"))

@@ -29,6 +29,7 @@ __all__ = [
     "SynthesisStep",
     "SynthesisSummary",
     "TaskSummary",
+    "TokenUse",
 ]
 
 NextStep = Literal["retry later", "fix the input", "escalate to a manager", "request access"]
@@ -56,6 +57,10 @@ class TaskSummary(_Model):
     state: Literal["ok", "empty", "escalated", "blocked", "deadline"]
     attempts: int
     decisions: list[Decision]
+    # Claude mode: the model turns this task's subagent took, and its tokens (0 in deterministic mode).
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 class Gap(_Model):
@@ -110,6 +115,13 @@ class SynthesisSummary(_ModelUse):
     steps: list[SynthesisStep] = Field(default_factory=list)
 
 
+class TokenUse(_Model):
+    """The query's token budget in Claude mode, and how much of it every agent together used."""
+
+    limit: int
+    used: int
+
+
 class ResearchReport(_Model):
     query: str
     trace_id: str = Field(pattern=r"^[0-9a-f]{32}$")
@@ -121,6 +133,7 @@ class ResearchReport(_Model):
     escalations: list[Escalation]
     planning: PlanningSummary = Field(default_factory=lambda: PlanningSummary(planner="deterministic"))
     synthesis: SynthesisSummary = Field(default_factory=lambda: SynthesisSummary(writer="deterministic"))
+    tokens: TokenUse | None = None  # Claude mode only
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)

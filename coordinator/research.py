@@ -1,14 +1,24 @@
-"""One research query end to end: plan, run the tasks through subagents, synthesize the report."""
+"""One research query end to end: plan, run the tasks through subagents, synthesize the report.
+
+Two modes. Deterministic (the default): the code plans, decides every recovery step, writes the
+brief. Claude mode (``ResearchOptions.claude``): Claude plans, drives each subagent's tool calls and
+writes the brief, while the code keeps the plan's validation, the recovery bounds, the hooks, the
+gaps and the query's token budget; whatever the model cannot do, the code does as in the default.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import anthropic
+
+from coordinator.llm import claude_brief, claude_plan
 from coordinator.plan import Plan, plan_query
-from coordinator.report import PlanningSummary, ResearchReport
+from coordinator.report import PlanningSummary, ResearchReport, TokenUse
 from coordinator.run import run_plan
 from coordinator.synthesize import synthesize
 from sources.catalogue import SOURCES, default_url
@@ -16,10 +26,12 @@ from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker, Grant
+from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.connection import Connections, Target, http_target, stdio_target
 from subagents.hooks import PostCallHook, TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SilentObserver
+from subagents.tool_loop import ClaudeSubagents
 from traces.setup import ensure_tracing
 from traces.spans import (
     end_research,
@@ -51,6 +63,16 @@ class ResearchOptions:
     # Circuit breakers live as long as the coordinator process that shares them across its queries
     # (a long-lived coordinator passes its own); None gives this query breakers of its own.
     breakers: Breakers | None = None
+    claude: ClaudeSettings | None = None  # Claude mode; None: the deterministic mode
+
+
+@contextlib.asynccontextmanager
+async def _model_client(claude: ClaudeSettings | None) -> AsyncIterator[anthropic.AsyncAnthropic | None]:
+    if claude is None or not claude.api_key:
+        yield None
+        return
+    async with claude.client() as client:
+        yield client
 
 
 def targets_for(settings: SourceSettings, options: ResearchOptions) -> dict[str, Target]:
@@ -74,23 +96,30 @@ async def research(
     client_options: dict[str, Any] | None = None,
     post_call: tuple[PostCallHook, ...] | None = None,
     planning: PlanningSummary | None = None,
-    brief_writer: Callable[[ResearchReport], Awaitable[ResearchReport]] | None = None,
+    budget: TokenBudget | None = None,
 ) -> ResearchReport:
     """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
     ``targets`` replaces where the sources are found (tests run them in memory); ``clock`` is the
-    subagents' time (tests inject one whose back-off sleeps return at once).
+    subagents' time (tests inject one whose back-off sleeps return at once). A caller that planned
+    already passes ``plan`` and ``planning``, and the ``budget`` the planning spent from.
     """
     options = options or ResearchOptions()
     settings = settings or SourceSettings.from_environment()
+    claude = options.claude
+    if claude is not None and budget is None:
+        budget = TokenBudget(claude.token_budget)
     ensure_tracing("research-coordinator")
     with research_span(query) as root:
         with plan_span() as planning_span:
+            if plan is None and claude is not None:
+                plan, planning = await claude_plan(query, claude, budget)
             plan = plan or plan_query(query)
             record_plan(planning_span, [task.id for task in plan.order()])
-        async with Connections.opened(
-            targets or targets_for(settings, options), client_options
-        ) as connections:
+        async with (
+            Connections.opened(targets or targets_for(settings, options), client_options) as connections,
+            _model_client(claude) as client,
+        ):
             runtime = Runtime(
                 connections=connections,
                 broker=CredentialBroker(settings.key(), grants=options.grants),
@@ -100,12 +129,14 @@ async def research(
                 observer=observer or SilentObserver(),
                 clock=clock or MonotonicClock(),
                 post_call=post_call if post_call is not None else (TrimResults(),),
+                model=ClaudeSubagents(claude, client, budget) if claude and client and budget else None,
             )
             outcomes = await run_plan(plan, runtime, options.deadline_s)
         with synthesize_span() as synthesizing:
             report = synthesize(query, trace_id_of(root), outcomes, planning)
-            if brief_writer is not None:  # a model rewrites the brief; findings and gaps stay the code's
-                report = await brief_writer(report)
+            if claude is not None and budget is not None:  # Claude writes the brief; gaps stay the code's
+                report = await claude_brief(report, claude, budget)
+                report = report.model_copy(update={"tokens": TokenUse(limit=budget.limit, used=budget.used)})
             record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
         end_research(
             root,

@@ -48,6 +48,10 @@ class TaskOutcome:
         return self.report.results if self.report and self.state == "ok" else []
 
     @property
+    def other_results(self) -> dict[str, list[Any]]:
+        return self.report.other_results if self.report else {}
+
+    @property
     def attempts(self) -> int:
         return self.report.attempts if self.report else 0
 

@@ -102,6 +102,10 @@ def _findings(outcomes: list[TaskOutcome]) -> list[Finding]:
         for record in outcome.results:
             record_id, text = _describe(task.tool, record)
             findings.append(Finding(source=task.source, tool=task.tool, record_id=record_id, text=text))
+        for tool, records in outcome.other_results.items():  # Claude mode: the source's other tools
+            for record in records:
+                record_id, text = _describe(tool, record)
+                findings.append(Finding(source=task.source, tool=tool, record_id=record_id, text=text))
     return findings
 
 
@@ -158,6 +162,9 @@ def synthesize(
                 state=o.state,
                 attempts=o.attempts,
                 decisions=o.decisions,
+                turns=o.report.turns if o.report else 0,
+                input_tokens=o.report.input_tokens if o.report else 0,
+                output_tokens=o.report.output_tokens if o.report else 0,
             )
             for o in ordered
         ],

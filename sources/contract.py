@@ -134,9 +134,13 @@ class ToolError(_Wire):
         )
 
 
+# The last four are Claude mode's: an error handed to the model to act on, a call the code would not
+# send (identical to one that failed for good, or over the call budget), the code taking over the task
+# from a model that could not carry on, and the code ending the model's loop (turns, tokens, deadline).
 DecisionAction = Literal[
-    "retry", "repair", "elevate", "escalate", "accept_empty", "give_up", "breaker_open", "hook_blocked"
-]
+    "retry", "repair", "elevate", "escalate", "accept_empty", "give_up", "breaker_open", "hook_blocked",
+    "to_model", "refused", "fallback", "stop_model",
+]  # fmt: skip
 
 
 class Decision(_Wire):

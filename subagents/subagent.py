@@ -15,6 +15,10 @@ a ``Decision`` in its report, in order:
 
 Only three things send a call again: a transient failure (the identical call, after a back-off),
 a repair (changed arguments), an elevation (a new credential). Nothing above or below retries.
+
+``settle`` is the part under any decision-maker: it makes one call until it settles (hooks, deadline,
+breaker, transient retries, elevation). ``recover`` decides on what settled, in code. In Claude mode
+``subagents.tool_loop`` lets a model decide instead, on top of the same ``settle``.
 """
 
 from __future__ import annotations
@@ -51,15 +55,23 @@ from traces.client_status import collect_client_spans
 from traces.spans import end_subagent, record_decision, subagent_span
 
 __all__ = [
+    "ACCEPT_EMPTY",
     "Clock",
+    "ModelDriver",
     "MonotonicClock",
     "Observer",
+    "Run",
     "Runtime",
+    "Settled",
     "SilentObserver",
     "SubagentReport",
     "Task",
+    "recover",
     "run_subagent",
+    "settle",
 ]
+
+ACCEPT_EMPTY = "the query ran and matched nothing: a valid empty result, not retried"
 
 
 class Clock(Protocol):
@@ -120,6 +132,17 @@ class SubagentReport(BaseModel):
     attempted_query: AttemptedQuery
     escalation: Escalation | None = None
     out_of_time: bool = False  # escalated because the deadline came, not because recovery ran out
+    # Claude mode: records of the source's other tools the model called, by tool, and what the model cost.
+    other_results: dict[str, list[Any]] = {}
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ModelDriver(Protocol):
+    """Drives a subagent's run with a model choosing the calls (Claude mode); ``settle`` stays under it."""
+
+    async def drive(self, run: Run) -> SubagentReport: ...
 
 
 @dataclass
@@ -135,15 +158,17 @@ class Runtime:
     clock: Clock = field(default_factory=MonotonicClock)
     rng: random.Random = field(default_factory=random.Random)
     observer: Observer = field(default_factory=SilentObserver)
+    model: ModelDriver | None = None  # None: the code decides every step (the deterministic mode)
 
 
 @dataclass
-class _Run:
-    """The state of one subagent's run."""
+class Run:
+    """The state of one subagent's run. ``tool`` and ``arguments`` are the current call's."""
 
     task: Task
     runtime: Runtime
     deadline: float
+    tool: str
     arguments: dict[str, Any]
     meta: dict[str, Any] | None
     held_scopes: set[str] = field(default_factory=set)
@@ -155,6 +180,10 @@ class _Run:
     partial_results: list[Any] = field(default_factory=list)
     out_of_time: bool = False
     span: Span = INVALID_SPAN
+    other_results: dict[str, list[Any]] = field(default_factory=dict)
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
     def decide(
         self,
@@ -194,7 +223,7 @@ class _Run:
         return self.report(outcome)
 
     def query(self) -> AttemptedQuery:
-        return AttemptedQuery(tool=self.task.tool, arguments=dict(self.arguments))
+        return AttemptedQuery(tool=self.tool, arguments=dict(self.arguments))
 
     def keep_partial(self, error: ToolError) -> None:
         seen = {json.dumps(item, sort_keys=True, default=str) for item in self.partial_results}
@@ -207,7 +236,8 @@ class _Run:
         common = {
             "task": self.task.id, "source": self.task.source, "tool": self.task.tool,
             "attempts": self.attempts, "decisions": self.decisions, "attempted_query": self.query(),
-            "out_of_time": self.out_of_time,
+            "out_of_time": self.out_of_time, "other_results": self.other_results, "turns": self.turns,
+            "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
         }  # fmt: skip
         if isinstance(result, ResultPage):
             return SubagentReport(state="ok", results=result.results, truncated=result.truncated, **common)
@@ -228,10 +258,10 @@ class _Run:
 
 async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> SubagentReport:
     """Carry one task to a report by ``deadline`` (on ``runtime.clock``), recovering what can be recovered."""
-    run = _Run(task, runtime, deadline, dict(task.arguments), runtime.broker.base_meta())
+    run = Run(task, runtime, deadline, task.tool, dict(task.arguments), runtime.broker.base_meta())
     with subagent_span(task.id, task.source, task.tool, task.arguments) as span:
         run.span = span
-        report = await _recover(run)
+        report = await (runtime.model.drive(run) if runtime.model is not None else recover(run))
         category = report.escalation.error_category.value if report.escalation else None
         end_subagent(
             span,
@@ -239,23 +269,59 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
             attempts=report.attempts,
             category=category,
             message=report.message or "",
+            input_tokens=report.input_tokens,
+            output_tokens=report.output_tokens,
         )
     return report
 
 
-async def _recover(run: _Run) -> SubagentReport:
+@dataclass(frozen=True)
+class Settled:
+    """A call that settled: its outcome, and why it ended there (the reason of the decision taken on it)."""
+
+    outcome: Outcome
+    reason: str
+
+
+async def recover(run: Run) -> SubagentReport:
+    """The code decides: a result is reported, a validation error repaired, anything else escalated."""
+    while True:
+        settled = await settle(run)
+        if isinstance(settled, SubagentReport):
+            return settled
+        outcome, error = settled.outcome, settled.outcome.error
+        if error is None:
+            if outcome.kind == "empty":
+                run.decide("accept_empty", ACCEPT_EMPTY)
+            return run.report(outcome)
+        if outcome.error_type == "hook_blocked":
+            return run.stop("hook_blocked", settled.reason, outcome)
+        if run.runtime.policy.action_for(error.error_category) is not Recovery.REPAIR:
+            return run.stop("escalate", settled.reason, outcome)
+        stopped = _repair(run, outcome, error)
+        if stopped is not None:
+            return stopped
+
+
+async def settle(run: Run) -> SubagentReport | Settled:
+    """Make the current call until it settles; transient faults are retried and permission elevated here.
+
+    Returns what the decision-maker (``recover``, or a model) must act on: a result, or an error that
+    was blocked by a hook, or is validation, business, or permission the broker would not grant. Or
+    the final report, when the code itself had to stop (deadline, open breaker, retries spent).
+    """
     task, runtime = run.task, run.runtime
     breaker = runtime.breakers[task.source]
     while True:
-        call = ToolCall(task.source, task.tool, dict(run.arguments), run.attempts + 1)
+        call = ToolCall(task.source, run.tool, dict(run.arguments), run.attempts + 1)
         blocked = next((error for hook in runtime.pre_call if (error := hook(call)) is not None), None)
         if blocked is not None:
-            return run.stop("hook_blocked", blocked.description, Outcome("error", blocked, "hook_blocked"))
+            return Settled(Outcome("error", blocked, "hook_blocked"), blocked.description)
         remaining = run.deadline - runtime.clock.now()
         if remaining <= 0:
             run.out_of_time = True
             return run.stop(
-                "give_up", "the deadline passed before the call could be made", _deadline_outcome(task)
+                "give_up", "the deadline passed before the call could be made", _deadline_outcome(run)
             )
         if not breaker.allow():
             return run.report(_breaker_open(run, breaker))
@@ -264,18 +330,22 @@ async def _recover(run: _Run) -> SubagentReport:
         error = outcome.error
         breaker.record(source_failed=error is not None and error.error_category is ErrorCategory.TRANSIENT)
         if error is None:
-            if outcome.kind == "empty":
-                run.decide(
-                    "accept_empty", "the query ran and matched nothing: a valid empty result, not retried"
-                )
-            return run.report(outcome)
+            return Settled(outcome, "")
         run.keep_partial(error)
-        stopped = await _recover_from(run, outcome, error, breaker)
-        if stopped is not None:
-            return stopped
+        match runtime.policy.action_for(error.error_category):
+            case Recovery.RETRY:
+                stopped = await _retry(run, outcome, error, breaker)
+                if stopped is not None:
+                    return stopped
+            case Recovery.ELEVATE:
+                refusal = _elevate(run, outcome, error)
+                if refusal is not None:
+                    return Settled(outcome, refusal)
+            case _:
+                return Settled(outcome, error.description)
 
 
-async def _call(run: _Run, call: ToolCall, remaining: float) -> Outcome:
+async def _call(run: Run, call: ToolCall, remaining: float) -> Outcome:
     """One attempt: the call, its outcome in the contract, the post-call hooks; a dead session dropped."""
     task, runtime = run.task, run.runtime
     connection = runtime.connections[task.source]
@@ -287,7 +357,7 @@ async def _call(run: _Run, call: ToolCall, remaining: float) -> Outcome:
             client, generation = await connection.session()
             timeout_s = min(runtime.policy.call_timeout_s, remaining)
             result = await connection.call(
-                client, task.tool, run.arguments, timeout_s=timeout_s, meta=run.meta
+                client, run.tool, run.arguments, timeout_s=timeout_s, meta=run.meta
             )
             outcome = classify_result(result)
         except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
@@ -302,23 +372,7 @@ async def _call(run: _Run, call: ToolCall, remaining: float) -> Outcome:
     return outcome
 
 
-async def _recover_from(
-    run: _Run, outcome: Outcome, error: ToolError, breaker: Breaker
-) -> SubagentReport | None:
-    """Act on one failed call: None to call again (retried, repaired or elevated), or the final report."""
-    policy = run.runtime.policy
-    match policy.action_for(error.error_category):
-        case Recovery.RETRY:
-            return await _retry(run, outcome, error, breaker)
-        case Recovery.REPAIR:
-            return _repair(run, outcome, error)
-        case Recovery.ELEVATE:
-            return _elevate(run, outcome, error)
-        case _:
-            return run.stop("escalate", error.description, outcome)
-
-
-async def _retry(run: _Run, outcome: Outcome, error: ToolError, breaker: Breaker) -> SubagentReport | None:
+async def _retry(run: Run, outcome: Outcome, error: ToolError, breaker: Breaker) -> SubagentReport | None:
     policy, runtime = run.runtime.policy, run.runtime
     if breaker.state is BreakerState.OPEN:  # this failure opened it: no point waiting to retry
         return run.report(_breaker_open(run, breaker))
@@ -339,7 +393,7 @@ async def _retry(run: _Run, outcome: Outcome, error: ToolError, breaker: Breaker
     return None
 
 
-def _repair(run: _Run, outcome: Outcome, error: ToolError) -> SubagentReport | None:
+def _repair(run: Run, outcome: Outcome, error: ToolError) -> SubagentReport | None:
     policy = run.runtime.policy
     if run.repairs >= policy.max_repairs:
         return run.stop("escalate", f"{run.repairs} repairs spent: {error.description}", outcome)
@@ -357,13 +411,14 @@ def _repair(run: _Run, outcome: Outcome, error: ToolError) -> SubagentReport | N
     return None
 
 
-def _elevate(run: _Run, outcome: Outcome, error: ToolError) -> SubagentReport | None:
+def _elevate(run: Run, outcome: Outcome, error: ToolError) -> str | None:
+    """Ask the broker for the scope the error names: None when granted (call again), else why not."""
     if run.elevations >= run.runtime.policy.max_elevations:
         why = f"{run.elevations} elevation already used"
-        return run.stop("escalate", f"elevation refused ({why}): {error.description}", outcome)
+        return f"elevation refused ({why}): {error.description}"
     elevation = run.runtime.broker.elevate(error.required_scope, run.task.purpose, run.held_scopes)
     if not elevation.granted:
-        return run.stop("escalate", f"elevation refused ({elevation.reason}): {error.description}", outcome)
+        return f"elevation refused ({elevation.reason}): {error.description}"
     run.elevations += 1
     run.held_scopes.add(error.required_scope or "")
     run.meta = elevation.meta()
@@ -371,17 +426,17 @@ def _elevate(run: _Run, outcome: Outcome, error: ToolError) -> SubagentReport | 
     return None
 
 
-def _breaker_open(run: _Run, breaker: Breaker) -> Outcome:
+def _breaker_open(run: Run, breaker: Breaker) -> Outcome:
     reason = f"the circuit for {run.task.source} is open; it probes again in {breaker.retry_in_s():.1f} s"
     run.decide("breaker_open", reason, ErrorCategory.TRANSIENT, error_type="breaker_open")
     return Outcome("error", ToolError.of(ErrorCategory.TRANSIENT, f"Not called: {reason}."), "breaker_open")
 
 
-def _deadline_outcome(task: Task) -> Outcome:
+def _deadline_outcome(run: Run) -> Outcome:
     return Outcome(
         "error",
         ToolError.of(
-            ErrorCategory.TRANSIENT, f"The deadline passed before {task.source} answered {task.tool}."
+            ErrorCategory.TRANSIENT, f"The deadline passed before {run.task.source} answered {run.tool}."
         ),
         "deadline",
     )

@@ -14,7 +14,7 @@ from coordinator.plan import Ref, plan_query
 from coordinator.research import ResearchOptions, research
 from sources.settings import SourceSettings
 from tests.conftest import MODULES
-from tests.fake_messages_api import FakeMessagesApi, Reply, error, tool_use
+from tests.fake_messages_api import Conversations, FakeMessagesApi, Reply, error, tool_use
 from tests.fakes import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -35,8 +35,8 @@ BAD_PLAN = {"tasks": [{"id": "orders", "source": "orders", "tool": "drop_orders"
 def fake_api() -> Iterator[Any]:
     started: list[FakeMessagesApi] = []
 
-    def start(*replies: Reply) -> FakeMessagesApi:
-        api = FakeMessagesApi(list(replies))
+    def start(*replies: Reply | Conversations) -> FakeMessagesApi:
+        api = FakeMessagesApi(replies[0] if isinstance(replies[0], Conversations) else list(replies))  # type: ignore[arg-type]
         started.append(api)
         return api
 
@@ -151,10 +151,10 @@ def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settin
 
     from tests.conftest import PROJECT_ROOT
 
-    api = fake_api(
-        tool_use(GOOD_PLAN),
-        brief(("Jane Doe is a gold-tier customer.", ["customers:customer_lookup:CUST-00042"])),
-    )
+    api = fake_api(Conversations(  # the subagents' models make their planned calls
+        planner=[tool_use(GOOD_PLAN)],
+        writer=[brief(("Jane Doe is a gold-tier customer.", ["customers:customer_lookup:CUST-00042"]))],
+    ))  # fmt: skip
     environment = {
         **os.environ,
         **settings.child_environment(),
@@ -174,6 +174,11 @@ def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settin
     assert report["answer"].startswith(
         "Jane Doe is a gold-tier customer. [customers:customer_lookup:CUST-00042]"
     )
+    assert all(
+        task["turns"] == 2 and task["input_tokens"] == 700 for task in report["tasks"]
+    )  # each a tool loop
+    assert report["tokens"]["used"] == 200 + 3 * 770 + 200
+    assert [d["action"] for d in report["tasks"][2]["decisions"]] == ["elevate", "to_model", "escalate"]
     bad = subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", STORY, "--llm", "gpt"],
         env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,

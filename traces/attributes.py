@@ -3,7 +3,7 @@
 | name                     | on                      | meaning                                                     |
 |--------------------------|-------------------------|-------------------------------------------------------------|
 | `recovery.decision`      | event on `subagent` span | one decision of the recovery policy                        |
-| `recovery.action`        | decision event          | retry, repair, elevate, escalate, accept_empty, give_up, breaker_open, hook_blocked |
+| `recovery.action`        | decision event          | retry, repair, elevate, escalate, accept_empty, give_up, breaker_open, hook_blocked; in Claude mode also to_model, refused, fallback, stop_model |
 | `recovery.category`      | decision event          | transient, validation, business, permission (absent for accept_empty) |
 | `recovery.retryable`     | decision event          | whether the failure was retryable (transient)               |
 | `recovery.attempt`       | decision event          | the call the decision followed (1-based)                    |
@@ -23,6 +23,7 @@
 | `research.arguments`     | `subagent` span         | the task's arguments, as JSON (redacted unless full payloads are on) |
 | `research.findings`, `research.gaps` | `research`, `synthesize` | counts                                          |
 | `research.run_id`        | resource                | the run this process belongs to                             |
+| `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens` | `subagent` span | tokens a model used in Claude mode |
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ ERROR_TYPE = "error.type"
 
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
 GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 INVOKE_AGENT = "invoke_agent"
 
 QUERY = "research.query"

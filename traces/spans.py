@@ -105,8 +105,21 @@ def record_decision(
     span.add_event(names.RECOVERY_DECISION, event)
 
 
-def end_subagent(span: Span, *, state: str, attempts: int, category: str | None, message: str = "") -> None:
+def end_subagent(
+    span: Span,
+    *,
+    state: str,
+    attempts: int,
+    category: str | None,
+    message: str = "",
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+) -> None:
     span.set_attributes({names.TASK_STATE: state, names.TASK_ATTEMPTS: attempts})
+    if input_tokens or output_tokens:  # a model drove this subagent (Claude mode)
+        span.set_attributes(
+            {names.GEN_AI_INPUT_TOKENS: input_tokens, names.GEN_AI_OUTPUT_TOKENS: output_tokens}
+        )
     if state in ("ok", "empty"):
         span.set_status(Status(StatusCode.OK))
         return

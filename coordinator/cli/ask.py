@@ -23,7 +23,7 @@ from coordinator.cli.common import (
     known_source,
     usage_error,
 )
-from coordinator.llm import ClaudeSettings, claude_brief, claude_plan
+from coordinator.llm import ClaudeSettings, TokenBudget, claude_plan
 from coordinator.plan import QueryError, plan_query
 from coordinator.render import LiveProgress, print_report
 from coordinator.report import ResearchReport
@@ -96,8 +96,10 @@ def ask(
         str,
         typer.Option(
             "--llm",
-            help="Who plans: claude (the Messages API; ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), none (the "
-            "deterministic planner), or auto (claude when ANTHROPIC_API_KEY is set).",
+            help="Who decides: claude (Claude plans, drives the subagents and writes the brief, through the "
+            "Messages API: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), none (the deterministic mode), or auto "
+            "(claude when ANTHROPIC_API_KEY is set). Limits: RESEARCH_CLAUDE_MODEL, RESEARCH_CLAUDE_MAX_TOKENS, "
+            "RESEARCH_CLAUDE_MAX_TURNS, RESEARCH_CLAUDE_TOKEN_BUDGET.",
         ),
     ] = "auto",
     chaos_spec: Annotated[
@@ -152,20 +154,21 @@ def ask(
         )
     settings = _start_tracing(SourceSettings.from_environment(), trace_payloads)
     urls = Fleet(settings).urls() if transport == "http" else {}
-    options = ResearchOptions(
-        deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed, urls=urls
-    )
     if llm not in ("auto", "claude", "none"):
         raise usage_error(f"--llm must be claude, none or auto, not {llm!r}")
-    planning = None
-    brief_writer = None
+    claude, budget, planning = None, None, None
     if llm == "claude" or (llm == "auto" and os.environ.get("ANTHROPIC_API_KEY")):
-        claude = ClaudeSettings.from_environment()
-        plan, planning = anyio.run(claude_plan, query, claude)
-
-        async def brief_writer(report: ResearchReport) -> ResearchReport:
-            return await claude_brief(report, claude)
-
+        try:
+            claude = ClaudeSettings.from_environment()
+        except ValueError as exc:
+            raise usage_error(str(exc)) from None
+        budget = TokenBudget(claude.token_budget)
+        plan, planning = anyio.run(
+            claude_plan, query, claude, budget
+        )  # before the run: progress shows the plan
+    options = ResearchOptions(
+        deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed, urls=urls, claude=claude
+    )
     console = Console(stderr=True)
 
     async def asking() -> ResearchReport:
@@ -174,7 +177,7 @@ def ask(
                 chaos_group.start_soon(chaos.kill_at, source, seconds)
             report = await research(
                 query, options, settings=settings, observer=progress, plan=plan, planning=planning,
-                brief_writer=brief_writer,
+                budget=budget,
             )  # fmt: skip
             chaos_group.cancel_scope.cancel()
         return report

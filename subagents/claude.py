@@ -1,0 +1,102 @@
+"""The Messages API as this project uses it: settings and limits, the query's token budget, and the
+classification of the API's own failures into the contract.
+
+One place for all three, because the lead agent (``coordinator.llm``) and the subagents
+(``subagents.tool_loop``) use the same model under the same limits.
+
+Failures of the model API are classified like the sources' (rate limit, overload, timeout,
+connection: transient; bad request: validation; authentication: permission). The anthropic SDK's
+own retries (``max_retries``) are the one retry layer for the model API: nothing retries above it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import anthropic
+
+from sources.contract import ErrorCategory
+
+__all__ = ["ClaudeSettings", "TokenBudget", "model_api_category"]
+
+
+def _positive_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{name} must be a positive whole number, e.g. {default}; got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ClaudeSettings:
+    """Model, limits and where the Messages API is. ``base_url`` and the key come from the environment."""
+
+    model: str = "claude-sonnet-4-6"
+    max_tokens: int = 2048  # per model turn
+    max_turns: int = 6  # model turns per subagent
+    token_budget: int = 200_000  # input + output tokens per query, across every agent
+    max_retries: int = 2  # the SDK's own retries: the one retry layer for the model API
+    timeout_s: float = 30.0
+    api_key: str | None = None
+    base_url: str | None = None
+
+    @classmethod
+    def from_environment(cls) -> ClaudeSettings:
+        """Settings from ``ANTHROPIC_*`` and ``RESEARCH_CLAUDE_*``; a bad number raises ``ValueError``."""
+        return cls(
+            model=os.environ.get("RESEARCH_CLAUDE_MODEL", cls.model),
+            max_tokens=_positive_int("RESEARCH_CLAUDE_MAX_TOKENS", cls.max_tokens),
+            max_turns=_positive_int("RESEARCH_CLAUDE_MAX_TURNS", cls.max_turns),
+            token_budget=_positive_int("RESEARCH_CLAUDE_TOKEN_BUDGET", cls.token_budget),
+            api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
+            base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+        )
+
+    def client(self) -> anthropic.AsyncAnthropic:
+        # The SDK's OpenTelemetry spans are on by default and use the global tracer provider, so its
+        # API calls and tool-runner spans join the query's trace with nothing more to do here.
+        return anthropic.AsyncAnthropic(
+            api_key=self.api_key, base_url=self.base_url, max_retries=self.max_retries, timeout=self.timeout_s
+        )
+
+
+@dataclass
+class TokenBudget:
+    """The tokens one query may spend, shared by its lead agent, its subagents and its brief writer."""
+
+    limit: int
+    used: int = 0
+
+    def spend(self, usage: Any) -> tuple[int, int]:
+        """Count a response's ``usage``; returns its (input, output) tokens."""
+        tokens = (usage.input_tokens or 0, usage.output_tokens or 0)
+        self.used += sum(tokens)
+        return tokens
+
+    @property
+    def exhausted(self) -> bool:
+        return self.used >= self.limit
+
+    def describe(self) -> str:
+        return f"{self.used:,} of {self.limit:,} tokens used"
+
+
+def model_api_category(exc: anthropic.AnthropicError) -> ErrorCategory:
+    """A model API failure in the contract's terms."""
+    if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
+        return ErrorCategory.TRANSIENT
+    if isinstance(exc, anthropic.APIStatusError):
+        if exc.status_code in (401, 403):
+            return ErrorCategory.PERMISSION
+        if exc.status_code == 429 or exc.status_code >= 500:
+            return ErrorCategory.TRANSIENT
+        return ErrorCategory.VALIDATION
+    return ErrorCategory.TRANSIENT

@@ -1,0 +1,259 @@
+"""A subagent driven by Claude (Claude mode): the model chooses the calls, the code keeps every bound.
+
+The model gets its one source's MCP tools through the anthropic SDK's own helpers
+(``async_mcp_tool`` and the tool runner). Those helpers call whatever object they are given through
+``call_tool``; here that object is ``ModelCaller``, so each call the model asks for goes through the
+subagent's ``settle`` before anything comes back:
+
+    model ─tool_use─► ModelCaller.call_tool ─► settle: pre-call hooks ► breaker ► source ► classify
+      ▲                                              ► post-call hooks (trimmed) ► transient retried here
+      │                                              ► permission elevated here when the broker grants
+      └──── tool_result (the contract's JSON) ◄── results, and the errors the model must act on:
+                                                  validation (its repair counts against the repair
+                                                  budget), business, permission refused, blocked
+
+What the code guarantees whatever the model asks: a hook blocks what it blocks; a transient fault
+is retried with back-off before the model sees it and never past the retry bound; a call identical
+to one that failed for good is not sent again; the model's calls stop at the policy's call budget,
+its turns at ``max_turns``, its tokens at the query's budget, its time at the deadline. The report
+is the same ``SubagentReport`` as in deterministic mode: the task's state is the outcome of its
+planned tool; an error the model left unresolved after it escalates the task; when the model ends
+without making the planned call (or cannot be reached), the code makes it itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import anyio
+from anthropic.lib.tools.mcp import async_mcp_tool
+from mcp.types import CallToolResult
+
+from sources.contract import ErrorCategory, ResultPage, ToolError, to_call_tool_result
+from subagents.classify import Outcome
+from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
+from subagents.policy import Recovery
+from subagents.subagent import ACCEPT_EMPTY, Run, Settled, SubagentReport, recover, settle
+
+__all__ = ["ClaudeSubagents", "ModelCaller"]
+
+_SYSTEM = """You are the {source} subagent of a research coordinator. Task id: {task}.
+Your task (purpose: {purpose}): make the planned call below with the tools of the {source} source, then
+say in one or two sentences what you found. Tools answer with JSON: results (resultCount 0 means the
+query ran and found nothing), or an error with errorCategory, isRetryable and a description.
+Transient faults have already been retried for you. On a validation error, correct the argument the
+description names and call again. Business and permission errors are not fixed by calling again: do
+not repeat the call; end your turn and say what happened. Call only what the task needs."""
+
+
+def _call_key(tool: str, arguments: dict[str, Any]) -> str:
+    return json.dumps([tool, arguments], sort_keys=True, default=str)
+
+
+@dataclass
+class ModelCaller:
+    """What the model's MCP tools call: the subagent's own recovery between the model and its source."""
+
+    run: Run
+    stopped: SubagentReport | None = None  # the code ended the subagent (deadline, breaker, budgets)
+    planned: tuple[dict[str, Any], Outcome] | None = None  # the last call of the task's tool, and its outcome
+    last: Outcome | None = None  # the outcome of the model's last call, whatever its tool
+    failed_for_good: dict[str, ToolError] = field(default_factory=dict)  # by identical call
+    repairing: str | None = None  # the tool whose validation error the model was given to repair
+    runner: Any = None  # the SDK's tool runner this caller serves; closed when the code stops the subagent
+
+    async def _stop(self, report: SubagentReport) -> None:
+        """The code ends the subagent: the runner stops after this turn's calls, asking the model no more."""
+        self.stopped = report
+        if self.runner is not None:
+            await self.runner.close()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **_: Any) -> CallToolResult:
+        """The signature ``async_mcp_tool`` calls; never raises, every outcome is a contract result."""
+        return to_call_tool_result(await self._answer(name, dict(arguments or {})))
+
+    async def _answer(self, tool: str, arguments: dict[str, Any]) -> ResultPage[Any] | ToolError | Any:
+        run, policy = self.run, self.run.runtime.policy
+        if self.stopped is not None:
+            escalation = self.stopped.escalation
+            category = escalation.error_category if escalation else ErrorCategory.BUSINESS
+            return ToolError.of(category, f"Not called: this subagent has stopped ({self.stopped.message}).")
+        key = _call_key(tool, arguments)
+        if key in self.failed_for_good:
+            error = self.failed_for_good[key]
+            reason = f"not sent again: the identical call failed with a {error.error_category} error"
+            run.decide("refused", f"{reason}: {error.description}", error.error_category)
+            return error
+        budget = 1 + policy.max_retries + policy.max_repairs + policy.max_elevations
+        if run.attempts >= budget:
+            error = ToolError.of(
+                ErrorCategory.BUSINESS, f"Not called: the subagent's {budget} calls are spent."
+            )
+            run.tool, run.arguments = tool, arguments
+            await self._stop(run.stop("give_up", error.description, Outcome("error", error, "call_budget")))
+            return error
+        if self.repairing is not None:
+            if tool == self.repairing:  # the model's answer to a validation error: a repair
+                run.repairs += 1
+                changes = _changes(run.arguments, arguments)
+                reason = f"repair {run.repairs}/{policy.max_repairs} by the model: {changes}"
+                run.decide("repair", reason, ErrorCategory.VALIDATION)
+            self.repairing = None
+        run.tool, run.arguments = tool, arguments
+        settled = await settle(run)
+        if isinstance(settled, SubagentReport):
+            await self._stop(settled)
+            escalation = settled.escalation
+            category = escalation.error_category if escalation else ErrorCategory.TRANSIENT
+            return ToolError.of(category, settled.message or "The subagent stopped.")
+        return await self._hand_over(key, settled)
+
+    async def _hand_over(self, key: str, settled: Settled) -> ResultPage[Any] | ToolError | Any:
+        """Record what settled, decide what the model may do next, and return what it sees."""
+        run, policy = self.run, self.run.runtime.policy
+        outcome, error = settled.outcome, settled.outcome.error
+        self.last = outcome
+        if run.tool == run.task.tool:
+            self.planned = (dict(run.arguments), outcome)
+        elif isinstance(outcome.result, ResultPage):
+            run.other_results.setdefault(run.tool, []).extend(outcome.result.results)
+        if error is None:
+            if outcome.kind == "empty":
+                run.decide("accept_empty", ACCEPT_EMPTY)
+            return outcome.result
+        if outcome.error_type == "hook_blocked":
+            run.step("hook_blocked", f"{settled.reason} Returned to the model.", outcome)
+        elif policy.action_for(error.error_category) is Recovery.REPAIR:
+            if run.repairs >= policy.max_repairs:
+                await self._stop(
+                    run.stop("escalate", f"{run.repairs} repairs spent: {error.description}", outcome)
+                )
+                return error
+            self.repairing = run.tool
+            used = f"{run.repairs}/{policy.max_repairs} repairs used"
+            run.step("to_model", f"returned to the model to repair ({used}): {error.description}", outcome)
+        else:
+            run.step("to_model", f"returned to the model, not retried: {settled.reason}", outcome)
+        if not error.is_retryable:
+            self.failed_for_good[key] = error
+        return error
+
+    def final_report(self) -> SubagentReport | None:
+        """The subagent's report from what the model did; None when the planned call was never made."""
+        run = self.run
+        if self.stopped is not None:
+            return self.stopped
+        if self.last is not None and self.last.error is not None:
+            if self.planned is not None and isinstance(self.planned[1].result, ResultPage):
+                run.partial_results.extend(self.planned[1].result.results)  # earlier results are kept
+            error = self.last.error
+            return run.stop(
+                "escalate", f"the model ended with this unresolved: {error.description}", self.last
+            )
+        if self.planned is None:
+            return None
+        run.tool, run.arguments = run.task.tool, self.planned[0]
+        return run.report(self.planned[1])
+
+
+def _changes(before: dict[str, Any], after: dict[str, Any]) -> str:
+    names = sorted(set(before) | set(after))
+    changed = [
+        f"{name} {json.dumps(before.get(name), default=str)} -> {json.dumps(after.get(name), default=str)}"
+        for name in names
+        if before.get(name) != after.get(name)
+    ]
+    return ", ".join(changed) or "no argument changed"
+
+
+@dataclass
+class ClaudeSubagents:
+    """The ``ModelDriver`` of Claude mode: one tool loop per subagent, sharing the query's client and budget."""
+
+    settings: ClaudeSettings
+    client: anthropic.AsyncAnthropic
+    budget: TokenBudget
+
+    async def drive(self, run: Run) -> SubagentReport:
+        if self.budget.exhausted:
+            return await _code_takes_over(
+                run, f"the query's token budget is spent ({self.budget.describe()})"
+            )
+        try:
+            tools = await self._tools(run)
+        except Exception as exc:  # a boundary: the code's own recovery deals with a source it cannot list
+            return await _code_takes_over(
+                run,
+                f"{run.task.source}'s tools could not be listed ({type(exc).__name__})",
+                ErrorCategory.TRANSIENT,
+            )
+        caller = ModelCaller(run)
+        await self._loop(run, caller, tools)
+        report = caller.final_report()
+        if report is not None:
+            return report
+        return await _code_takes_over(run, f"the model ended without calling {run.task.tool}")
+
+    async def _tools(self, run: Run) -> list[Any]:
+        connection = run.runtime.connections[run.task.source]
+        timeout_s = min(run.runtime.policy.call_timeout_s, max(run.deadline - run.runtime.clock.now(), 0.0))
+        with anyio.fail_after(timeout_s):
+            client, _ = await connection.session()
+            listing = await client.list_tools()
+        return listing.tools
+
+    async def _loop(self, run: Run, caller: ModelCaller, tools: list[Any]) -> None:
+        task = run.task
+        planned = json.dumps({"tool": task.tool, "arguments": task.arguments}, default=str)
+        runner = self.client.beta.messages.tool_runner(
+            model=self.settings.model,
+            max_tokens=self.settings.max_tokens,
+            max_iterations=self.settings.max_turns,  # the runner runs the last turn's calls, then stops
+            system=_SYSTEM.format(source=task.source, task=task.id, purpose=task.purpose),
+            messages=[{"role": "user", "content": f"Planned call: {planned}"}],
+            tools=[async_mcp_tool(tool, caller) for tool in tools],  # type: ignore[arg-type]  # duck-typed
+            # Every turn sends the whole conversation: it stays in this process (where the hooks and the
+            # trace see it) and nothing depends on state a server holds between turns.
+            thread=False,
+        )
+        caller.runner = runner
+        clock = run.runtime.clock
+        stop, wants_more = "", False
+        try:
+            with anyio.move_on_after(max(run.deadline - clock.now(), 0.0)) as deadline:
+                async for message in runner:
+                    run.turns += 1
+                    input_tokens, output_tokens = self.budget.spend(message.usage)
+                    run.input_tokens += input_tokens
+                    run.output_tokens += output_tokens
+                    wants_more = message.stop_reason == "tool_use"
+                    if wants_more and self.budget.exhausted:
+                        stop = f"the query's token budget is spent ({self.budget.describe()}); its calls were not made"
+                        break
+                    if wants_more and clock.now() >= run.deadline:
+                        stop = "the deadline came while the model was working"
+                        break
+            if deadline.cancelled_caught:
+                stop = "the deadline came while the model was working"
+            elif not stop and wants_more and caller.stopped is None:  # the runner ended it at max_turns
+                stop = f"the model used its {run.turns} turns"
+            if stop:
+                run.out_of_time = stop.startswith("the deadline")
+                run.decide("stop_model", stop, ErrorCategory.TRANSIENT if run.out_of_time else None)
+        except anthropic.AnthropicError as exc:
+            reason = f"the model API failed: {type(exc).__name__}: {exc}"
+            run.decide("stop_model", reason, model_api_category(exc))
+        except Exception as exc:  # a boundary: whatever breaks in the loop, the code still carries the task
+            run.decide("stop_model", f"the model's tool loop failed: {type(exc).__name__}: {exc}")
+        finally:
+            await runner.close()
+
+
+async def _code_takes_over(run: Run, why: str, category: ErrorCategory | None = None) -> SubagentReport:
+    """The model cannot carry the task: the code makes the planned call, as in deterministic mode."""
+    run.tool, run.arguments = run.task.tool, dict(run.task.arguments)
+    run.decide("fallback", f"{why}; the code makes the planned call", category)
+    return await recover(run)
