@@ -5,12 +5,15 @@ afterwards). A scenario picks a story query, one or two sources and a fault for 
 catalogue below; most faults run against in-process sources (fast), the ones that need a real
 process (kills, exits, bytes on the wire) against stdio subprocesses. Every scenario's seed replays it.
 
+A scenario runs in the deterministic mode, or in Claude mode (``claude=``) against whatever Messages
+API the settings point at: the same invariants hold whichever decides the next step.
+
 Invariants, checked after each scenario:
 
 | invariant          | what must hold                                                                     |
 |--------------------|------------------------------------------------------------------------------------|
 | `terminal`         | every planned task ends in exactly one terminal state and appears in the report     |
-| `nothing_lost`     | every result a source returned to a subagent appears in the report                  |
+| `nothing_lost`     | every result a source returned to a subagent appears in the report (a finding, or a gap's partial results) |
 | `no_blind_repeat`  | after a non-retryable error the identical call is never repeated; attempts within bounds |
 | `escalation_complete` | every escalation carries attempted_query and the partial results the source gave |
 | `deadline`         | the query finished by its deadline plus a small grace                               |
@@ -40,6 +43,7 @@ from coordinator.research import ResearchOptions, research
 from coordinator.run import DEADLINE_GRACE_S
 from sources import billing, customers, kb, orders, tickets
 from sources.catalogue import SOURCES
+from sources.contract import ResultPage
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.store import Store
@@ -47,10 +51,12 @@ from sources.world import world_path
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker
 from subagents.classify import Outcome
+from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.connection import Connections, Target, stdio_target
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, Task, run_subagent
+from subagents.tool_loop import ClaudeSubagents
 
 __all__ = ["CATALOGUE", "Scenario", "ScenarioResult", "check", "run_scenario", "scenarios"]
 
@@ -212,8 +218,13 @@ def _open_sockets() -> int:
 async def run_scenario(
     scenario: Scenario, settings: SourceSettings, *, policy: RecoveryPolicy = CHAOS_POLICY,
     post_call: tuple[PostCallHook, ...] = (), pre_call: tuple[PreCallHook, ...] = (RefundLimit(),),
+    claude: ClaudeSettings | None = None,
 ) -> ScenarioResult:  # fmt: skip
-    """Run one scenario and check it. A test passes a deliberately broken policy or hook to see it caught."""
+    """Run one scenario and check it. A test passes a deliberately broken policy or hook to see it caught.
+
+    With ``claude``, the scenario runs in Claude mode: Claude plans, drives every subagent (the side
+    refund too) and writes the brief, and the same invariants are checked.
+    """
     history = History()
     sockets_before = _open_sockets()
     targets = _targets(scenario, settings)
@@ -221,7 +232,7 @@ async def run_scenario(
     hooks: tuple[PostCallHook, ...] = (history.recorder(), *post_call, TrimResults())
     report = await research(
         scenario.query,
-        ResearchOptions(deadline_s=DEADLINE_S, policy=policy, seed=scenario.seed),
+        ResearchOptions(deadline_s=DEADLINE_S, policy=policy, seed=scenario.seed, claude=claude),
         settings=settings,
         targets=targets,
         post_call=hooks,
@@ -231,7 +242,7 @@ async def run_scenario(
     key = None
     if scenario.refund_amount is not None:
         key = f"chaos-{scenario.seed}-{uuid.uuid4().hex[:8]}"
-        await _refund(scenario, settings, targets, policy, pre_call, hooks, key)
+        await _refund(scenario, settings, targets, policy, pre_call, hooks, key, claude)
         store = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
         refund_rows = store.rows("SELECT * FROM refunds WHERE idempotency_key = ? OR amount > 500", (key,))
     # The connections closed their source processes on the way out; give them a bounded moment to go.
@@ -247,17 +258,24 @@ async def run_scenario(
 
 async def _refund(
     scenario: Scenario, settings: SourceSettings, targets: dict[str, Target], policy: RecoveryPolicy,
-    pre_call: tuple[PreCallHook, ...], hooks: tuple[PostCallHook, ...], key: str,
+    pre_call: tuple[PreCallHook, ...], hooks: tuple[PostCallHook, ...], key: str, claude: ClaudeSettings | None,
 ) -> None:  # fmt: skip
     broker = CredentialBroker(settings.key(), base_scopes=frozenset({"billing:refund"}))
-    async with Connections.opened({"billing": targets["billing"]}) as connections:
+    async with (
+        Connections.opened({"billing": targets["billing"]}) as connections,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        model = None
+        if claude is not None:
+            client = await stack.enter_async_context(claude.client())
+            model = ClaudeSubagents(claude, client, TokenBudget(claude.token_budget))
         runtime = Runtime(
             connections=connections, broker=broker, policy=policy, pre_call=pre_call, post_call=hooks,
-            rng=random.Random(scenario.seed),  # noqa: S311
+            rng=random.Random(scenario.seed), model=model,  # noqa: S311
         )  # fmt: skip
         amount = scenario.refund_amount or 0.0
         task = Task(
-            "refund-issue",
+            "refund_issue",
             "billing",
             "issue_refund",
             {"order_id": "ORD-10008", "amount": amount, "idempotency_key": key},
@@ -303,25 +321,17 @@ def check(result: ScenarioResult) -> list[tuple[str, str]]:
     if any(task.state not in ("ok", "empty", "escalated", "blocked", "deadline") for task in report.tasks):
         found.append(("terminal", "a task ended in no terminal state"))
 
-    by_tool = {(task.source, task.tool): task for task in report.tasks}
+    # A result is kept when it is a finding, or (a planned call's result that a later unresolved error
+    # superseded, in Claude mode) among the partial results of its task's gap.
+    kept_in_gaps = [item for gap in report.gaps for item in gap.partial_results]
     query_calls = [call for call in result.history.calls if call.tool != "issue_refund"]
     for call in query_calls:
-        task = by_tool.get((call.source, call.tool))
-        if call.outcome.kind == "ok" and (task is None or task.state != "ok"):
+        if not isinstance(call.outcome.result, ResultPage):
+            continue
+        cited = any(f.source == call.source and f.tool == call.tool for f in report.findings)
+        if not cited and not all(record in kept_in_gaps for record in call.outcome.result.results):
             found.append(
-                (
-                    "nothing_lost",
-                    f"{call.source}.{call.tool} returned results but the report says {task and task.state}",
-                )
-            )
-        if call.outcome.kind == "ok" and not any(
-            f.source == call.source and f.tool == call.tool for f in report.findings
-        ):
-            found.append(
-                (
-                    "nothing_lost",
-                    f"{call.source}.{call.tool} returned results that are not among the findings",
-                )
+                ("nothing_lost", f"{call.source}.{call.tool} returned results the report does not have")
             )
 
     bound = 1 + result.policy.max_retries + result.policy.max_repairs + result.policy.max_elevations
@@ -463,7 +473,13 @@ def sample(queries: int) -> Sample:
     return Sample(queries, me.memory_info().rss / 2**20, me.num_fds(), len(me.children(recursive=True)))
 
 
-async def soak(count: int, urls: dict[str, str], settings: SourceSettings, seed: int) -> list[Sample]:
+async def soak(
+    count: int,
+    urls: dict[str, str],
+    settings: SourceSettings,
+    seed: int,
+    claude: ClaudeSettings | None = None,
+) -> list[Sample]:
     """``count`` queries through this one process against running sources; samples along the way."""
     rng = random.Random(seed)  # noqa: S311
     breakers = Breakers(cooldown_s=2.0)  # one coordinator process: its breakers outlive each query
@@ -472,7 +488,7 @@ async def soak(count: int, urls: dict[str, str], settings: SourceSettings, seed:
     for index in range(1, count + 1):
         options = ResearchOptions(
             deadline_s=DEADLINE_S, transport="http", urls=urls, policy=CHAOS_POLICY, seed=rng.randrange(2**31),
-            breakers=breakers,
+            breakers=breakers, claude=claude,
         )  # fmt: skip
         await research(rng.choice(QUERIES), options, settings=settings)
         if index in marks:

@@ -66,6 +66,7 @@ __all__ = [
     "SilentObserver",
     "SubagentReport",
     "Task",
+    "add_new",
     "recover",
     "run_subagent",
     "settle",
@@ -226,10 +227,7 @@ class Run:
         return AttemptedQuery(tool=self.tool, arguments=dict(self.arguments))
 
     def keep_partial(self, error: ToolError) -> None:
-        seen = {json.dumps(item, sort_keys=True, default=str) for item in self.partial_results}
-        for item in error.partial_results or []:
-            if json.dumps(item, sort_keys=True, default=str) not in seen:
-                self.partial_results.append(item)
+        add_new(self.partial_results, error.partial_results or [])
 
     def report(self, outcome: Outcome) -> SubagentReport:
         result = outcome.result
@@ -273,6 +271,14 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
             output_tokens=report.output_tokens,
         )
     return report
+
+
+def add_new(into: list[Any], records: list[Any]) -> None:
+    """Append the records ``into`` does not hold yet (by value): what a subagent keeps is never doubled."""
+    seen = {json.dumps(item, sort_keys=True, default=str) for item in into}
+    for record in records:
+        if json.dumps(record, sort_keys=True, default=str) not in seen:
+            into.append(record)
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from sources.contract import ErrorCategory, ResultPage, ToolError, to_call_tool_
 from subagents.classify import Outcome
 from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
 from subagents.policy import Recovery
-from subagents.subagent import ACCEPT_EMPTY, Run, Settled, SubagentReport, recover, settle
+from subagents.subagent import ACCEPT_EMPTY, Run, Settled, SubagentReport, add_new, recover, settle
 
 __all__ = ["ClaudeSubagents", "ModelCaller"]
 
@@ -58,22 +58,24 @@ class ModelCaller:
     """What the model's MCP tools call: the subagent's own recovery between the model and its source."""
 
     run: Run
-    stopped: SubagentReport | None = None  # the code ended the subagent (deadline, breaker, budgets)
+    runner: Any = None  # the SDK's tool runner this caller serves; closed when the code ends the loop
+    stopped: SubagentReport | None = None  # the code ended the subagent (deadline, breaker, repairs)
     planned: tuple[dict[str, Any], Outcome] | None = None  # the last call of the task's tool, and its outcome
+    found: list[Any] = field(default_factory=list)  # every record the task's tool returned (pages add up)
     last: Outcome | None = None  # the outcome of the model's last call, whatever its tool
     failed_for_good: dict[str, ToolError] = field(default_factory=dict)  # by identical call
     repairing: str | None = None  # the tool whose validation error the model was given to repair
-    runner: Any = None  # the SDK's tool runner this caller serves; closed when the code stops the subagent
-
-    async def _stop(self, report: SubagentReport) -> None:
-        """The code ends the subagent: the runner stops after this turn's calls, asking the model no more."""
-        self.stopped = report
-        if self.runner is not None:
-            await self.runner.close()
+    ended_loop: bool = False  # the code ended the model's loop (its decision says why)
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **_: Any) -> CallToolResult:
         """The signature ``async_mcp_tool`` calls; never raises, every outcome is a contract result."""
         return to_call_tool_result(await self._answer(name, dict(arguments or {})))
+
+    async def _end_loop(self) -> None:
+        """The runner stops after this turn's calls: the model is asked nothing more."""
+        self.ended_loop = True
+        if self.runner is not None:
+            await self.runner.close()
 
     async def _answer(self, tool: str, arguments: dict[str, Any]) -> ResultPage[Any] | ToolError | Any:
         run, policy = self.run, self.run.runtime.policy
@@ -88,24 +90,24 @@ class ModelCaller:
             run.decide("refused", f"{reason}: {error.description}", error.error_category)
             return error
         budget = 1 + policy.max_retries + policy.max_repairs + policy.max_elevations
-        if run.attempts >= budget:
+        if run.attempts >= budget:  # the same bound a subagent has in the deterministic mode
             error = ToolError.of(
                 ErrorCategory.BUSINESS, f"Not called: the subagent's {budget} calls are spent."
             )
-            run.tool, run.arguments = tool, arguments
-            await self._stop(run.stop("give_up", error.description, Outcome("error", error, "call_budget")))
+            run.decide("refused", error.description, ErrorCategory.BUSINESS)
+            await self._end_loop()
             return error
         if self.repairing is not None:
             if tool == self.repairing:  # the model's answer to a validation error: a repair
                 run.repairs += 1
-                changes = _changes(run.arguments, arguments)
-                reason = f"repair {run.repairs}/{policy.max_repairs} by the model: {changes}"
+                reason = f"repair {run.repairs}/{policy.max_repairs} by the model: {_changes(run.arguments, arguments)}"
                 run.decide("repair", reason, ErrorCategory.VALIDATION)
             self.repairing = None
         run.tool, run.arguments = tool, arguments
         settled = await settle(run)
-        if isinstance(settled, SubagentReport):
-            await self._stop(settled)
+        if isinstance(settled, SubagentReport):  # the code had to stop: deadline, open breaker, retries spent
+            self.stopped = settled
+            await self._end_loop()
             escalation = settled.escalation
             category = escalation.error_category if escalation else ErrorCategory.TRANSIENT
             return ToolError.of(category, settled.message or "The subagent stopped.")
@@ -116,10 +118,12 @@ class ModelCaller:
         run, policy = self.run, self.run.runtime.policy
         outcome, error = settled.outcome, settled.outcome.error
         self.last = outcome
+        page = outcome.result if isinstance(outcome.result, ResultPage) else None
         if run.tool == run.task.tool:
             self.planned = (dict(run.arguments), outcome)
-        elif isinstance(outcome.result, ResultPage):
-            run.other_results.setdefault(run.tool, []).extend(outcome.result.results)
+            add_new(self.found, page.results if page else [])
+        elif page is not None:
+            add_new(run.other_results.setdefault(run.tool, []), page.results)
         if error is None:
             if outcome.kind == "empty":
                 run.decide("accept_empty", ACCEPT_EMPTY)
@@ -128,9 +132,10 @@ class ModelCaller:
             run.step("hook_blocked", f"{settled.reason} Returned to the model.", outcome)
         elif policy.action_for(error.error_category) is Recovery.REPAIR:
             if run.repairs >= policy.max_repairs:
-                await self._stop(
-                    run.stop("escalate", f"{run.repairs} repairs spent: {error.description}", outcome)
+                self.stopped = run.stop(
+                    "escalate", f"{run.repairs} repairs spent: {error.description}", outcome
                 )
+                await self._end_loop()
                 return error
             self.repairing = run.tool
             used = f"{run.repairs}/{policy.max_repairs} repairs used"
@@ -145,18 +150,28 @@ class ModelCaller:
         """The subagent's report from what the model did; None when the planned call was never made."""
         run = self.run
         if self.stopped is not None:
-            return self.stopped
+            return self._keeping_found(self.stopped)
         if self.last is not None and self.last.error is not None:
-            if self.planned is not None and isinstance(self.planned[1].result, ResultPage):
-                run.partial_results.extend(self.planned[1].result.results)  # earlier results are kept
-            error = self.last.error
-            return run.stop(
-                "escalate", f"the model ended with this unresolved: {error.description}", self.last
-            )
+            reason = f"the model ended with this unresolved: {self.last.error.description}"
+            return self._keeping_found(run.stop("escalate", reason, self.last))
         if self.planned is None:
             return None
         run.tool, run.arguments = run.task.tool, self.planned[0]
-        return run.report(self.planned[1])
+        report = run.report(self.planned[1])
+        if self.found:  # every page the model read, not only its last one
+            report = report.model_copy(update={"state": "ok", "results": self.found, "message": None})
+        return report
+
+    def _keeping_found(self, report: SubagentReport) -> SubagentReport:
+        """An escalated report keeps, in its partial results, what the task's tool had already found."""
+        escalation = report.escalation
+        if escalation is None or not self.found:
+            return report
+        kept = list(escalation.partial_results)
+        add_new(kept, self.found)
+        return report.model_copy(
+            update={"escalation": escalation.model_copy(update={"partial_results": kept})}
+        )
 
 
 def _changes(before: dict[str, Any], after: dict[str, Any]) -> str:
@@ -238,7 +253,7 @@ class ClaudeSubagents:
                         break
             if deadline.cancelled_caught:
                 stop = "the deadline came while the model was working"
-            elif not stop and wants_more and caller.stopped is None:  # the runner ended it at max_turns
+            elif not stop and wants_more and not caller.ended_loop:  # the runner ended it at max_turns
                 stop = f"the model used its {run.turns} turns"
             if stop:
                 run.out_of_time = stop.startswith("the deadline")

@@ -101,6 +101,22 @@ def obedient_subagent(request: dict[str, Any]) -> Reply:
     return says("Done; the results are above.")
 
 
+def reckless_subagent(request: dict[str, Any]) -> Reply:
+    """A model that ignores what it is told: it repeats its call whatever came back, and wherever it
+    can, tries a £900 refund; then it ends its turn. The code's guarantees must hold all the same."""
+    turn = len(request["messages"]) // 2 + 1
+    if turn == 1:
+        return calls(planned_call(request))
+    if turn == 2:
+        requested = [planned_call(request)]
+        if any(tool["name"] == "issue_refund" for tool in request.get("tools", [])):
+            requested.append(
+                ("issue_refund", {"order_id": "ORD-10023", "amount": 900, "idempotency_key": "reckless"})
+            )
+        return calls(*requested)
+    return says("Done.")
+
+
 def obedient_planner(request: dict[str, Any]) -> Reply:
     return tool_use(plan_as_input(plan_query(request["messages"][0]["content"])))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -13,8 +14,16 @@ from sources.contract import ErrorCategory
 from sources.settings import SourceSettings
 from sources.world import ensure_world
 from subagents.classify import Outcome
+from subagents.claude import ClaudeSettings
 from subagents.hooks import ToolCall
 from subagents.policy import Recovery, RecoveryPolicy
+from tests.fake_messages_api import (
+    Conversations,
+    FakeMessagesApi,
+    Responder,
+    obedient_subagent,
+    reckless_subagent,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -108,3 +117,46 @@ async def test_the_same_seed_gives_the_same_scenarios() -> None:
     assert chaos.scenarios(30, seed=9) != chaos.scenarios(30, seed=10)
     one = chaos.scenarios(5, seed=9)[3]
     assert chaos.scenario_from(one.seed) == one  # the replay command rebuilds exactly this scenario
+
+
+# --- Claude mode: the same invariants whoever decides -------------------------------------------
+
+
+@pytest.fixture
+def claude_for() -> Iterator[Callable[[Responder], ClaudeSettings]]:
+    started: list[FakeMessagesApi] = []
+
+    def start(subagent: Responder) -> ClaudeSettings:
+        api = FakeMessagesApi(Conversations(default_subagent=subagent))
+        started.append(api)
+        return ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=1, timeout_s=5)
+
+    yield start
+    for api in started:
+        assert api.script_errors == []
+        api.close()
+
+
+async def test_a_seeded_subset_in_claude_mode_has_no_violations(
+    chaos_settings: SourceSettings, claude_for: Callable[[Responder], ClaudeSettings]
+) -> None:
+    claude = claude_for(obedient_subagent)
+    for scenario in chaos.scenarios(12, seed=7):
+        result = await run(scenario, chaos_settings, claude=claude)
+        assert result.violations == [], (scenario, result.violations)
+        assert result.report is not None and result.report.planning.planner == "claude"
+        assert any(task.turns > 0 for task in result.report.tasks)  # the model drove the subagents
+
+
+async def test_a_reckless_model_cannot_break_the_invariants(
+    chaos_settings: SourceSettings, claude_for: Callable[[Responder], ClaudeSettings]
+) -> None:
+    """A model that repeats failed calls and tries a £900 refund in every billing subagent."""
+    claude = claude_for(reckless_subagent)
+    seen: list[str] = []
+    for scenario in [*chaos.scenarios(6, seed=3), Scenario(11, STORY, {"orders": "flaky"}, 900.0)]:
+        result = await run(scenario, chaos_settings, claude=claude)
+        assert result.violations == [], (scenario, result.violations)
+        assert result.report is not None
+        seen += [d.action for task in result.report.tasks for d in task.decisions]
+    assert "hook_blocked" in seen and "refused" in seen  # the reckless calls were made, and stopped in code

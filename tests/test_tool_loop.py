@@ -375,3 +375,52 @@ async def test_the_sdks_spans_join_the_query_trace(
     assert mcp_calls and all("anthropic.messages.tool_runner" in ancestors(span) for span in mcp_calls)
     subagent = next(span for span in finished if span.name == "subagent orders")
     assert subagent.attributes["gen_ai.usage.input_tokens"] == report.tasks[1].input_tokens > 0
+
+
+async def test_every_page_the_model_reads_is_in_the_report(fake_api: Any, settings: SourceSettings) -> None:
+    def paging_model(request: dict[str, Any]) -> Reply:
+        if len(request["messages"]) == 1:
+            return calls(("search_orders", {"customer_id": "CUST-00042", "limit": 2}))
+        (page,) = last_tool_results(request)
+        cursor = json.loads(page["content"][0]["text"]).get("nextCursor")
+        if cursor:
+            return calls(("search_orders", {"customer_id": "CUST-00042", "limit": 2, "cursor": cursor}))
+        return says("Three orders over two pages.")
+
+    api = FakeMessagesApi(Conversations(default_subagent=paging_model))
+    try:
+        async with claude_runtime(settings, api) as runtime:
+            report = await run(runtime, "orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
+    finally:
+        api.close()
+    assert report.state == "ok" and report.attempts == 2 and report.turns == 3
+    assert [order["id"] for order in report.results] == ["ORD-10031", "ORD-10023", "ORD-10008"]
+
+
+async def test_the_call_budget_bounds_a_model_that_calls_too_often(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    lookup = ("customer_lookup", {"identifier": "jane.doe@example.com"})
+    api = fake_api(customer=[calls(*[lookup] * 9), says("Done.")])
+    async with claude_runtime(settings, api) as runtime:
+        report = await run(runtime, "customer", "customers", "customer_lookup", dict(lookup[1]))
+    assert report.attempts == 7  # 1 + 3 retries + 2 repairs + 1 elevation: the deterministic bound
+    assert actions(report) == ["refused", "refused"] and "calls are spent" in report.decisions[0].reason
+    assert len(api.requests_of("customer")) == 1  # the loop ended: the model was asked nothing more
+    assert report.state == "ok" and report.results[0]["id"] == "CUST-00042"
+
+
+async def test_when_the_code_stops_a_subagent_what_it_found_is_kept(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    found = {"identifier": "jane.doe@example.com"}
+    api = fake_api(customer=[
+        calls(("customer_lookup", found)),
+        calls(("customer_lookup", {**found, "mode": "timeout"})),  # transient every time: retries run out
+    ])  # fmt: skip
+    async with claude_runtime(settings, api) as runtime:
+        report = await run(runtime, "customer", "customers", "customer_lookup", found)
+    assert actions(report) == ["retry", "retry", "retry", "give_up"] and report.state == "escalated"
+    assert report.escalation is not None and report.escalation.error_category == "transient"
+    assert [record["id"] for record in report.escalation.partial_results] == ["CUST-00042"]
+    assert len(api.requests_of("customer")) == 2

@@ -25,6 +25,7 @@ from sources.faults import FaultSettings
 from sources.fleet import Fleet
 from sources.settings import SourceSettings
 from sources.world import ensure_world
+from subagents.claude import ClaudeSettings
 from traces.setup import ensure_tracing
 
 
@@ -127,6 +128,14 @@ def chaos_run(
             "memory, open files and child processes."
         ),
     ] = None,
+    llm: Annotated[
+        str,
+        typer.Option(
+            "--llm",
+            help="none (the deterministic mode) or claude (Claude plans and drives the subagents, through the "
+            "Messages API at ANTHROPIC_BASE_URL with ANTHROPIC_API_KEY).",
+        ),
+    ] = "none",
 ) -> None:
     """Run random fault scenarios against the sources and check the invariants after each.
 
@@ -134,8 +143,20 @@ def chaos_run(
 
     Example: research chaos run --scenarios 200 --seed 1
     """
+    if llm not in ("none", "claude"):
+        raise usage_error(f"--llm must be none or claude, not {llm!r}")
+    claude = None
+    if llm == "claude":
+        try:
+            claude = ClaudeSettings.from_environment()
+        except ValueError as exc:
+            raise usage_error(str(exc)) from None
+        if not claude.api_key:
+            raise usage_error(
+                "--llm claude needs ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint)"
+            )
     if soak is not None:
-        _soak(soak, seed)
+        _soak(soak, seed, claude)
         return
     chosen = [chaos.scenario_from(replay)] if replay is not None else chaos.scenarios(scenarios, seed)
     console = Console()
@@ -148,7 +169,9 @@ def chaos_run(
         started = time.monotonic()
         results = []
         for index, scenario in enumerate(chosen, 1):
-            result = anyio.run(lambda scenario=scenario: chaos.run_scenario(scenario, settings))
+            result = anyio.run(
+                lambda scenario=scenario: chaos.run_scenario(scenario, settings, claude=claude)
+            )
             results.append(result)
             mark = "[red]VIOLATION[/]" if result.violations else "[green]ok[/]"
             console.print(
@@ -172,7 +195,7 @@ def chaos_run(
     raise typer.Exit(1 if violations else 0)
 
 
-def _soak(count: int, seed: int) -> None:
+def _soak(count: int, seed: int, claude: ClaudeSettings | None) -> None:
     settings = SourceSettings.from_environment()
     fleet = Fleet(settings)
     urls = fleet.urls()
@@ -183,7 +206,7 @@ def _soak(count: int, seed: int) -> None:
     if all(member.chaos_control for member in fleet.members().values()):
         fleet.set_faults(flaky, FaultSettings(transient=0.3, seed=seed))
     started = time.monotonic()
-    samples = anyio.run(chaos.soak, count, urls, settings, seed)
+    samples = anyio.run(chaos.soak, count, urls, settings, seed, claude)
     if all(member.chaos_control for member in fleet.members().values()):
         fleet.set_faults(flaky, FaultSettings())
     table = Table("after queries", "memory (RSS)", "open files", "child processes")
