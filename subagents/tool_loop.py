@@ -214,9 +214,9 @@ class ClaudeSubagents:
 
     async def _tools(self, run: Run) -> list[Any]:
         connection = run.runtime.connections[run.task.source]
+        client, _ = await connection.session()  # opening is bounded by the connection itself
         timeout_s = min(run.runtime.policy.call_timeout_s, max(run.deadline - run.runtime.clock.now(), 0.0))
         with anyio.fail_after(timeout_s):
-            client, _ = await connection.session()
             listing = await client.list_tools()
         return listing.tools
 

@@ -239,3 +239,55 @@ async def test_an_unreachable_writer_keeps_the_deterministic_brief(
     assert written.answer == report.answer
     (step,) = written.synthesis.steps
     assert step.action == "fallback" and step.category == "transient"
+
+
+@pytest.mark.subprocess
+def test_research_ask_in_both_modes_gives_the_same_gaps_for_the_same_faults(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    """The done-when of Claude mode, through the real CLI: same faults, same gaps and escalations."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT_ROOT
+
+    api = fake_api(Conversations())  # Claude plans, its subagents make their calls, it cites
+    environment = {**os.environ, **settings.child_environment(), "ANTHROPIC_BASE_URL": api.base_url}
+
+    def ask(llm: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", STORY, "--llm", llm, "--json",
+             "--seed", "1", "--faults", "tickets:transient=1"],
+            env={**environment, "ANTHROPIC_API_KEY": "test-key"} if llm == "claude" else environment,
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 3, done.stderr
+        return json.loads(done.stdout)
+
+    by_claude, deterministic = ask("claude"), ask("none")
+    gap_fields = (
+        "task",
+        "source",
+        "state",
+        "errorCategory",
+        "next_step",
+        "attempted_query",
+        "partial_results",
+    )
+    escalation_fields = ("source", "errorCategory", "isRetryable", "attempted_query", "partial_results")
+
+    def shape(report: dict[str, Any], key: str, fields: tuple[str, ...]) -> list[Any]:
+        return [{name: item[name] for name in fields} for item in report[key]]
+
+    assert shape(by_claude, "gaps", gap_fields) == shape(deterministic, "gaps", gap_fields)
+    assert [gap["task"] for gap in by_claude["gaps"]] == ["refund", "tickets"]
+    assert shape(by_claude, "escalations", escalation_fields) == shape(
+        deterministic, "escalations", escalation_fields
+    )
+    assert [sorted(e) for e in by_claude["escalations"]] == [sorted(e) for e in deterministic["escalations"]]
+    assert (
+        by_claude["planning"]["planner"] == "claude"
+        and deterministic["planning"]["planner"] == "deterministic"
+    )
+    assert all(task["turns"] > 0 for task in by_claude["tasks"]) and by_claude["tokens"]["used"] > 0
