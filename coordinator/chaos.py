@@ -138,7 +138,7 @@ def scenario_from(seed: int) -> Scenario:
 class Call(ToolCall):
     """One call a subagent made, and what came back, as the post-call hook saw it."""
 
-    outcome: Outcome
+    outcome: Outcome = field(kw_only=True)
 
 
 @dataclass
@@ -147,7 +147,9 @@ class History:
 
     def recorder(self) -> PostCallHook:
         def record(call: ToolCall, outcome: Outcome) -> Outcome:
-            self.calls.append(Call(call.source, call.tool, dict(call.arguments), call.attempt, outcome))
+            self.calls.append(
+                Call(call.source, call.tool, dict(call.arguments), call.attempt, call.task, outcome=outcome)
+            )
             return outcome
 
         return record
@@ -340,42 +342,39 @@ def check(result: ScenarioResult) -> list[tuple[str, str]]:
             found.append(
                 ("no_blind_repeat", f"{task.id} made {task.attempts} attempts; the bound is {bound}")
             )
-    sequences: dict[tuple[str, str], list[Call]] = {}
+    by_task: dict[str, list[Call]] = {}
     for call in result.history.calls:
-        sequences.setdefault((call.source, call.tool), []).append(call)
-    decisions = {(task.source, task.tool): task.decisions for task in report.tasks}
-    for key, calls in sequences.items():
+        by_task.setdefault(call.task, []).append(call)
+    decisions = {task.id: task.decisions for task in report.tasks}
+    for task_id, calls in by_task.items():
         for before, after in itertools.pairwise(calls):
             error = before.outcome.error
-            if error is None or error.is_retryable:
+            if (
+                error is None
+                or error.is_retryable
+                or (after.tool, after.arguments) != (before.tool, before.arguments)
+            ):
                 continue
-            between = [d.action for d in decisions.get(key, []) if d.attempt == before.attempt]
-            changed = after.arguments != before.arguments or "elevate" in between
-            if not changed:
-                found.append(
-                    (
-                        "no_blind_repeat",
-                        f"{key[0]}.{key[1]} repeated {before.arguments} after a {error.error_category} error",
-                    )
-                )
+            between = [d.action for d in decisions.get(task_id, []) if d.attempt == before.attempt]
+            if "elevate" not in between:
+                found.append((
+                    "no_blind_repeat",
+                    f"{task_id}: {before.source}.{before.tool} repeated {before.arguments} after a {error.error_category} error",
+                ))  # fmt: skip
 
-    for escalation in report.escalations:
-        if not escalation.attempted_query.tool or not isinstance(escalation.partial_results, list):
+    for gap in report.gaps:  # a gap's partial results are its escalation's
+        if gap.state == "blocked":
+            continue
+        if not gap.attempted_query.tool or not isinstance(gap.partial_results, list):
             found.append(
-                (
-                    "escalation_complete",
-                    f"{escalation.source} escalated without attempted_query or partial_results",
-                )
+                ("escalation_complete", f"{gap.task} escalated without attempted_query or partial_results")
             )
-        given = [item for call in sequences.get((escalation.source, escalation.attempted_query.tool), [])
-                 if call.outcome.error for item in (call.outcome.error.partial_results or [])]  # fmt: skip
-        missing = [item for item in given if item not in escalation.partial_results]
+        given = [item for call in by_task.get(gap.task, []) if call.outcome.error
+                 for item in (call.outcome.error.partial_results or [])]  # fmt: skip
+        missing = [item for item in given if item not in gap.partial_results]
         if missing:
             found.append(
-                (
-                    "escalation_complete",
-                    f"{escalation.source} dropped partial results {json.dumps(missing)[:120]}",
-                )
+                ("escalation_complete", f"{gap.task} dropped partial results {json.dumps(missing)[:120]}")
             )
 
     if result.elapsed_s > DEADLINE_S + DEADLINE_GRACE_S + 1.0:

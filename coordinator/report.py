@@ -3,10 +3,13 @@
     {"query": "...", "trace_id": "32 hex", "status": "complete" | "partial",
      "answer": "...",
      "findings":    [{"source", "tool", "record_id", "text"}],
-     "tasks":       [{"id", "source", "tool", "state", "attempts", "decisions": [...]}],
+     "tasks":       [{"id", "source", "tool", "state", "attempts", "decisions": [...],
+                      "turns", "input_tokens", "output_tokens"}],
      "gaps":        [{"task", "source", "state", "errorCategory", "message", "attempted_query",
                       "partial_results", "next_step"}],
-     "escalations": [ the subagent escalation contract ]}
+     "escalations": [ the subagent escalation contract ],
+     "planning": {"planner", "steps", tokens}, "synthesis": {"writer", "steps", tokens},
+     "tokens": {"limit", "used"} in Claude mode, else null}
 
 Field names follow DESIGN section 5; scripts and checks rely on them.
 """

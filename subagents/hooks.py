@@ -31,6 +31,7 @@ class ToolCall:
     tool: str
     arguments: Mapping[str, Any]
     attempt: int
+    task: str = ""  # the id of the task whose subagent makes the call
 
     def attempted_query(self) -> AttemptedQuery:
         return AttemptedQuery(tool=self.tool, arguments=dict(self.arguments))

@@ -319,7 +319,7 @@ async def settle(run: Run) -> SubagentReport | Settled:
     task, runtime = run.task, run.runtime
     breaker = runtime.breakers[task.source]
     while True:
-        call = ToolCall(task.source, run.tool, dict(run.arguments), run.attempts + 1)
+        call = ToolCall(task.source, run.tool, dict(run.arguments), run.attempts + 1, task.id)
         blocked = next((error for hook in runtime.pre_call if (error := hook(call)) is not None), None)
         if blocked is not None:
             return Settled(Outcome("error", blocked, "hook_blocked"), blocked.description)

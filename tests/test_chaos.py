@@ -154,7 +154,14 @@ async def test_a_reckless_model_cannot_break_the_invariants(
     """A model that repeats failed calls and tries a £900 refund in every billing subagent."""
     claude = claude_for(reckless_subagent)
     seen: list[str] = []
-    for scenario in [*chaos.scenarios(6, seed=3), Scenario(11, STORY, {"orders": "flaky"}, 900.0)]:
+    # 1574527462: the side refund fails with partial results while the query's own refund subagent's
+    # model tries issue_refund too; each escalation keeps its own task's partial results.
+    chosen = [
+        *chaos.scenarios(6, seed=3),
+        Scenario(11, STORY, {"orders": "flaky"}, 900.0),
+        chaos.scenario_from(1574527462),
+    ]
+    for scenario in chosen:
         result = await run(scenario, chaos_settings, claude=claude)
         assert result.violations == [], (scenario, result.violations)
         assert result.report is not None

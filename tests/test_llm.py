@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -291,3 +292,16 @@ def test_research_ask_in_both_modes_gives_the_same_gaps_for_the_same_faults(
         and deterministic["planning"]["planner"] == "deterministic"
     )
     assert all(task["turns"] > 0 for task in by_claude["tasks"]) and by_claude["tokens"]["used"] > 0
+
+
+def test_limits_come_from_the_environment_and_bad_ones_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RESEARCH_CLAUDE_MAX_TURNS", "3")
+    monkeypatch.setenv("RESEARCH_CLAUDE_TOKEN_BUDGET", "5000")
+    settings = ClaudeSettings.from_environment()
+    assert (settings.max_turns, settings.token_budget, settings.max_tokens) == (3, 5000, 2048)
+    monkeypatch.setenv("RESEARCH_CLAUDE_MAX_TURNS", "many")
+    with pytest.raises(
+        ValueError,
+        match=re.escape("RESEARCH_CLAUDE_MAX_TURNS must be a positive whole number, e.g. 6; got 'many'"),
+    ):
+        ClaudeSettings.from_environment()
