@@ -191,6 +191,8 @@ class ClaudeSubagents:
     settings: ClaudeSettings
     client: anthropic.AsyncAnthropic
     budget: TokenBudget
+    # A source's tools, listed once per session (a respawned source is listed again).
+    _listed: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
 
     async def drive(self, run: Run) -> SubagentReport:
         if self.budget.exhausted:
@@ -214,11 +216,15 @@ class ClaudeSubagents:
 
     async def _tools(self, run: Run) -> list[Any]:
         connection = run.runtime.connections[run.task.source]
-        client, _ = await connection.session()  # opening is bounded by the connection itself
-        timeout_s = min(run.runtime.policy.call_timeout_s, max(run.deadline - run.runtime.clock.now(), 0.0))
-        with anyio.fail_after(timeout_s):
-            listing = await client.list_tools()
-        return listing.tools
+        client, generation = await connection.session()  # opening is bounded by the connection itself
+        key = (run.task.source, generation)
+        if key not in self._listed:
+            timeout_s = min(
+                run.runtime.policy.call_timeout_s, max(run.deadline - run.runtime.clock.now(), 0.0)
+            )
+            with anyio.fail_after(timeout_s):
+                self._listed[key] = (await client.list_tools()).tools
+        return self._listed[key]
 
     async def _loop(self, run: Run, caller: ModelCaller, tools: list[Any]) -> None:
         task = run.task
