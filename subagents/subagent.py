@@ -67,6 +67,7 @@ __all__ = [
     "SubagentReport",
     "Task",
     "add_new",
+    "describe_changes",
     "recover",
     "run_subagent",
     "settle",
@@ -406,15 +407,22 @@ def _repair(run: Run, outcome: Outcome, error: ToolError) -> SubagentReport | No
     repaired = repair(run.arguments)
     if repaired is None:
         return run.stop("escalate", f"no repair applies: {error.description}", outcome)
-    changes = ", ".join(
-        f"{name} {json.dumps(run.arguments.get(name))} -> {json.dumps(value)}"
-        for name, value in repaired.items()
-        if value != run.arguments.get(name)
-    )
+    changes = describe_changes(run.arguments, repaired)
     run.repairs += 1
     run.arguments = repaired
     run.step("repair", f"repair {run.repairs}/{policy.max_repairs}: {changes}", outcome)
     return None
+
+
+def describe_changes(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """What a repair changed, argument by argument: ``sku "sku-1" -> "SKU-1"``."""
+    names = [*after, *(name for name in before if name not in after)]
+    changed = [
+        f"{name} {json.dumps(before.get(name), default=str)} -> {json.dumps(after.get(name), default=str)}"
+        for name in names
+        if before.get(name) != after.get(name)
+    ]
+    return ", ".join(changed) or "no argument changed"
 
 
 def _elevate(run: Run, outcome: Outcome, error: ToolError) -> str | None:

@@ -36,7 +36,16 @@ from sources.contract import ErrorCategory, ResultPage, ToolError, to_call_tool_
 from subagents.classify import Outcome
 from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
 from subagents.policy import Recovery
-from subagents.subagent import ACCEPT_EMPTY, Run, Settled, SubagentReport, add_new, recover, settle
+from subagents.subagent import (
+    ACCEPT_EMPTY,
+    Run,
+    Settled,
+    SubagentReport,
+    add_new,
+    describe_changes,
+    recover,
+    settle,
+)
 
 __all__ = ["ClaudeSubagents", "ModelCaller"]
 
@@ -100,7 +109,7 @@ class ModelCaller:
         if self.repairing is not None:
             if tool == self.repairing:  # the model's answer to a validation error: a repair
                 run.repairs += 1
-                reason = f"repair {run.repairs}/{policy.max_repairs} by the model: {_changes(run.arguments, arguments)}"
+                reason = f"repair {run.repairs}/{policy.max_repairs} by the model: {describe_changes(run.arguments, arguments)}"
                 run.decide("repair", reason, ErrorCategory.VALIDATION)
             self.repairing = None
         run.tool, run.arguments = tool, arguments
@@ -172,16 +181,6 @@ class ModelCaller:
         return report.model_copy(
             update={"escalation": escalation.model_copy(update={"partial_results": kept})}
         )
-
-
-def _changes(before: dict[str, Any], after: dict[str, Any]) -> str:
-    names = sorted(set(before) | set(after))
-    changed = [
-        f"{name} {json.dumps(before.get(name), default=str)} -> {json.dumps(after.get(name), default=str)}"
-        for name in names
-        if before.get(name) != after.get(name)
-    ]
-    return ", ".join(changed) or "no argument changed"
 
 
 @dataclass
