@@ -20,6 +20,7 @@ from sources.world import world_path
 from subagents.broker import CredentialBroker, Grant
 from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.connection import Connections
+from subagents.hooks import TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from subagents.tool_loop import ClaudeSubagents
@@ -67,6 +68,7 @@ async def claude_runtime(
     faults: dict[str, FaultSettings] | None = None,
     budget: TokenBudget | None = None,
     policy: RecoveryPolicy | None = None,
+    post_call: tuple[Any, ...] = (TrimResults(),),
     **limits: Any,
 ) -> AsyncIterator[Runtime]:
     servers = {
@@ -82,6 +84,7 @@ async def claude_runtime(
             connections=connections,
             broker=CredentialBroker(TEST_KEY, grants=GRANTS),
             policy=policy or RecoveryPolicy(),
+            post_call=post_call,
             clock=FakeClock(),
             rng=random.Random(7),
             model=ClaudeSubagents(claude, client, budget or TokenBudget(claude.token_budget)),
@@ -129,6 +132,24 @@ async def test_the_model_calls_its_sources_tools_and_the_report_is_the_usual_one
     assert first["tools"][0]["input_schema"]["properties"]["customer_id"]["pattern"]  # its published schema
     (result,) = seen_by_model(api, "orders")
     assert result["is_error"] is False and result["resultCount"] == 3  # the contract, as JSON
+
+
+async def test_the_model_sees_the_contract_trimmed_by_the_post_call_hook(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    api = fake_api()
+    faults = {"tickets": FaultSettings(oversize=1)}  # every answer carries an extra 2 MB text block
+    async with claude_runtime(
+        settings, api, faults=faults, post_call=(TrimResults(max_chars=40),)
+    ) as runtime:
+        report = await run(runtime, "tickets", "tickets", "search_tickets", {"customer_id": "CUST-00042"})
+    assert report.state == "ok"
+    (result,) = seen_by_model(api, "tickets")
+    assert (
+        result["results"][0]["body"].endswith("characters]")
+        and "… [trimmed from" in result["results"][0]["body"]
+    )
+    assert len(json.dumps(api.requests_of("tickets")[1])) < 20_000  # not the 2 MB the source sent
 
 
 async def test_transient_faults_are_retried_in_code_before_the_model_sees_them(
