@@ -18,11 +18,13 @@ The subagents' tool loops are ``subagents.tool_loop``.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import anthropic
+import anyio
 from pydantic import BaseModel, Field, ValidationError
 
 from coordinator.plan import Plan, PlanError, PlannedTask, Ref, plan_query
@@ -113,9 +115,12 @@ class _Conversation:
 
 
 async def claude_plan(
-    query: str, settings: ClaudeSettings, budget: TokenBudget | None = None
+    query: str, settings: ClaudeSettings, budget: TokenBudget | None = None, *, within_s: float = math.inf
 ) -> tuple[Plan, PlanningSummary]:
-    """Claude's plan for ``query``, or the deterministic one when Claude's cannot be used (recorded)."""
+    """Claude's plan for ``query``, or the deterministic one when Claude's cannot be used (recorded).
+
+    ``within_s`` bounds the whole conversation (the query's deadline covers planning too).
+    """
     summary = PlanningSummary(planner="claude")
     if not settings.api_key:  # the model cannot be asked at all
         return _fallback(query, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
@@ -123,35 +128,45 @@ async def claude_plan(
     client = settings.client()
     conversation = _Conversation(settings, client, budget, [{"role": "user", "content": query}], summary)
     try:
-        for attempt in (1, 2):
-            if budget.exhausted:
-                return _fallback(query, summary, f"the token budget is spent ({budget.describe()})", None)
-            use_id, raw = await conversation.ask()
-            try:
-                plan = _to_plan(query, raw)
-            except (ValidationError, PlanError) as exc:
-                problem = str(exc).splitlines()[0] if isinstance(exc, PlanError) else _first_error(exc)
-                if attempt == 2:
-                    reason = f"the repaired plan is still invalid: {problem}"
-                    return _fallback(query, summary, reason, ErrorCategory.VALIDATION)
-                summary.steps.append(
-                    PlanningStep(action="repair", reason=problem, category=ErrorCategory.VALIDATION)
-                )
-                conversation.messages.append({
-                    "role": "user",
-                    "content": [{"type": "tool_result", "tool_use_id": use_id, "is_error": True,
-                                 "content": f"The plan was refused: {problem}. Submit a corrected plan."}],
-                })  # fmt: skip
-                continue
-            summary.steps.append(
-                PlanningStep(action="plan", reason=f"{len(plan.tasks)} tasks from {settings.model}")
-            )
-            return plan, summary
+        with anyio.move_on_after(within_s):
+            return await _converse(query, conversation)
+        reason = f"the lead agent did not answer within {within_s:g} s"
+        return _fallback(query, summary, reason, ErrorCategory.TRANSIENT)
     except anthropic.AnthropicError as exc:
         reason = f"the model API failed: {type(exc).__name__}: {exc}"
         return _fallback(query, summary, reason, model_api_category(exc))
     finally:
         await client.close()
+
+
+async def _converse(query: str, conversation: _Conversation) -> tuple[Plan, PlanningSummary]:
+    """Ask for the plan; repair it once with the exact error; else fall back."""
+    summary, budget = conversation.summary, conversation.budget
+    for attempt in (1, 2):
+        if budget.exhausted:
+            return _fallback(query, summary, f"the token budget is spent ({budget.describe()})", None)
+        use_id, raw = await conversation.ask()
+        try:
+            plan = _to_plan(query, raw)
+        except (ValidationError, PlanError) as exc:
+            problem = str(exc).splitlines()[0] if isinstance(exc, PlanError) else _first_error(exc)
+            if attempt == 2:
+                return _fallback(
+                    query, summary, f"the repaired plan is still invalid: {problem}", ErrorCategory.VALIDATION
+                )
+            summary.steps.append(
+                PlanningStep(action="repair", reason=problem, category=ErrorCategory.VALIDATION)
+            )
+            conversation.messages.append({
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": use_id, "is_error": True,
+                             "content": f"The plan was refused: {problem}. Submit a corrected plan."}],
+            })  # fmt: skip
+            continue
+        summary.steps.append(
+            PlanningStep(action="plan", reason=f"{len(plan.tasks)} tasks from {conversation.settings.model}")
+        )
+        return plan, summary
     raise AssertionError("unreachable: the loop returns on its second pass")
 
 
@@ -196,9 +211,16 @@ _BRIEF_TOOL = {
 
 
 async def claude_brief(
-    report: ResearchReport, settings: ClaudeSettings, budget: TokenBudget | None = None
+    report: ResearchReport,
+    settings: ClaudeSettings,
+    budget: TokenBudget | None = None,
+    *,
+    within_s: float = math.inf,
 ) -> ResearchReport:
-    """The report with Claude's cited brief as its answer; uncited claims removed; gaps untouched."""
+    """The report with Claude's cited brief as its answer; uncited claims removed; gaps untouched.
+
+    ``within_s`` bounds the model's answer; past it the deterministic brief stays (recorded).
+    """
     summary = SynthesisSummary(writer="claude")
     if not settings.api_key:
         return _keep_answer(report, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
@@ -217,21 +239,26 @@ async def claude_brief(
         + ("\n".join(gaps) or "none")
     )
     client = settings.client()
+    response = None
     try:
-        response = await client.messages.create(
-            model=settings.model,
-            max_tokens=settings.max_tokens,
-            system=_BRIEF_SYSTEM,
-            messages=[{"role": "user", "content": prompt}],
-            tools=[_BRIEF_TOOL],  # type: ignore[list-item]
-            tool_choice={"type": "tool", "name": "submit_brief"},
-        )
+        with anyio.move_on_after(within_s):
+            response = await client.messages.create(
+                model=settings.model,
+                max_tokens=settings.max_tokens,
+                system=_BRIEF_SYSTEM,
+                messages=[{"role": "user", "content": prompt}],
+                tools=[_BRIEF_TOOL],  # type: ignore[list-item]
+                tool_choice={"type": "tool", "name": "submit_brief"},
+            )
     except anthropic.AnthropicError as exc:
         return _keep_answer(
             report, summary, f"the model API failed: {type(exc).__name__}: {exc}", model_api_category(exc)
         )
     finally:
         await client.close()
+    if response is None:
+        reason = f"the brief writer did not answer within {within_s:g} s"
+        return _keep_answer(report, summary, reason, ErrorCategory.TRANSIENT)
     summary.input_tokens, summary.output_tokens = budget.spend(response.usage)
     use = next((block for block in response.content if block.type == "tool_use"), None)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ import anthropic
 from coordinator.llm import claude_brief, claude_plan
 from coordinator.plan import Plan, plan_query
 from coordinator.report import PlanningSummary, ResearchReport, TokenUse
-from coordinator.run import run_plan
+from coordinator.run import DEADLINE_GRACE_S, run_plan
 from coordinator.synthesize import synthesize
 from sources.catalogue import SOURCES, default_url
 from sources.faults import FaultSettings
@@ -43,7 +44,11 @@ from traces.spans import (
     trace_id_of,
 )
 
-__all__ = ["DEFAULT_GRANTS", "ResearchOptions", "research", "targets_for"]
+__all__ = ["DEFAULT_GRANTS", "PLANNING_SHARE", "ResearchOptions", "research", "targets_for"]
+
+# The query's deadline covers a model's planning and brief too. The lead agent may take at most this
+# share of it, so the work always has the rest; the brief gets what is left (and the grace).
+PLANNING_SHARE = 0.25
 
 # What the broker may grant, and for which purpose: financial records for refund research only.
 DEFAULT_GRANTS = (Grant("billing:read", "refund research"),)
@@ -110,10 +115,15 @@ async def research(
     if claude is not None and budget is None:
         budget = TokenBudget(claude.token_budget)
     ensure_tracing("research-coordinator")
+    deadline_s = options.deadline_s  # what is left of it once the lead agent has planned
     with research_span(query) as root:
         with plan_span() as planning_span:
             if plan is None and claude is not None:
-                plan, planning = await claude_plan(query, claude, budget)
+                started = time.monotonic()
+                plan, planning = await claude_plan(
+                    query, claude, budget, within_s=options.deadline_s * PLANNING_SHARE
+                )
+                deadline_s -= time.monotonic() - started
             plan = plan or plan_query(query)
             record_plan(planning_span, [task.id for task in plan.order()])
         async with (
@@ -131,11 +141,13 @@ async def research(
                 post_call=post_call if post_call is not None else (TrimResults(),),
                 model=ClaudeSubagents(claude, client, budget) if claude and client and budget else None,
             )
-            outcomes = await run_plan(plan, runtime, options.deadline_s)
+            work_ends = time.monotonic() + deadline_s
+            outcomes = await run_plan(plan, runtime, deadline_s)
         with synthesize_span() as synthesizing:
             report = synthesize(query, trace_id_of(root), outcomes, planning)
             if claude is not None and budget is not None:  # Claude writes the brief; gaps stay the code's
-                report = await claude_brief(report, claude, budget)
+                left_s = max(work_ends - time.monotonic(), 0.0) + DEADLINE_GRACE_S
+                report = await claude_brief(report, claude, budget, within_s=left_s)
                 report = report.model_copy(update={"tokens": TokenUse(limit=budget.limit, used=budget.used)})
             record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
         end_research(

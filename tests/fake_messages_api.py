@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,6 +128,17 @@ def citing_writer(request: dict[str, Any]) -> Reply:
     cited = re.findall(r"^\[([^\]]+)\] (.+)$", prompt, flags=re.MULTILINE)
     claims = [{"text": text[:200], "citations": [citation]} for citation, text in cited[:10]]
     return tool_use({"claims": claims}, name="submit_brief")
+
+
+class Silent:
+    """A model API that accepts a request and does not answer until released (end of the test)."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        self.released.wait(timeout=60)
+        return says("Too late.")
 
 
 class Conversations:

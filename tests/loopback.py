@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = tuple[int, str, bytes, dict[str, str]]  # status, content type, body, extra headers
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], BrokenPipeError | ConnectionResetError):
+            return  # the client went away (a request the caller cancelled): not the peer's error
+        super().handle_error(request, client_address)
 
 
 class LoopbackServer:
@@ -29,7 +37,7 @@ class LoopbackServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # a test's peer stays quiet
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

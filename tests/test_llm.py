@@ -15,7 +15,7 @@ from coordinator.plan import Ref, plan_query
 from coordinator.research import ResearchOptions, research
 from sources.settings import SourceSettings
 from tests.conftest import MODULES
-from tests.fake_messages_api import Conversations, FakeMessagesApi, Reply, error, tool_use
+from tests.fake_messages_api import Conversations, FakeMessagesApi, Reply, Silent, error, tool_use
 from tests.fakes import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -305,3 +305,18 @@ def test_limits_come_from_the_environment_and_bad_ones_are_named(monkeypatch: py
         match=re.escape("RESEARCH_CLAUDE_MAX_TURNS must be a positive whole number, e.g. 6; got 'many'"),
     ):
         ClaudeSettings.from_environment()
+
+
+async def test_a_silent_lead_agent_is_bounded_by_its_share_of_the_deadline(fake_api: Any) -> None:
+    silent = Silent()
+    api = fake_api(Conversations(planner=[]))
+    api.respond = silent
+    try:
+        with anyio.fail_after(10):  # the bound under test is 0.5 s; this only keeps a failure from hanging
+            plan, summary = await claude_plan(STORY, settings_for(api), within_s=0.5)
+    finally:
+        silent.released.set()
+    (step,) = summary.steps
+    assert step.action == "fallback" and step.category == "transient"
+    assert step.reason == "the lead agent did not answer within 0.5 s; used the deterministic planner"
+    assert set(plan.tasks) == set(plan_query(STORY).tasks)

@@ -22,16 +22,18 @@ from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.connection import Connections
 from subagents.hooks import TrimResults
 from subagents.policy import RecoveryPolicy
-from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
+from subagents.subagent import MonotonicClock, Runtime, SubagentReport, Task, run_subagent
 from subagents.tool_loop import ClaudeSubagents
 from tests.conftest import MODULES, TEST_KEY
 from tests.fake_messages_api import (
     Conversations,
     FakeMessagesApi,
     Reply,
+    Silent,
     calls,
     error,
     last_tool_results,
+    obedient_planner,
     says,
 )
 from tests.fakes import FakeClock
@@ -316,15 +318,18 @@ async def test_the_token_budget_is_shared_and_stops_the_model(
 STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
 
 
-async def research_story(settings: SourceSettings, claude: ClaudeSettings | None, **options: Any) -> Any:
+async def research_story(
+    settings: SourceSettings, claude: ClaudeSettings | None, deadline_s: float = 30.0, **options: Any
+) -> Any:
     from coordinator.research import ResearchOptions, research
 
     servers = {name: module.create_server(settings) for name, module in MODULES.items()}
     targets = {name: (lambda s=server: s) for name, server in servers.items()}
+    options.setdefault("clock", FakeClock())
     with anyio.fail_after(60):
         return await research(
-            STORY, ResearchOptions(seed=1, claude=claude), settings=settings, targets=targets,
-            clock=FakeClock(), **options,
+            STORY, ResearchOptions(seed=1, claude=claude, deadline_s=deadline_s), settings=settings,
+            targets=targets, **options,
         )  # fmt: skip
 
 
@@ -445,3 +450,28 @@ async def test_when_the_code_stops_a_subagent_what_it_found_is_kept(
     assert report.escalation is not None and report.escalation.error_category == "transient"
     assert [record["id"] for record in report.escalation.partial_results] == ["CUST-00042"]
     assert len(api.requests_of("customer")) == 2
+
+
+async def test_the_deadline_bounds_every_model_in_the_query(fake_api: Any, settings: SourceSettings) -> None:
+    """The subagents' models and the brief writer stop answering: the query still ends by its deadline."""
+    silent = Silent()
+    api = fake_api()
+    api.respond = lambda request: (
+        obedient_planner(request) if Conversations.route(request) == "planner" else silent(request)
+    )
+    try:
+        with anyio.fail_after(20):  # the deadline under test is 2 s (+1 s grace); this only stops a hang
+            report = await research_story(
+                settings, claude_settings(api), deadline_s=2.0, clock=MonotonicClock()
+            )
+    finally:
+        silent.released.set()
+    assert report.planning.steps[-1].action == "plan"
+    ran = [task for task in report.tasks if task.state != "blocked"]
+    assert ran and all(task.state == "deadline" for task in ran)
+    for task in ran:
+        assert task.decisions[0].action == "stop_model", task
+        assert task.decisions[0].reason == "the deadline came while the model was working"
+    assert {gap.next_step for gap in report.gaps} == {"retry later"}
+    (step,) = report.synthesis.steps
+    assert step.action == "fallback" and step.reason.startswith("the brief writer did not answer within")

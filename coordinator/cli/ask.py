@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
+import time
 import uuid
 from typing import Annotated, Any
 
@@ -27,7 +29,7 @@ from coordinator.llm import ClaudeSettings, TokenBudget, claude_plan
 from coordinator.plan import QueryError, plan_query
 from coordinator.render import LiveProgress, print_report
 from coordinator.report import ResearchReport
-from coordinator.research import ResearchOptions, research
+from coordinator.research import PLANNING_SHARE, ResearchOptions, research
 from sources.catalogue import SOURCES
 from sources.contract import Decision
 from sources.faults import FaultSettings
@@ -163,9 +165,11 @@ def ask(
         except ValueError as exc:
             raise usage_error(str(exc)) from None
         budget = TokenBudget(claude.token_budget)
+        started = time.monotonic()  # planned before the run, so the progress shows the plan
         plan, planning = anyio.run(
-            claude_plan, query, claude, budget
-        )  # before the run: progress shows the plan
+            functools.partial(claude_plan, query, claude, budget, within_s=deadline * PLANNING_SHARE)
+        )
+        deadline -= time.monotonic() - started  # the query's deadline covers the planning
     options = ResearchOptions(
         deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed, urls=urls, claude=claude
     )
