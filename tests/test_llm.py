@@ -180,6 +180,14 @@ def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settin
     )  # each a tool loop
     assert report["tokens"]["used"] == 200 + 3 * 770 + 200
     assert [d["action"] for d in report["tasks"][2]["decisions"]] == ["elevate", "to_model", "escalate"]
+    task = subprocess.run(  # one subagent from the CLI, driven by Claude
+        [sys.executable, "-c", "from coordinator.cli import app; app()", "task", "orders", "search_orders",
+         '{"customer_id": "CUST-00042"}', "--llm", "claude"],
+        env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert task.returncode == 0, task.stderr
+    single = json.loads(task.stdout)
+    assert single["state"] == "ok" and single["turns"] == 2 and len(single["results"]) == 3
     bad = subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", STORY, "--llm", "gpt"],
         env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -20,12 +21,14 @@ from coordinator.cli.common import (
     EXIT_COMPLETE,
     EXIT_PARTIAL,
     JAEGER_UI,
+    LLM_HELP,
     app,
+    claude_for,
     json_object,
     known_source,
     usage_error,
 )
-from coordinator.llm import ClaudeSettings, TokenBudget, claude_plan
+from coordinator.llm import TokenBudget, claude_plan
 from coordinator.plan import QueryError, plan_query
 from coordinator.render import LiveProgress, print_report
 from coordinator.report import ResearchReport
@@ -39,6 +42,7 @@ from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections, stdio_target
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, Task, run_subagent
+from subagents.tool_loop import ClaudeSubagents
 from traces.setup import configure_tracing, exporter_names
 
 
@@ -94,16 +98,7 @@ def ask(
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the back-off jitter, to replay a run.")] = None,
-    llm: Annotated[
-        str,
-        typer.Option(
-            "--llm",
-            help="Who decides: claude (Claude plans, drives the subagents and writes the brief, through the "
-            "Messages API: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), none (the deterministic mode), or auto "
-            "(claude when ANTHROPIC_API_KEY is set). Limits: RESEARCH_CLAUDE_MODEL, RESEARCH_CLAUDE_MAX_TOKENS, "
-            "RESEARCH_CLAUDE_MAX_TURNS, RESEARCH_CLAUDE_TOKEN_BUDGET.",
-        ),
-    ] = "auto",
+    llm: Annotated[str, typer.Option("--llm", help=LLM_HELP)] = "auto",
     chaos_spec: Annotated[
         str,
         typer.Option(
@@ -137,6 +132,7 @@ def ask(
     if not deadline > 0:
         raise usage_error(f"--deadline must be a positive number of seconds, e.g. 30; got {deadline:g}")
     fault_settings = _source_faults(faults or [])
+    claude = claude_for(llm)
     try:
         chaos_faults, kills = chaos.parse_query_chaos(chaos_spec)
     except ValueError as exc:
@@ -156,14 +152,8 @@ def ask(
         )
     settings = _start_tracing(SourceSettings.from_environment(), trace_payloads)
     urls = Fleet(settings).urls() if transport == "http" else {}
-    if llm not in ("auto", "claude", "none"):
-        raise usage_error(f"--llm must be claude, none or auto, not {llm!r}")
-    claude, budget, planning = None, None, None
-    if llm == "claude" or (llm == "auto" and os.environ.get("ANTHROPIC_API_KEY")):
-        try:
-            claude = ClaudeSettings.from_environment()
-        except ValueError as exc:
-            raise usage_error(str(exc)) from None
+    budget, planning = None, None
+    if claude is not None:
         budget = TokenBudget(claude.token_budget)
         started = time.monotonic()  # planned before the run, so the progress shows the plan
         plan, planning = anyio.run(
@@ -234,8 +224,11 @@ def run_task(
     ] = "",
     timeout: Annotated[float, typer.Option(help="Seconds per call.", min=0.1)] = 5.0,
     deadline: Annotated[float, typer.Option(help="Seconds for the whole task.", min=0.1)] = 30.0,
+    llm: Annotated[str, typer.Option("--llm", help=LLM_HELP)] = "none",
 ) -> None:
     """Run one task through a subagent, showing every recovery decision, then its report as JSON.
+
+    With --llm claude, Claude drives the subagent's calls and the code keeps its bounds and hooks.
 
     Exit status 0 for ok or a valid empty result, 1 when the task was escalated.
 
@@ -248,10 +241,18 @@ def run_task(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     settings = SourceSettings.from_environment().with_faults(fault_settings)
+    claude = claude_for(llm)
     console = Console(stderr=True)
 
     async def running() -> Any:
-        async with Connections.opened({source: stdio_target(source, settings)}) as connections:
+        async with (
+            Connections.opened({source: stdio_target(source, settings)}) as connections,
+            contextlib.AsyncExitStack() as stack,
+        ):
+            model = None
+            if claude is not None and claude.api_key:
+                client = await stack.enter_async_context(claude.client())
+                model = ClaudeSubagents(claude, client, TokenBudget(claude.token_budget))
             runtime = Runtime(
                 connections=connections,
                 broker=CredentialBroker(
@@ -259,6 +260,7 @@ def run_task(
                 ),
                 policy=RecoveryPolicy(call_timeout_s=timeout),
                 observer=_Progress(console),
+                model=model,
             )
             task = Task(id=f"{source}.{tool}", source=source, tool=tool, arguments=parsed, purpose=purpose)
             return await run_subagent(task, runtime, deadline=runtime.clock.now() + deadline)

@@ -16,6 +16,7 @@ from rich.table import Table
 from coordinator import chaos
 from coordinator.cli.common import (
     chaos_app,
+    claude_for,
     fleet,
     fleet_call,
     known_source,
@@ -133,7 +134,7 @@ def chaos_run(
         typer.Option(
             "--llm",
             help="none (the deterministic mode) or claude (Claude plans and drives the subagents, through the "
-            "Messages API at ANTHROPIC_BASE_URL with ANTHROPIC_API_KEY).",
+            "Messages API at ANTHROPIC_BASE_URL with ANTHROPIC_API_KEY); auto picks claude when a key is set.",
         ),
     ] = "none",
 ) -> None:
@@ -143,18 +144,11 @@ def chaos_run(
 
     Example: research chaos run --scenarios 200 --seed 1
     """
-    if llm not in ("none", "claude"):
-        raise usage_error(f"--llm must be none or claude, not {llm!r}")
-    claude = None
-    if llm == "claude":
-        try:
-            claude = ClaudeSettings.from_environment()
-        except ValueError as exc:
-            raise usage_error(str(exc)) from None
-        if not claude.api_key:
-            raise usage_error(
-                "--llm claude needs ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint)"
-            )
+    claude = claude_for(llm)
+    if claude is not None and not claude.api_key:
+        raise usage_error(
+            "--llm claude needs ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint)"
+        )
     if soak is not None:
         _soak(soak, seed, claude)
         return

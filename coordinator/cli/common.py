@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from mcp import StdioServerParameters
 from sources.catalogue import SOURCES
 from sources.fleet import Fleet, FleetError
 from sources.settings import SourceSettings
+from subagents.claude import ClaudeSettings
 
 app = typer.Typer(
     help="Research coordinator: fan a question out to five MCP sources, recover from their failures, "
@@ -50,6 +52,26 @@ def usage_error(message: str) -> typer.Exit:
     """A usage error: one line on stderr, the usage exit status, no traceback."""
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(EXIT_USAGE)
+
+
+LLM_HELP = (
+    "Who decides: claude (Claude plans, drives the subagents and writes the brief, through the Messages "
+    "API: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), none (the deterministic mode), or auto (claude when "
+    "ANTHROPIC_API_KEY is set). Limits: RESEARCH_CLAUDE_MODEL, RESEARCH_CLAUDE_MAX_TOKENS, "
+    "RESEARCH_CLAUDE_MAX_TURNS, RESEARCH_CLAUDE_TOKEN_BUDGET."
+)
+
+
+def claude_for(llm: str) -> ClaudeSettings | None:
+    """The ``--llm`` option: Claude's settings for Claude mode, or None for the deterministic mode."""
+    if llm not in ("auto", "claude", "none"):
+        raise usage_error(f"--llm must be claude, none or auto, not {llm!r}")
+    if llm == "none" or (llm == "auto" and not os.environ.get("ANTHROPIC_API_KEY")):
+        return None
+    try:
+        return ClaudeSettings.from_environment()
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
 
 
 def stdio_parameters(source: str, settings: SourceSettings) -> StdioServerParameters:
