@@ -24,6 +24,7 @@ without making the planned call (or cannot be reached), the code makes it itself
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,10 @@ from subagents.subagent import (
 )
 
 __all__ = ["ClaudeSubagents", "ModelCaller"]
+
+# The tool runner answers a call of a tool it was not given with an error result, and warns on stderr;
+# a subagent records a `refused` decision for it instead (see _refuse_unknown_tools).
+warnings.filterwarnings("ignore", message=r"Tool '.*' not found in tool runner", category=UserWarning)
 
 _SYSTEM = """You are the {source} subagent of a research coordinator. Task id: {task}.
 Your task (purpose: {purpose}): make the planned call below with the tools of the {source} source, then
@@ -250,6 +255,7 @@ class ClaudeSubagents:
                     run.input_tokens += input_tokens
                     run.output_tokens += output_tokens
                     wants_more = message.stop_reason == "tool_use"
+                    _refuse_unknown_tools(run, message, {tool.name for tool in tools})
                     if wants_more and self.budget.exhausted:
                         stop = f"the query's token budget is spent ({self.budget.describe()}); its calls were not made"
                         break
@@ -270,6 +276,14 @@ class ClaudeSubagents:
             run.decide("stop_model", f"the model's tool loop failed: {type(exc).__name__}: {exc}")
         finally:
             await runner.close()
+
+
+def _refuse_unknown_tools(run: Run, message: Any, known: set[str]) -> None:
+    """A tool the source does not have never runs (the SDK answers the model itself); say so here."""
+    for block in message.content:
+        if block.type == "tool_use" and block.name not in known:
+            reason = f"the model asked for {block.name}, which {run.task.source} does not have; not called"
+            run.decide("refused", reason, ErrorCategory.VALIDATION)
 
 
 async def _code_takes_over(run: Run, why: str, category: ErrorCategory | None = None) -> SubagentReport:

@@ -284,6 +284,18 @@ async def test_a_model_that_never_makes_the_planned_call_is_covered_by_the_code(
     assert "ended without calling search_orders" in report.decisions[0].reason
 
 
+async def test_a_tool_the_source_does_not_have_is_never_called(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    api = fake_api(orders=[calls(("drop_orders", {"customer_id": "CUST-00042"})), says("It did not work.")])
+    async with claude_runtime(settings, api) as runtime:
+        report = await run(runtime, "orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
+    assert actions(report) == ["refused", "fallback"] and report.state == "ok" and report.attempts == 1
+    assert "asked for drop_orders, which orders does not have" in report.decisions[0].reason
+    (answer,) = last_tool_results(api.requests_of("orders")[1])
+    assert answer["is_error"] is True  # the SDK told the model; nothing reached the source
+
+
 async def test_the_turn_limit_ends_a_model_that_keeps_calling(
     fake_api: Any, settings: SourceSettings
 ) -> None:
