@@ -161,13 +161,18 @@ class ModelCaller:
         return error
 
     def final_report(self) -> SubagentReport | None:
-        """The subagent's report from what the model did; None when the planned call was never made."""
+        """The subagent's report from what the model did; None when the planned call was never made.
+
+        An error left after the model's last call, or on the task's own tool, escalates the task.
+        """
         run = self.run
         if self.stopped is not None:
             return self._keeping_found(self.stopped)
-        if self.last is not None and self.last.error is not None:
-            reason = f"the model ended with this unresolved: {self.last.error.description}"
-            return self._keeping_found(run.stop("escalate", reason, self.last))
+        planned = self.planned[1] if self.planned is not None else None
+        unresolved = next((o for o in (self.last, planned) if o is not None and o.error is not None), None)
+        if unresolved is not None and unresolved.error is not None:
+            reason = f"the model ended with this unresolved: {unresolved.error.description}"
+            return self._keeping_found(run.stop("escalate", reason, unresolved))
         if self.planned is None:
             return None
         run.tool, run.arguments = run.task.tool, self.planned[0]

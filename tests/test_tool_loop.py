@@ -284,6 +284,25 @@ async def test_a_model_that_never_makes_the_planned_call_is_covered_by_the_code(
     assert "ended without calling search_orders" in report.decisions[0].reason
 
 
+async def test_the_planned_tools_error_escalates_even_after_other_calls_worked(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    api = fake_api(refund=[
+        calls(("refund_eligibility", {"order_id": "ORD-10023", "amount": 750})),
+        calls(("list_invoices", {"customer_id": "CUST-00042"})),
+        says("Not allowed automatically; here are the invoices."),
+    ])  # fmt: skip
+    async with claude_runtime(settings, api) as runtime:
+        report = await run(
+            runtime, "refund", "billing", "refund_eligibility", {"order_id": "ORD-10023", "amount": 750},
+            "refund research",
+        )  # fmt: skip
+    assert report.state == "escalated" and actions(report)[-1] == "escalate"
+    assert report.escalation is not None and report.escalation.error_category == "business"
+    assert report.escalation.attempted_query.tool == "refund_eligibility"
+    assert [invoice["order_id"] for invoice in report.other_results["list_invoices"]][:1] == ["ORD-10031"]
+
+
 async def test_a_tool_the_source_does_not_have_is_never_called(
     fake_api: Any, settings: SourceSettings
 ) -> None:
@@ -487,3 +506,18 @@ async def test_the_deadline_bounds_every_model_in_the_query(fake_api: Any, setti
     assert {gap.next_step for gap in report.gaps} == {"retry later"}
     (step,) = report.synthesis.steps
     assert step.action == "fallback" and step.reason.startswith("the brief writer did not answer within")
+
+
+async def test_records_from_the_sources_other_tools_become_findings(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    api = fake_api(refund=[
+        calls(("refund_eligibility", {"order_id": "ORD-10023", "amount": 750})),
+        calls(("list_invoices", {"customer_id": "CUST-00042"})),
+        says("Not allowed automatically; here are the invoices."),
+    ])  # fmt: skip
+    report = await research_story(settings, claude_settings(api))
+    invoices = [f for f in report.findings if f.tool == "list_invoices"]
+    assert invoices and all(f.citation.startswith("billing:list_invoices:") for f in invoices)
+    assert "invoice for ORD-10023" in " ".join(f.text for f in invoices)
+    assert [gap.task for gap in report.gaps] == ["refund"]  # the refund itself is still a gap
