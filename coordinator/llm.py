@@ -25,6 +25,7 @@ from typing import Any
 
 import anthropic
 import anyio
+from anthropic.types import MessageParam, ToolParam
 from pydantic import BaseModel, Field, ValidationError
 
 from coordinator.plan import Plan, PlanError, PlannedTask, Ref, plan_query
@@ -59,7 +60,7 @@ class _PlanInput(BaseModel):
     tasks: list[_TaskInput] = Field(min_length=1, max_length=12)
 
 
-def _tool() -> dict[str, Any]:
+def _tool() -> ToolParam:
     return {
         "name": "submit_plan",
         "description": "Submit the research plan: the tasks, their sources, tools, arguments and dependencies.",
@@ -88,7 +89,7 @@ class _Conversation:
     settings: ClaudeSettings
     client: anthropic.AsyncAnthropic
     budget: TokenBudget
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[MessageParam] = field(default_factory=list)
     summary: PlanningSummary = field(default_factory=lambda: PlanningSummary(planner="claude"))
 
     async def ask(self) -> tuple[str, Any]:
@@ -98,16 +99,14 @@ class _Conversation:
             model=self.settings.model,
             max_tokens=self.settings.max_tokens,
             system=_SYSTEM.format(tools=tools),
-            messages=self.messages,  # type: ignore[arg-type]
-            tools=[_tool()],  # type: ignore[list-item]
+            messages=self.messages,
+            tools=[_tool()],
             tool_choice={"type": "tool", "name": "submit_plan"},
         )
         input_tokens, output_tokens = self.budget.spend(response.usage)
         self.summary.input_tokens += input_tokens
         self.summary.output_tokens += output_tokens
-        self.messages.append(
-            {"role": "assistant", "content": [block.model_dump() for block in response.content]}
-        )
+        self.messages.append({"role": "assistant", "content": response.content})
         use = next((block for block in response.content if block.type == "tool_use"), None)
         if use is None:
             return "", None
@@ -203,7 +202,7 @@ class _BriefInput(BaseModel):
     claims: list[_Claim] = Field(max_length=30)
 
 
-_BRIEF_TOOL = {
+_BRIEF_TOOL: ToolParam = {
     "name": "submit_brief",
     "description": "Submit the brief as cited claims.",
     "input_schema": _BriefInput.model_json_schema(),
@@ -247,7 +246,7 @@ async def claude_brief(
                 max_tokens=settings.max_tokens,
                 system=_BRIEF_SYSTEM,
                 messages=[{"role": "user", "content": prompt}],
-                tools=[_BRIEF_TOOL],  # type: ignore[list-item]
+                tools=[_BRIEF_TOOL],
                 tool_choice={"type": "tool", "name": "submit_brief"},
             )
     except anthropic.AnthropicError as exc:

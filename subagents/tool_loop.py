@@ -31,6 +31,7 @@ from typing import Any
 import anthropic
 import anyio
 from anthropic.lib.tools.mcp import async_mcp_tool
+from anthropic.types.beta import BetaMessageParam
 from mcp.types import CallToolResult
 
 from sources.contract import ErrorCategory, ResultPage, ToolError, to_call_tool_result
@@ -238,13 +239,16 @@ class ClaudeSubagents:
     async def _loop(self, run: Run, caller: ModelCaller, tools: list[Any]) -> None:
         task = run.task
         planned = json.dumps({"tool": task.tool, "arguments": task.arguments}, default=str)
+        first: BetaMessageParam = {"role": "user", "content": f"Planned call: {planned}"}
+        # async_mcp_tool is typed for an mcp ClientSession; it only calls ``call_tool``, which ModelCaller has.
+        runnable = [async_mcp_tool(tool, caller) for tool in tools]  # type: ignore[arg-type]
         runner = self.client.beta.messages.tool_runner(
             model=self.settings.model,
             max_tokens=self.settings.max_tokens,
             max_iterations=self.settings.max_turns,  # the runner runs the last turn's calls, then stops
             system=_SYSTEM.format(source=task.source, task=task.id, purpose=task.purpose),
-            messages=[{"role": "user", "content": f"Planned call: {planned}"}],
-            tools=[async_mcp_tool(tool, caller) for tool in tools],  # type: ignore[arg-type]  # duck-typed
+            messages=[first],
+            tools=runnable,
             # Every turn sends the whole conversation: it stays in this process (where the hooks and the
             # trace see it) and nothing depends on state a server holds between turns.
             thread=False,
