@@ -79,6 +79,8 @@ class LiveProgress:
     def finished(self, report: ResearchReport) -> None:
         for task in report.tasks:
             attempts = f"{task.attempts} attempt{'' if task.attempts == 1 else 's'}"
+            if task.turns:  # Claude mode: the model's turns too
+                attempts += f", {task.turns} turn{'' if task.turns == 1 else 's'}"
             last = task.decisions[-1] if task.decisions else None
             if last is None:
                 detail = attempts
