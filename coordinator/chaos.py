@@ -51,12 +51,12 @@ from sources.world import world_path
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker
 from subagents.classify import Outcome
-from subagents.claude import ClaudeSettings, TokenBudget
+from subagents.claude import ClaudeSettings
 from subagents.connection import Connections, Target, stdio_target
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, Task, run_subagent
-from subagents.tool_loop import ClaudeSubagents
+from subagents.tool_loop import claude_subagents
 
 __all__ = ["CATALOGUE", "Scenario", "ScenarioResult", "check", "run_scenario", "scenarios"]
 
@@ -265,12 +265,8 @@ async def _refund(
     broker = CredentialBroker(settings.key(), base_scopes=frozenset({"billing:refund"}))
     async with (
         Connections.opened({"billing": targets["billing"]}) as connections,
-        contextlib.AsyncExitStack() as stack,
+        claude_subagents(claude) as model,
     ):
-        model = None
-        if claude is not None:
-            client = await stack.enter_async_context(claude.client())
-            model = ClaudeSubagents(claude, client, TokenBudget(claude.token_budget))
         runtime = Runtime(
             connections=connections, broker=broker, policy=policy, pre_call=pre_call, post_call=hooks,
             rng=random.Random(scenario.seed), model=model,  # noqa: S311
@@ -336,7 +332,7 @@ def check(result: ScenarioResult) -> list[tuple[str, str]]:
                 ("nothing_lost", f"{call.source}.{call.tool} returned results the report does not have")
             )
 
-    bound = 1 + result.policy.max_retries + result.policy.max_repairs + result.policy.max_elevations
+    bound = result.policy.max_attempts
     for task in report.tasks:
         if task.attempts > bound:
             found.append(

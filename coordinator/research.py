@@ -8,14 +8,11 @@ gaps and the query's token budget; whatever the model cannot do, the code does a
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import anthropic
 
 from coordinator.llm import claude_brief, claude_plan
 from coordinator.plan import Plan, plan_query
@@ -32,7 +29,7 @@ from subagents.connection import Connections, Target, http_target, stdio_target
 from subagents.hooks import PostCallHook, TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SilentObserver
-from subagents.tool_loop import ClaudeSubagents
+from subagents.tool_loop import claude_subagents
 from traces.setup import ensure_tracing
 from traces.spans import (
     end_research,
@@ -69,15 +66,6 @@ class ResearchOptions:
     # (a long-lived coordinator passes its own); None gives this query breakers of its own.
     breakers: Breakers | None = None
     claude: ClaudeSettings | None = None  # Claude mode; None: the deterministic mode
-
-
-@contextlib.asynccontextmanager
-async def _model_client(claude: ClaudeSettings | None) -> AsyncIterator[anthropic.AsyncAnthropic | None]:
-    if claude is None or not claude.api_key:
-        yield None
-        return
-    async with claude.client() as client:
-        yield client
 
 
 def targets_for(settings: SourceSettings, options: ResearchOptions) -> dict[str, Target]:
@@ -128,7 +116,7 @@ async def research(
             record_plan(planning_span, [task.id for task in plan.order()])
         async with (
             Connections.opened(targets or targets_for(settings, options), client_options) as connections,
-            _model_client(claude) as client,
+            claude_subagents(claude, budget) as model,
         ):
             runtime = Runtime(
                 connections=connections,
@@ -139,7 +127,7 @@ async def research(
                 observer=observer or SilentObserver(),
                 clock=clock or MonotonicClock(),
                 post_call=post_call if post_call is not None else (TrimResults(),),
-                model=ClaudeSubagents(claude, client, budget) if claude and client and budget else None,
+                model=model,
             )
             work_ends = time.monotonic() + deadline_s
             outcomes = await run_plan(plan, runtime, deadline_s)

@@ -53,6 +53,11 @@ class RecoveryPolicy:
     max_delay_s: float = 8.0
     call_timeout_s: float = 5.0
 
+    @property
+    def max_attempts(self) -> int:
+        """The most calls one subagent makes: the first, and every retry, repair and elevation."""
+        return 1 + self.max_retries + self.max_repairs + self.max_elevations
+
     def action_for(self, category: ErrorCategory) -> Recovery:
         return self.actions.get(category, Recovery.ESCALATE)
 

@@ -23,8 +23,10 @@ without making the planned call (or cannot be reached), the code makes it itself
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +51,7 @@ from subagents.subagent import (
     settle,
 )
 
-__all__ = ["ClaudeSubagents", "ModelCaller"]
+__all__ = ["ClaudeSubagents", "ModelCaller", "claude_subagents"]
 
 # The tool runner answers a call of a tool it was not given with an error result, and warns on stderr;
 # a subagent records a `refused` decision for it instead (see _refuse_unknown_tools).
@@ -62,6 +64,12 @@ query ran and found nothing), or an error with errorCategory, isRetryable and a 
 Transient faults have already been retried for you. On a validation error, correct the argument the
 description names and call again. Business and permission errors are not fixed by calling again: do
 not repeat the call; end your turn and say what happened. Call only what the task needs."""
+
+
+def _stopped_error(report: SubagentReport) -> ToolError:
+    """What the model is told once the code has stopped its subagent (the report is escalated)."""
+    category = report.escalation.error_category if report.escalation else ErrorCategory.TRANSIENT
+    return ToolError.of(category, f"This subagent has stopped: {report.message}")
 
 
 def _call_key(tool: str, arguments: dict[str, Any]) -> str:
@@ -95,19 +103,16 @@ class ModelCaller:
     async def _answer(self, tool: str, arguments: dict[str, Any]) -> ResultPage[Any] | ToolError | Any:
         run, policy = self.run, self.run.runtime.policy
         if self.stopped is not None:
-            escalation = self.stopped.escalation
-            category = escalation.error_category if escalation else ErrorCategory.BUSINESS
-            return ToolError.of(category, f"Not called: this subagent has stopped ({self.stopped.message}).")
+            return _stopped_error(self.stopped)
         key = _call_key(tool, arguments)
         if key in self.failed_for_good:
             error = self.failed_for_good[key]
             reason = f"not sent again: the identical call failed with a {error.error_category} error"
             run.decide("refused", f"{reason}: {error.description}", error.error_category)
             return error
-        budget = 1 + policy.max_retries + policy.max_repairs + policy.max_elevations
-        if run.attempts >= budget:  # the same bound a subagent has in the deterministic mode
+        if run.attempts >= policy.max_attempts:  # the same bound a subagent has in the deterministic mode
             error = ToolError.of(
-                ErrorCategory.BUSINESS, f"Not called: the subagent's {budget} calls are spent."
+                ErrorCategory.BUSINESS, f"Not called: the subagent's {policy.max_attempts} calls are spent."
             )
             run.decide("refused", error.description, ErrorCategory.BUSINESS)
             await self._end_loop()
@@ -123,9 +128,7 @@ class ModelCaller:
         if isinstance(settled, SubagentReport):  # the code had to stop: deadline, open breaker, retries spent
             self.stopped = settled
             await self._end_loop()
-            escalation = settled.escalation
-            category = escalation.error_category if escalation else ErrorCategory.TRANSIENT
-            return ToolError.of(category, settled.message or "The subagent stopped.")
+            return _stopped_error(settled)
         return await self._hand_over(key, settled)
 
     async def _hand_over(self, key: str, settled: Settled) -> ResultPage[Any] | ToolError | Any:
@@ -254,6 +257,7 @@ class ClaudeSubagents:
             thread=False,
         )
         caller.runner = runner
+        known = {tool.name for tool in tools}
         clock = run.runtime.clock
         stop, wants_more = "", False
         try:
@@ -264,7 +268,7 @@ class ClaudeSubagents:
                     run.input_tokens += input_tokens
                     run.output_tokens += output_tokens
                     wants_more = message.stop_reason == "tool_use"
-                    _refuse_unknown_tools(run, message, {tool.name for tool in tools})
+                    _refuse_unknown_tools(run, message, known)
                     if wants_more and self.budget.exhausted:
                         stop = f"the query's token budget is spent ({self.budget.describe()}); its calls were not made"
                         break
@@ -293,6 +297,18 @@ def _refuse_unknown_tools(run: Run, message: Any, known: set[str]) -> None:
         if block.type == "tool_use" and block.name not in known:
             reason = f"the model asked for {block.name}, which {run.task.source} does not have; not called"
             run.decide("refused", reason, ErrorCategory.VALIDATION)
+
+
+@contextlib.asynccontextmanager
+async def claude_subagents(
+    settings: ClaudeSettings | None, budget: TokenBudget | None = None
+) -> AsyncIterator[ClaudeSubagents | None]:
+    """Claude mode's driver with its client open; None for the deterministic mode, or when there is no key."""
+    if settings is None or not settings.api_key:
+        yield None
+        return
+    async with settings.client() as client:
+        yield ClaudeSubagents(settings, client, budget or TokenBudget(settings.token_budget))
 
 
 async def _code_takes_over(run: Run, why: str, category: ErrorCategory | None = None) -> SubagentReport:

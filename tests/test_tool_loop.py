@@ -284,14 +284,19 @@ async def test_a_model_that_never_makes_the_planned_call_is_covered_by_the_code(
     assert "ended without calling search_orders" in report.decisions[0].reason
 
 
-async def test_the_planned_tools_error_escalates_even_after_other_calls_worked(
-    fake_api: Any, settings: SourceSettings
-) -> None:
-    api = fake_api(refund=[
+def eligibility_then_invoices() -> list[Reply]:
+    """The refund subagent's model: the planned eligibility check (refused), then the invoices."""
+    return [
         calls(("refund_eligibility", {"order_id": "ORD-10023", "amount": 750})),
         calls(("list_invoices", {"customer_id": "CUST-00042"})),
         says("Not allowed automatically; here are the invoices."),
-    ])  # fmt: skip
+    ]
+
+
+async def test_the_planned_tools_error_escalates_even_after_other_calls_worked(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    api = fake_api(refund=eligibility_then_invoices())
     async with claude_runtime(settings, api) as runtime:
         report = await run(
             runtime, "refund", "billing", "refund_eligibility", {"order_id": "ORD-10023", "amount": 750},
@@ -511,11 +516,7 @@ async def test_the_deadline_bounds_every_model_in_the_query(fake_api: Any, setti
 async def test_records_from_the_sources_other_tools_become_findings(
     fake_api: Any, settings: SourceSettings
 ) -> None:
-    api = fake_api(refund=[
-        calls(("refund_eligibility", {"order_id": "ORD-10023", "amount": 750})),
-        calls(("list_invoices", {"customer_id": "CUST-00042"})),
-        says("Not allowed automatically; here are the invoices."),
-    ])  # fmt: skip
+    api = fake_api(refund=eligibility_then_invoices())
     report = await research_story(settings, claude_settings(api))
     invoices = [f for f in report.findings if f.tool == "list_invoices"]
     assert invoices and all(f.citation.startswith("billing:list_invoices:") for f in invoices)

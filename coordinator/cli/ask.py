@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import json
@@ -42,7 +41,7 @@ from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections, stdio_target
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, Task, run_subagent
-from subagents.tool_loop import ClaudeSubagents
+from subagents.tool_loop import claude_subagents
 from traces.setup import configure_tracing, exporter_names
 
 
@@ -247,12 +246,8 @@ def run_task(
     async def running() -> Any:
         async with (
             Connections.opened({source: stdio_target(source, settings)}) as connections,
-            contextlib.AsyncExitStack() as stack,
+            claude_subagents(claude) as model,
         ):
-            model = None
-            if claude is not None and claude.api_key:
-                client = await stack.enter_async_context(claude.client())
-                model = ClaudeSubagents(claude, client, TokenBudget(claude.token_budget))
             runtime = Runtime(
                 connections=connections,
                 broker=CredentialBroker(
