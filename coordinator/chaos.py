@@ -37,7 +37,7 @@ from typing import Any
 import anyio
 import psutil
 
-from coordinator.plan import plan_query
+from coordinator.planner import plan_query
 from coordinator.report import ResearchReport
 from coordinator.research import ResearchOptions, research
 from coordinator.run import DEADLINE_GRACE_S

@@ -28,7 +28,8 @@ import anyio
 from anthropic.types import MessageParam, ToolParam
 from pydantic import BaseModel, Field, ValidationError
 
-from coordinator.plan import Plan, PlanError, PlannedTask, Ref, plan_query
+from coordinator.plan import Plan, PlanError, PlannedTask, Ref
+from coordinator.planner import plan_query
 from coordinator.report import PlanningStep, PlanningSummary, ResearchReport, SynthesisStep, SynthesisSummary
 from sources.catalogue import TOOLS
 from sources.contract import ErrorCategory

@@ -101,8 +101,15 @@ def print_report(report: ResearchReport, console: Console) -> None:
     console.print(Text("\nFindings", style="bold"))
     for finding in report.findings:
         console.print(Text.assemble("  ", (f"[{finding.citation}]", "cyan"), f" {finding.text}"))
-    if report.gaps:
+    if report.gaps or report.unplanned:
         console.print(Text("\nGaps", style="bold"))
+    for item in report.unplanned:
+        console.print(
+            Text.assemble(
+                ("  not researched: ", "yellow"), (item.what, "yellow"), " -> ", (item.next_step, "bold")
+            )
+        )
+        console.print(Text(f"    why:   {item.why}", style="dim"))
     for gap in report.gaps:
         head = f"  {gap.task} ({gap.source}): {gap.state}, {gap.error_category or 'no category'}"
         console.print(Text.assemble((head, _STATE_STYLE[gap.state]), " -> ", (gap.next_step, "bold")))
@@ -127,4 +134,6 @@ def print_report(report: ResearchReport, console: Console) -> None:
         console.print(
             Text(f"\nClaude: {report.tokens.used:,} of {report.tokens.limit:,} tokens ({spent})", style="dim")
         )
+    for note in report.notes:
+        console.print(Text(f"\nnote: {note}", style="dim"))
     console.print(Text(f"\ntrace {report.trace_id}", style="dim"))

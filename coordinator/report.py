@@ -3,10 +3,12 @@
     {"query": "...", "trace_id": "32 hex", "status": "complete" | "partial",
      "answer": "...",
      "findings":    [{"source", "tool", "record_id", "text"}],
-     "tasks":       [{"id", "source", "tool", "state", "attempts", "decisions": [...],
-                      "turns", "input_tokens", "output_tokens"}],
+     "tasks":       [{"id", "source", "tool", "arguments", "why", "depends_on", "state", "attempts",
+                      "decisions": [...], "turns", "input_tokens", "output_tokens"}],
      "gaps":        [{"task", "source", "state", "errorCategory", "message", "attempted_query",
                       "partial_results", "next_step"}],
+     "unplanned":   [{"what", "why", "next_step"}]   what the query asked that no task researched
+     "notes":       ["read 'polcy' as 'policy'", ...]  how the query was read
      "escalations": [ the subagent escalation contract ],
      "planning": {"planner", "steps", tokens}, "synthesis": {"writer", "steps", tokens},
      "tokens": {"limit", "used"} in Claude mode, else null}
@@ -26,6 +28,7 @@ __all__ = [
     "Finding",
     "Gap",
     "NextStep",
+    "NotResearched",
     "PlanningStep",
     "PlanningSummary",
     "ResearchReport",
@@ -57,6 +60,10 @@ class TaskSummary(_Model):
     id: str
     source: str
     tool: str
+    # The arguments it ran with (an upstream value it never received shows as "{task.field}").
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    why: str = ""
+    depends_on: list[str] = Field(default_factory=list)
     state: Literal["ok", "empty", "escalated", "blocked", "deadline"]
     attempts: int
     decisions: list[Decision]
@@ -76,6 +83,14 @@ class Gap(_Model):
     partial_results: list[Any]
     next_step: NextStep
     blocked_by: str | None = None
+
+
+class NotResearched(_Model):
+    """Something the query named or asked that no task researched: the report cannot be complete."""
+
+    what: str
+    why: str
+    next_step: str
 
 
 class _Step(_Model):
@@ -134,6 +149,8 @@ class ResearchReport(_Model):
     tasks: list[TaskSummary]
     gaps: list[Gap]
     escalations: list[Escalation]
+    unplanned: list[NotResearched] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
     planning: PlanningSummary = Field(default_factory=lambda: PlanningSummary(planner="deterministic"))
     synthesis: SynthesisSummary = Field(default_factory=lambda: SynthesisSummary(writer="deterministic"))
     tokens: TokenUse | None = None  # Claude mode only

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.llm import claude_brief, claude_plan
-from coordinator.plan import Plan, plan_query
+from coordinator.plan import Plan
+from coordinator.planner import plan_query
 from coordinator.report import PlanningSummary, ResearchReport, TokenUse
 from coordinator.run import DEADLINE_GRACE_S, run_plan
 from coordinator.synthesize import synthesize
@@ -132,7 +133,7 @@ async def research(
             work_ends = time.monotonic() + deadline_s
             outcomes = await run_plan(plan, runtime, deadline_s)
         with synthesize_span() as synthesizing:
-            report = synthesize(query, trace_id_of(root), outcomes, planning)
+            report = synthesize(plan, trace_id_of(root), outcomes, planning)
             if claude is not None and budget is not None:  # Claude writes the brief; gaps stay the code's
                 left_s = max(work_ends - time.monotonic(), 0.0) + DEADLINE_GRACE_S
                 report = await claude_brief(report, claude, budget, within_s=left_s)

@@ -83,21 +83,45 @@ def _resolve(task: PlannedTask, outcomes: dict[str, TaskOutcome]) -> dict[str, A
             continue
         upstream = outcomes[value.task]
         records = upstream.results
-        if not records or value.field not in records[0]:
-            why = upstream.reason or f"{value.task} ended {upstream.state}"
-            return TaskOutcome(
-                task, "blocked", dict(task.arguments), blocked_by=value.task, category=upstream.category,
-                reason=f"blocked by {value.task} ({upstream.state}): {why}",
-            )  # fmt: skip
-        resolved[name] = records[0][value.field]
+        if len(records) == 1 and value.field in records[0]:
+            resolved[name] = records[0][value.field]
+            continue
+        return _blocked(task, value.task, upstream)
     for upstream_id in task.depends_on:  # a dependency must have found what it looked for
         upstream = outcomes[upstream_id]
         if upstream.state != "ok":
-            return TaskOutcome(
-                task, "blocked", dict(task.arguments), blocked_by=upstream_id, category=upstream.category,
-                reason=f"blocked by {upstream_id} ({upstream.state}): {upstream.reason or 'no result'}",
-            )  # fmt: skip
+            return _blocked(task, upstream_id, upstream)
     return resolved
+
+
+def _blocked(task: PlannedTask, upstream_id: str, upstream: TaskOutcome) -> TaskOutcome:
+    """The outcome of a task whose upstream did not give the one record it needs, and why.
+
+    A lookup that found nothing, or several candidates, asks the user to fix the input (the named
+    customer does not exist as written, or the name is ambiguous); a failed one carries its category.
+    """
+    records = upstream.results
+    category = upstream.category
+    if upstream.state == "empty":
+        category = ErrorCategory.VALIDATION
+        why = upstream.reason or "nothing matched"
+    elif upstream.state == "ok" and len(records) > 1:
+        category = ErrorCategory.VALIDATION
+        candidates = ", ".join(_candidate(record) for record in records[:10])
+        why = f"{len(records)} records match, so which one is meant is ambiguous: {candidates}; name one of them"
+    else:
+        why = upstream.reason or f"{upstream_id} ended {upstream.state}"
+    return TaskOutcome(
+        task, "blocked", dict(task.arguments), blocked_by=upstream_id, category=category,
+        reason=f"blocked by {upstream_id} ({upstream.state}): {why}",
+    )  # fmt: skip
+
+
+def _candidate(record: Any) -> str:
+    if not isinstance(record, dict):
+        return str(record)[:60]
+    label = record.get("name") or record.get("email") or record.get("title")
+    return f"{record.get('id', '?')} ({label})" if label else str(record.get("id", "?"))
 
 
 def _outcome_of(task: PlannedTask, arguments: dict[str, Any], report: SubagentReport) -> TaskOutcome:

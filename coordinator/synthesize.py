@@ -11,7 +11,16 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.report import Finding, Gap, NextStep, PlanningSummary, ResearchReport, TaskSummary
+from coordinator.plan import Plan, Ref
+from coordinator.report import (
+    Finding,
+    Gap,
+    NextStep,
+    NotResearched,
+    PlanningSummary,
+    ResearchReport,
+    TaskSummary,
+)
 from coordinator.run import TaskOutcome
 from sources.contract import ErrorCategory
 
@@ -123,7 +132,9 @@ def _gap(outcome: TaskOutcome) -> Gap:
     )
 
 
-def _brief(outcomes: list[TaskOutcome], findings: list[Finding], gaps: list[Gap]) -> str:
+def _brief(
+    outcomes: list[TaskOutcome], findings: list[Finding], gaps: list[Gap], unplanned: list[NotResearched]
+) -> str:
     lines = []
     for outcome in outcomes:
         task = outcome.task
@@ -138,27 +149,40 @@ def _brief(outcomes: list[TaskOutcome], findings: list[Finding], gaps: list[Gap]
         lines.append(
             f"GAP {gap.task} ({gap.source}, {gap.state}, {gap.error_category or 'n/a'}): {gap.message} -> {gap.next_step}"
         )
+    for item in unplanned:
+        lines.append(f"GAP not researched: {item.what}: {item.why} -> {item.next_step}")
     return "\n".join(lines)
 
 
+def _shown(value: Any) -> Any:
+    return str(value) if isinstance(value, Ref) else value
+
+
 def synthesize(
-    query: str, trace_id: str, outcomes: dict[str, TaskOutcome], planning: PlanningSummary | None = None
+    plan: Plan, trace_id: str, outcomes: dict[str, TaskOutcome], planning: PlanningSummary | None = None
 ) -> ResearchReport:
+    """The report of a plan's run: complete only when every task answered and nothing was left unplanned."""
     ordered = list(outcomes.values())
     findings = _findings(ordered)
     gaps = [_gap(outcome) for outcome in ordered if outcome.state in ("escalated", "blocked", "deadline")]
     escalations = [outcome.escalation for outcome in ordered if outcome.escalation is not None]
+    unplanned = [NotResearched(what=u.what, why=u.why, next_step=u.next_step) for u in plan.unplanned]
     return ResearchReport(
-        query=query,
+        query=plan.query,
         trace_id=trace_id,
-        status="partial" if gaps else "complete",
-        answer=_brief(ordered, findings, gaps),
+        status="partial" if gaps or unplanned else "complete",
+        answer=_brief(ordered, findings, gaps, unplanned),
         findings=findings,
+        unplanned=unplanned,
+        notes=list(plan.notes),
         tasks=[
             TaskSummary(
                 id=o.task.id,
                 source=o.task.source,
                 tool=o.task.tool,
+                arguments={name: _shown(value) for name, value in o.arguments.items()},
+                why=o.task.why,
+                depends_on=list(o.task.depends_on),
                 state=o.state,
                 attempts=o.attempts,
                 decisions=o.decisions,

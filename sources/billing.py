@@ -16,12 +16,12 @@ from pydantic import BaseModel, Field
 
 from sources.auth import current_principal, require_scope
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
+from sources.domain import TODAY
 from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY_KEY, ORDER_ID
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.toolkit import invalid, open_source, page_of
 from sources.wire import Wire
-from sources.world import TODAY
 
 __all__ = ["AUTOMATIC_REFUND_LIMIT", "Invoice", "Refund", "RefundAssessment", "create_server"]
 

@@ -37,11 +37,11 @@ from typing import Any
 from faker import Faker
 
 from sources.catalogue import SOURCES
+from sources.domain import TODAY
 
 __all__ = ["SOURCES", "TODAY", "World", "build_world", "ensure_world", "world_path"]
 
 WORLD_VERSION = 1
-TODAY = date(2026, 11, 1)
 
 _CUSTOMERS = 400
 _TICKETS = 600

@@ -8,7 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from coordinator.plan import Plan, PlannedTask, Ref, plan_query
+from coordinator.plan import Plan, PlannedTask, Ref
+from coordinator.planner import plan_query
 from coordinator.report import ResearchReport
 from coordinator.research import ResearchOptions, research
 from coordinator.run import DEADLINE_GRACE_S

@@ -11,7 +11,8 @@ import anyio
 import pytest
 
 from coordinator.llm import ClaudeSettings, claude_plan
-from coordinator.plan import Ref, plan_query
+from coordinator.plan import Ref
+from coordinator.planner import plan_query
 from coordinator.research import ResearchOptions, research
 from sources.settings import SourceSettings
 from tests.conftest import MODULES

@@ -28,7 +28,7 @@ from coordinator.cli.common import (
     usage_error,
 )
 from coordinator.llm import TokenBudget, claude_plan
-from coordinator.plan import QueryError, plan_query
+from coordinator.planner import QueryError, plan_query
 from coordinator.render import LiveProgress, print_report
 from coordinator.report import ResearchReport
 from coordinator.research import PLANNING_SHARE, ResearchOptions, research

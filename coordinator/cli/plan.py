@@ -1,0 +1,68 @@
+"""`research plan`: the plan a query would run, without running it."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Annotated
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from coordinator.cli.common import EXIT_COMPLETE, EXIT_PARTIAL, LLM_HELP, app, claude_for, usage_error
+from coordinator.llm import claude_plan
+from coordinator.plan import Plan
+from coordinator.planner import QueryError, plan_query
+
+
+@app.command("plan")
+def show_plan(
+    query: Annotated[str, typer.Argument(help="The question, as you would give it to `research ask`.")],
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the plan as JSON (tasks, arguments, dependencies, gaps).")
+    ] = False,
+    llm: Annotated[str, typer.Option("--llm", help=LLM_HELP)] = "none",
+) -> None:
+    """Show the plan for a question without running it: each task, its arguments, why it was planned,
+    what it waits for, and what the query asked that will not be researched.
+
+    Exit status 0 when everything asked is planned, 3 when something is not researched, 2 for a query
+    that names nothing researchable.
+
+    Example: research plan "refund 45 quid on ORD-10031?"
+    """
+    claude = claude_for(llm)
+    try:
+        if claude is None:
+            plan = plan_query(query)
+        else:
+            plan, _ = anyio.run(functools.partial(claude_plan, query, claude))
+    except QueryError as exc:
+        raise usage_error(str(exc)) from None
+    if json_output:
+        typer.echo(json.dumps(plan.describe(), ensure_ascii=False, indent=2))
+    else:
+        _print_plan(plan, Console())
+    raise typer.Exit(EXIT_PARTIAL if plan.unplanned else EXIT_COMPLETE)
+
+
+def _print_plan(plan: Plan, console: Console) -> None:
+    table = Table("task", "call", "waits for", "why", box=None, pad_edge=False)
+    for task in plan.describe()["tasks"]:
+        arguments = ", ".join(
+            f"{name}={json.dumps(value, ensure_ascii=False)}" for name, value in task["arguments"].items()
+        )
+        table.add_row(
+            task["id"], f"{task['source']}.{task['tool']}({arguments})", ", ".join(task["depends_on"]) or "-", task["why"]
+        )  # fmt: skip
+    console.print(table)
+    for item in plan.unplanned:
+        console.print(
+            Text.assemble(("not researched: ", "yellow"), item.what, " -> ", (item.next_step, "bold"))
+        )
+        console.print(Text(f"  why: {item.why}", style="dim"))
+    for note in plan.notes:
+        console.print(Text(f"note: {note}", style="dim"))

@@ -1,0 +1,192 @@
+"""What people ask, as data: each intent's words and phrases, and the tools that answer it.
+
+The planner is data-driven: reading a query finds intents by these words (typos forgiven), and
+planning binds each intent's tools to what the query names through the tools' published input
+schemas. A source added later is planned by adding an intent (or a tool to one) here, not code.
+
+Words are single lower-case tokens, matched after typo correction; phrases are matched as written
+(lower case, single spaces) and may span words that mean something else alone ("give back").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "INTENTS",
+    "NOT_NAMES",
+    "PRODUCT_WORDS",
+    "STOPWORDS",
+    "SYMPTOM_WORDS",
+    "TASK_NAMES",
+    "TOPIC_WORDS",
+    "Intent",
+    "vocabulary",
+    "words_of",
+]
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A kind of question, the words that ask it, and the tools that answer it, best first."""
+
+    name: str
+    words: frozenset[str]
+    tools: tuple[str, ...]  # "source.tool" each planned; "a.x | b.y": the first that can be bound
+    phrases: tuple[str, ...] = ()
+    # Search words a text tool uses when the query gives none of its own ("refunds" for a refund).
+    default_topic: str = ""
+    # A word that asks this intent but says nothing about the topic (kept out of search text).
+    topical: bool = False
+
+
+def words_of(text: str) -> frozenset[str]:
+    """The words of a space-separated list (the data below reads as prose, not as quoted lists)."""
+    return frozenset(text.split())
+
+
+INTENTS: tuple[Intent, ...] = (
+    Intent(
+        "customer",
+        words_of("customer customers account accounts profile details contact who whos email address name"),
+        ("customers.customer_lookup",),
+        phrases=("who is", "who's", "look up", "lookup"),
+    ),
+    Intent(
+        "orders",
+        words_of(
+            "order orders ordered purchase purchases purchased bought buy buys buying deliveries "
+            "shipments shipment"
+        ),
+        ("orders.search_orders | orders.get_order",),
+    ),
+    Intent(
+        "tickets",
+        words_of(
+            "ticket tickets complaint complaints complain complained case cases support issues contacted"
+        ),
+        ("tickets.search_tickets",),
+        phrases=("contacted us", "raised an issue", "support case"),
+    ),
+    Intent(
+        "invoices",
+        words_of(
+            "invoice invoices invoiced billing billed payment payments paid charged charges charge receipts"
+        ),
+        ("billing.list_invoices",),
+    ),
+    Intent(
+        "refund",
+        words_of(
+            "refund refunds refunded refundable refunding reimburse reimbursed reimbursement compensation compensate"
+        ),
+        ("billing.refund_eligibility", "kb.search_policies"),
+        phrases=(
+            "money back",
+            "give back",
+            "give them back",
+            "give her back",
+            "give him back",
+            "pay back",
+            "paid back",
+            "get back",
+            "back for",
+        ),
+        default_topic="refunds",
+        topical=True,
+    ),
+    Intent(
+        "policies",
+        words_of(
+            "policy policies rule rules allowed allow qualify qualifies eligible eligibility warranty "
+            "guarantee returns return damaged damage gdpr erasure escalation escalate guideline guidelines "
+            "shipping procedure process entitled"
+        ),
+        ("kb.search_policies",),
+        phrases=("what do we do", "how do we handle", "how should we"),
+        topical=True,
+    ),
+    Intent(
+        "everything",
+        words_of("everything overview history"),
+        (
+            "customers.customer_lookup",
+            "orders.search_orders",
+            "tickets.search_tickets",
+            "billing.list_invoices",
+        ),
+        phrases=(
+            "all about",
+            "full picture",
+            "all we have",
+            "anything on",
+            "all you have",
+            "the lot",
+            "whole history",
+            "full history",
+        ),
+    ),
+)
+
+# A plain name for each tool's task (a reader sees "orders", not "search_orders").
+TASK_NAMES = {
+    "customers.customer_lookup": "customer",
+    "customers.find_customers": "customer",
+    "orders.search_orders": "orders",
+    "orders.get_order": "order",
+    "billing.list_invoices": "invoices",
+    "billing.refund_eligibility": "refund",
+    "tickets.search_tickets": "tickets",
+    "kb.search_policies": "policies",
+    "kb.related_policies": "related",
+}
+
+# Things the demo world sells, and what goes wrong with them: a query naming them with no customer
+# or order is researched as a full-text ticket search and a policy search.
+PRODUCT_WORDS = words_of(
+    "espresso machine machines grinder kettle beans jug frother frothing cafetiere descaling tablets cups "
+    "brew scale tamper knock box appliance appliances item items parcel package product products"
+)
+SYMPTOM_WORDS = words_of(
+    "damaged broken cracked crack leaking leaks leak late missing wrong scratched dented faulty defective "
+    "delayed lost stolen smashed dead fault faults stopped"
+)
+# Words worth searching for in policies and tickets, beyond the intents' own.
+TOPIC_WORDS = (
+    PRODUCT_WORDS
+    | SYMPTOM_WORDS
+    | words_of(
+        "delivery deliveries replacement exchange manager limit window days restricted vip erased data protection "
+        "arrival arrived transit photos colour color tracking address vat"
+    )
+)
+
+STOPWORDS = words_of(
+    "a an and are as at be been by can could do does did for from has have had how i in is it its of on or "
+    "our the their them they this that to was we were what whether which who why will with would any all "
+    "about me my us you your please pls plz thanks thank check show tell give get find see look list pull "
+    "up some there here just also need needs want wants know let lets is's it's what's whats whats "
+    "hi hello hey status going on happening happened latest recent recently new open opened closed pending "
+    "there's theres did does doesn't not no yes much many more most than then so if into over under "
+    "out she he her his him hers they're we're i'm im should shall might must being was were got has "
+    "investigate investigation research summary summarise summarize info information anything something "
+    "same other another one two three both each per via re regarding regards concerning case's customer's "
+    "quick quickly asap urgent today yesterday now currently still ever again after before since until till "
+    "between during last past this next week weeks month months year years day days ago back placed may "
+    "made make when where whose has been thing things"
+)
+
+# First names that are also everyday English words: never read as a person in a query.
+NOT_NAMES = words_of(
+    "will may june april august mark bill grant faith hope rose jack guy joy ray summer dawn chase drew "
+    "hunter page art case lane king amber crystal sterling destiny star sunny iris ruby jade ivy autumn "
+    "harry rich price van miles reed wade gene angel carol major paris jordan sky order"
+)
+
+
+def vocabulary() -> frozenset[str]:
+    """Every word a typo may be corrected to: the intents' words and the topic words."""
+    words = set(TOPIC_WORDS)
+    for intent in INTENTS:
+        words |= intent.words
+    return frozenset(words)

@@ -1,0 +1,498 @@
+"""The deterministic planner: a query's reading becomes a checked ``Plan``, and nothing is dropped.
+
+Planning is driven by data, not by per-tool code:
+
+- what the query names and asks comes from ``coordinator.reading``;
+- which tools answer which question comes from ``coordinator.intents``;
+- what each tool takes comes from its published input schema (``sources/tools.json``, checked
+  against every server's ``tools/list`` by a test): an argument's format (its pattern) says which
+  kind of thing it takes (a customer id, an order id, search text...), so a tool is bound to what the
+  query names by matching kinds.
+
+The steps:
+
+1. Every customer the query names is looked up (an email or id with ``customer_lookup``, a person's
+   name with ``find_customers``); every order id without an amount with ``get_order``; every order id
+   with an amount is a refund-eligibility check, whatever the verb; every KB id is ``related_policies``.
+2. Each intent's tools are bound to the best subject the query gives: a named customer, else a named
+   order, else the search words. A tool that needs a customer when only an order is named gets the
+   order's customer from ``get_order`` (a ``Ref``).
+3. A task waits only for the lookups whose output it uses: a customer id named in the query is used
+   as it is, and a refund check needs no customer at all.
+4. Whatever the query named or asked that no task uses is ``unplanned``, with why and what to do.
+   A query with no task at all is a ``QueryError`` that says what was understood and what is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, TASK_NAMES, Intent
+from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
+from coordinator.reading import Mention, QueryError, Reading, read_query
+from sources.catalogue import input_schemas
+from sources.domain import TODAY
+from sources.formats import (
+    AMOUNT_DESCRIPTION,
+    ARTICLE_ID,
+    CUSTOMER_ID,
+    CUSTOMER_IDENTIFIER,
+    ISO_DATE,
+    ORDER_ID,
+    PERSON_NAME,
+    SEARCH_TEXT,
+    SKU,
+)
+
+__all__ = ["QueryError", "plan_query"]
+
+# An argument's kind, read from the format its schema publishes.
+_KIND_OF_PATTERN = {
+    CUSTOMER_ID.pattern: "customer_id",
+    CUSTOMER_IDENTIFIER.pattern: "customer",
+    ORDER_ID.pattern: "order_id",
+    SKU.pattern: "sku",
+    ARTICLE_ID.pattern: "article_id",
+    ISO_DATE.pattern: "date",
+    SEARCH_TEXT.pattern: "text",
+    PERSON_NAME.pattern: "name",
+}
+# What a looked-up record gives to later tasks: kind -> the record's field (data about output records).
+_GIVES = {
+    "customers.customer_lookup": {"customer_id": "id"},
+    "customers.find_customers": {"customer_id": "id"},
+    "orders.get_order": {"customer_id": "customer_id"},
+}
+# The lookup a named thing gets, by kind of mention.
+_LOOKUP = {
+    "email": "customers.customer_lookup",
+    "customer_id": "customers.customer_lookup",
+    "name": "customers.find_customers",
+    "order_id": "orders.get_order",
+    "article_id": "kb.related_policies",
+}
+# Why each tool was planned, in words; arguments the sentence does not name are added as filters.
+_WHY = {
+    "customers.customer_lookup": "resolve {identifier}",
+    "customers.find_customers": "customers named {name}",
+    "orders.get_order": "order {order_id}",
+    "orders.search_orders": "the orders of {customer_id}",
+    "billing.list_invoices": "the invoices of {customer_id}",
+    "billing.refund_eligibility": "whether {amount} may be refunded on {order_id}",
+    "tickets.search_tickets": "support tickets",
+    "kb.search_policies": "policies on {query}",
+    "kb.related_policies": "policies linked to {article_id}",
+}
+_REFUND_PURPOSE = "refund research"
+
+
+@dataclass(frozen=True)
+class _Argument:
+    kind: str  # customer_id, customer, order_id, sku, article_id, date, text, name, amount, choice, other
+    required: bool
+    choices: tuple[str, ...] = ()
+
+
+@functools.cache
+def _tool_arguments() -> dict[str, dict[str, _Argument]]:
+    """Every tool's arguments and their kinds, read from the published input schemas."""
+    tools: dict[str, dict[str, _Argument]] = {}
+    for source, schemas in input_schemas().items():
+        for tool, schema in schemas.items():
+            required = set(schema.get("required", []))
+            tools[f"{source}.{tool}"] = {
+                name: _argument(prop, schema.get("$defs", {}), name in required)
+                for name, prop in schema.get("properties", {}).items()
+            }
+    return tools
+
+
+def _argument(prop: dict[str, Any], defs: dict[str, Any], required: bool) -> _Argument:
+    variants = [prop, *prop.get("anyOf", [])]
+    for variant in variants:
+        if "$ref" in variant:
+            variant.update(defs.get(variant["$ref"].rsplit("/", 1)[-1], {}))
+        if variant.get("pattern") in _KIND_OF_PATTERN:
+            return _Argument(_KIND_OF_PATTERN[variant["pattern"]], required)
+        # A choice that defaults to nothing filters (a ticket's status); one with a default is a mode
+        # of the tool (customer_lookup's simulated outcomes), which a query never sets.
+        if "enum" in variant and prop.get("default") is None:
+            return _Argument("choice", required, tuple(variant["enum"]))
+    if AMOUNT_DESCRIPTION in prop.get("description", ""):
+        return _Argument("amount", required)
+    return _Argument("other", required)
+
+
+# --- the calls a plan is made of ---------------------------------------------------------------------
+
+
+@dataclass
+class _Call:
+    """A planned call before task ids are given: tool, arguments, and the calls it waits for."""
+
+    tool: str
+    arguments: dict[str, Any]
+    subject: str  # what it is about, to tell apart two calls of one tool ("ORD-10031")
+    needs: dict[str, _Call] = field(default_factory=dict)  # argument -> the lookup it comes from
+    purpose: str = "research"
+    id: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        plain = {name: value for name, value in self.arguments.items() if name not in self.needs}
+        upstream = {name: call.key for name, call in self.needs.items()}
+        return self.tool, repr(sorted(plain.items())) + repr(sorted(upstream.items()))
+
+
+@dataclass
+class _Subject:
+    """Something a tool can be about: a customer, an order, or search words; and how to pass it."""
+
+    kind: str  # customer, order, text, article
+    label: str
+    values: dict[str, Any]  # argument kind -> value ("customer_id" -> "CUST-00042")
+    lookup: _Call | None = None  # the call that gives the values a lookup would give
+
+
+class _Planner:
+    def __init__(self, reading: Reading) -> None:
+        self.reading = reading
+        self.tools = _tool_arguments()
+        self.calls: list[_Call] = []
+        self.unplanned: list[Unplanned] = []
+        self.intents = set(reading.intents)
+        self.pairs, self.single_amounts = _pair_amounts(reading)
+        paired_orders = {order.value for order, _ in self.pairs}
+        self.customers = self._customers()
+        self.orders = [_Subject("order", order, {"order_id": order}) for order in reading.values("order_id")]
+        self.order_lookups = {
+            subject.label: self._add(self._lookup_call("order_id", subject.label))
+            for subject in self.orders
+            if subject.label not in paired_orders
+        }
+        self.topic = " ".join(reading.topic)
+
+    # -- subjects
+
+    def _customers(self) -> list[_Subject]:
+        subjects = []
+        for mention in self.reading.of("email", "customer_id", "name"):
+            if any(subject.label == mention.value for subject in subjects):
+                continue
+            lookup = self._add(self._lookup_call(mention.kind, mention.value))
+            values = {"customer": mention.value if mention.kind != "name" else None}
+            values["customer_id"] = mention.value if mention.kind == "customer_id" else None
+            subjects.append(_Subject("customer", mention.value, values, lookup))
+        return subjects
+
+    def _lookup_call(self, kind: str, value: str) -> _Call:
+        tool = _LOOKUP[kind]
+        arguments = {name: value for name, argument in self.tools[tool].items() if argument.required}
+        return _Call(tool, arguments, subject=value)
+
+    def _add(self, call: _Call) -> _Call:
+        for planned in self.calls:
+            if planned.key == call.key:
+                return planned
+        self.calls.append(call)
+        return call
+
+    # -- binding a tool to a subject
+
+    def _bind(self, tool: str, subject: _Subject, *, derived: bool) -> _Call | None:
+        """The call of ``tool`` about ``subject``, or None when the tool cannot take it.
+
+        ``derived`` allows a customer argument to come from an order's lookup.
+        """
+        lookup = subject.lookup
+        if (
+            lookup is not None
+            and tool in _LOOKUP.values()
+            and tool.split(".")[0] == lookup.tool.split(".")[0]
+        ):
+            return lookup  # the subject's own lookup already answers who they are
+        arguments: dict[str, Any] = {}
+        needs: dict[str, _Call] = {}
+        takes_subject = False
+        for name, argument in self.tools[tool].items():
+            value = self._value(argument, subject, name, needs, derived=derived)
+            if value is None:
+                if argument.required:
+                    return None
+                continue
+            arguments[name] = value
+            takes_subject = takes_subject or argument.kind in ("customer_id", "customer", "order_id", "text", "name", "article_id")  # fmt: skip
+        if not takes_subject:
+            return None
+        return _Call(tool, arguments, subject=subject.label, needs=needs)
+
+    def _value(
+        self, argument: _Argument, subject: _Subject, name: str, needs: dict[str, _Call], *, derived: bool
+    ) -> Any:
+        kind = argument.kind
+        if kind in ("customer_id", "customer") and subject.kind == "customer":
+            direct = subject.values.get(kind) or subject.values.get("customer_id")
+            if direct is not None:
+                return direct
+            assert subject.lookup is not None
+            needs[name] = subject.lookup
+            return Ref("?", _GIVES[subject.lookup.tool]["customer_id"])
+        if kind in ("customer_id", "customer") and subject.kind == "order" and derived:
+            lookup = self.order_lookups.get(subject.label) or self._add(
+                self._lookup_call("order_id", subject.label)
+            )
+            self.order_lookups[subject.label] = lookup
+            needs[name] = lookup
+            return Ref("?", _GIVES[lookup.tool]["customer_id"])
+        if kind == "order_id" and subject.kind == "order":
+            return subject.values["order_id"]
+        if kind == "text" and subject.kind == "text":
+            return subject.values["text"]
+        if kind == "article_id" and subject.kind == "article":
+            return subject.values["article_id"]
+        if subject.kind == "text":
+            return None  # a text search takes no filters of a customer's
+        if kind == "sku" and subject.kind == "customer":
+            skus = self.reading.values("sku")
+            return skus[0] if skus else None
+        if kind == "date" and subject.kind == "customer":
+            return self._date(name)
+        if kind == "choice":
+            return next((word for word in self.reading.words if word in argument.choices), None)
+        return None
+
+    def _date(self, name: str) -> str | None:
+        ranges = [mention.value for mention in self.reading.of("dates")]
+        if not ranges:
+            return None
+        bound = "after" if "after" in name or "since" in name or "from" in name else "before"
+        return next((getattr(r, bound) for r in ranges if getattr(r, bound)), None)
+
+    # -- intents
+
+    def plan_intent(self, intent: Intent, default_topic: str = "") -> bool:
+        """Plan every tool of the intent (alternatives: the first that binds); False if none bound."""
+        planned = False
+        for entry in intent.tools:
+            alternatives = [tool.strip() for tool in entry.split("|")]
+            if alternatives == ["billing.refund_eligibility"]:
+                planned = self.plan_refunds() or planned
+                continue
+            calls = self._calls_for(alternatives, intent.default_topic or default_topic)
+            for call in calls:
+                if intent.name in ("refund",) and call.tool.startswith("billing."):
+                    call.purpose = _REFUND_PURPOSE
+                self._add(call)
+            planned = planned or bool(calls)
+        return planned
+
+    def _calls_for(self, alternatives: list[str], default_topic: str) -> list[_Call]:
+        text = self.topic or default_topic
+        scopes: list[list[_Subject]] = [self.customers, self.orders]
+        if text:
+            scopes.append([_Subject("text", text, {"text": text})])
+        for derived in (False, True):
+            for scope in scopes:
+                for tool in alternatives:
+                    calls = [
+                        call for subject in scope if (call := self._bind(tool, subject, derived=derived))
+                    ]
+                    if calls:
+                        return calls
+        return []
+
+    def plan_refunds(self) -> bool:
+        for order, amount in self.pairs:
+            self._add(
+                _Call(
+                    "billing.refund_eligibility",
+                    {"order_id": order.value, "amount": amount.value},
+                    subject=order.value,
+                    purpose=_REFUND_PURPOSE,
+                )
+            )
+        return bool(self.pairs)
+
+    # -- the whole plan
+
+    def plan(self) -> Plan:
+        reading = self.reading
+        for mention in reading.of("article_id"):
+            self._add(self._lookup_call("article_id", mention.value))
+        self.plan_refunds()
+        if not self.customers and not self.orders and set(reading.topic) & (PRODUCT_WORDS | SYMPTOM_WORDS):
+            self.intents |= {"tickets", "policies"}  # a product or symptom alone: who reported it, what we do
+        if self.order_lookups and not self.customers and not self.intents - {"orders"}:
+            self.intents.add("tickets")  # an order alone: what the sources can say about it
+        for intent in INTENTS:
+            if intent.name not in self.intents:
+                continue
+            if not self.plan_intent(intent):
+                self.unplanned.append(_unanswerable(intent))
+        self._account_for_refunds()
+        self._account_for_mentions()
+        tasks = self._tasks()
+        if not tasks:
+            raise QueryError(_nothing_to_research(reading, self.unplanned))
+        return Plan.of(reading.query, tasks, tuple(self.unplanned), _notes(reading))
+
+    def _account_for_refunds(self) -> None:
+        paired = {order.value for order, _ in self.pairs}
+        # A refund asked with nothing to check is not researched; about refund *policy*, it is the topic.
+        asked = "refund" in self.intents and "policies" not in self.intents
+        if asked and not self.pairs and not self.orders and not self.single_amounts:
+            self.unplanned.append(_unanswerable(next(i for i in INTENTS if i.name == "refund")))
+        if "refund" in self.intents:
+            for order in self.reading.values("order_id"):
+                if order not in paired:
+                    self.unplanned.append(Unplanned(
+                        f"a refund on {order}", "no amount was given for it",
+                        f"say how much, e.g. 'refund £45 on {order}'",
+                    ))  # fmt: skip
+        for amount in self.single_amounts:
+            self.unplanned.append(Unplanned(
+                f"the amount {amount.describe()}", "no order was named that it could be refunded on",
+                f"name the order, e.g. 'refund {amount.describe()} on ORD-10031'",
+            ))  # fmt: skip
+
+    def _account_for_mentions(self) -> None:
+        """Every mention is used by a call, or listed as not researched (also a check on the planner)."""
+        used = {str(value) for call in self.calls for value in call.arguments.values()}
+        listed = " ".join(str(item) for item in self.unplanned)
+        for mention in self.reading.mentions:
+            if mention.kind == "dates":
+                if not any(call.tool == "orders.search_orders" for call in self.calls):
+                    self.unplanned.append(Unplanned(
+                        f"the dates {mention.describe()}", "dates narrow a customer's orders, and no orders search was planned",
+                        "name the customer whose orders to search, e.g. 'orders of CUST-00042 since last month'",
+                    ))  # fmt: skip
+                continue
+            if mention.kind == "amount":
+                continue  # paired (used) or listed by _account_for_refunds
+            if str(mention.value) in used or mention.describe() in listed:
+                continue
+            self.unplanned.append(_unused(mention))
+
+    def _tasks(self) -> list[PlannedTask]:
+        counts: dict[str, int] = {}
+        for call in self.calls:
+            name = TASK_NAMES.get(call.tool, call.tool.split(".")[1])
+            counts[name] = counts.get(name, 0) + 1
+        taken: set[str] = set()
+        for call in self.calls:
+            name = TASK_NAMES.get(call.tool, call.tool.split(".")[1])
+            if counts[name] > 1:
+                name = f"{name}_{_slug(call.subject)}"
+            while name in taken:
+                name += "_"
+            call.id = name
+            taken.add(name)
+        tasks = []
+        for call in self.calls:
+            arguments = {
+                name: Ref(call.needs[name].id, value.field) if isinstance(value, Ref) else value
+                for name, value in call.arguments.items()
+            }
+            depends = tuple(dict.fromkeys(upstream.id for upstream in call.needs.values()))
+            tasks.append(PlannedTask(call.id, *call.tool.split("."), arguments, purpose=call.purpose,
+                                     depends_on=depends, why=_why(call.tool, arguments)))  # fmt: skip
+        return tasks
+
+
+def _pair_amounts(reading: Reading) -> tuple[list[tuple[Mention, Mention]], list[Mention]]:
+    """Each amount with its nearest order (by position in the query); amounts left without one."""
+    orders = reading.of("order_id")
+    free = list(orders)
+    pairs, single = [], []
+    for amount in reading.of("amount"):
+        if not free:
+            single.append(amount)
+            continue
+        nearest = min(free, key=lambda order: abs(order.start - amount.start))
+        if any(pair_order.value == nearest.value for pair_order, _ in pairs):
+            single.append(amount)
+            continue
+        free.remove(nearest)
+        pairs.append((nearest, amount))
+    return pairs, single
+
+
+def _why(tool: str, arguments: dict[str, Any]) -> str:
+    shown = {name: _shown(value) for name, value in arguments.items()}
+    template = _WHY.get(tool, tool)
+    named = set(re.findall(r"\{(\w+)\}", template))
+    text = template.format_map({name: shown.get(name, "?") for name in named})
+    filters = [f"{name.replace('_', ' ')} {value}" for name, value in shown.items() if name not in named]
+    return f"{text} ({', '.join(filters)})" if filters else text
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, Ref):
+        return (
+            f"the {value.task}'s {value.field.removesuffix('_id')}"
+            if value.field != "id"
+            else f"the {value.task}"
+        )
+    if isinstance(value, float):
+        return f"£{value:,.2f}"
+    return str(value)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:24] or "x"
+
+
+_UNANSWERABLE = {
+    "orders": ("orders were asked about", "name the customer (an email or CUST-NNNNN) or the order, e.g. 'orders of CUST-00042'"),
+    "tickets": ("support tickets were asked about", "name the customer, the order, or what the tickets are about, e.g. 'open tickets of CUST-00042'"),
+    "invoices": ("invoices were asked about", "name the customer or an order, e.g. 'invoices of CUST-00042'"),
+    "customer": ("a customer was asked about", "name them by email, CUST-NNNNN or name, or name one of their orders"),
+    "everything": ("everything about someone was asked", "name the customer, e.g. 'everything about CUST-00042'"),
+    "policies": ("a policy was asked about", "say which, e.g. 'policy on damaged items' or a KB id such as KB-REFUNDS"),
+    "refund": ("a refund was asked about", "name the order and the amount, e.g. 'refund £45 on ORD-10031'"),
+}  # fmt: skip
+
+
+def _unanswerable(intent: Intent) -> Unplanned:
+    what, next_step = _UNANSWERABLE.get(intent.name, (f"{intent.name} was asked about", "say more"))
+    return Unplanned(what, "the query names nothing those tools can look up", next_step)
+
+
+def _unused(mention: Mention) -> Unplanned:
+    if mention.kind == "sku":
+        return Unplanned(
+            mention.value, "orders are searched by SKU within one customer's orders, and no customer was named",
+            f"name the customer, e.g. 'orders of CUST-00042 with {mention.value}'",
+        )  # fmt: skip
+    return Unplanned(mention.describe(), "no planned task uses it", "ask about it on its own")
+
+
+def _notes(reading: Reading) -> tuple[str, ...]:
+    notes = [f"read '{written}' as '{read}'" for written, read in reading.corrections]
+    for mention in reading.of("dates"):
+        notes.append(
+            f"dates {mention.describe()} are relative to the demo world's calendar (today is {TODAY.isoformat()})"
+        )
+    return tuple(notes)
+
+
+def _nothing_to_research(reading: Reading, unplanned: list[Unplanned]) -> str:
+    if unplanned:
+        return "the query names nothing that can be researched: " + "; ".join(
+            f"{item.what}, but {item.why}: {item.next_step}" for item in unplanned
+        )
+    understood = [mention.describe() for mention in reading.mentions]
+    seen = f"understood only {', '.join(understood)}; " if understood else ""
+    return (
+        f"the query names nothing to research: {seen}mention a customer (an email, CUST-NNNNN or a name), an order "
+        "(ORD-NNNNN) or a policy topic, and what you want to know (orders, tickets, invoices, a refund), "
+        'e.g. "What is our policy on refunds?"'
+    )
+
+
+def plan_query(query: str) -> Plan:
+    """The deterministic plan for a query; ``QueryError`` when it names nothing researchable."""
+    return _Planner(read_query(query)).plan()

@@ -1,0 +1,402 @@
+"""Reading a query: what it names (mentions) and what it asks (intents), as a support agent writes it.
+
+Identifiers are read in the forms people type them and normalized to the form the sources take:
+
+    emails          any case                        -> lower case
+    customer ids    CUST-00042, cust-42, CUST 42, customer 42, customer #42      -> CUST-00042
+    order ids       ORD-10023, ord 10023, order 10023, order #10023, #10023       -> ORD-10023
+    SKUs            sku-4417-blk                    -> SKU-4417-BLK
+    KB articles     kb-refunds                      -> KB-REFUNDS
+    amounts         £45, 45 GBP, GBP 45.00, 45 pounds, 45 quid, £1,250.50, "refund 45"   -> 45.0
+    dates           2026-10-01, 1 Oct 2026, October 2026, since last month, last 30 days
+    people          a first name, or first and last name ("jane", "Jane Doe")
+
+Each recognised span is blanked before the next kind is read, so "order 10023" is one order and not
+also the word "order". What is left is read for intents (``coordinator.intents``) with typos in
+ordinary words corrected against the intents' vocabulary (rapidfuzz); identifiers are never
+corrected. Dates are read relative to the demo world's calendar (``sources.domain.TODAY``), with
+dateparser for the phrases people write.
+
+An amount in another currency, a date that does not exist, an empty or oversized query, or one with
+control characters is a ``QueryError`` whose message says what to write instead.
+"""
+
+from __future__ import annotations
+
+import calendar
+import functools
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any, Literal
+
+from rapidfuzz import fuzz, process
+
+from coordinator.intents import INTENTS, NOT_NAMES, STOPWORDS, vocabulary, words_of
+from sources.domain import TODAY
+
+__all__ = ["MAX_QUERY_CHARS", "DateRange", "Mention", "QueryError", "Reading", "read_query"]
+
+MAX_QUERY_CHARS = 2000
+
+MentionKind = Literal["email", "customer_id", "name", "order_id", "sku", "article_id", "amount", "dates"]
+
+
+class QueryError(ValueError):
+    """The query cannot be researched as written; the message says what to do instead."""
+
+
+@dataclass(frozen=True)
+class DateRange:
+    """Bounds on when something happened, as ISO dates; either may be open."""
+
+    after: str | None
+    before: str | None
+
+
+@dataclass(frozen=True)
+class Mention:
+    """One thing the query names: its kind, its normalized value, and the words that named it."""
+
+    kind: MentionKind
+    value: Any
+    text: str
+    start: int
+
+    def describe(self) -> str:
+        if self.kind == "amount":
+            return f"£{self.value:,.2f}"
+        if self.kind == "dates":
+            bounds = [
+                f"from {self.value.after}" if self.value.after else "",
+                f"to {self.value.before}" if self.value.before else "",
+            ]
+            return f"'{self.text}' ({' '.join(b for b in bounds if b)})"  # fmt: skip
+        if self.kind == "name":
+            return f"the person '{self.text}'"
+        return str(self.value)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a query names and asks."""
+
+    query: str
+    mentions: tuple[Mention, ...]
+    intents: frozenset[str]
+    words: tuple[str, ...]  # every remaining word, typos corrected, in order
+    topic: tuple[str, ...]  # the words worth searching for
+    corrections: tuple[tuple[str, str], ...]  # (as written, read as)
+
+    def of(self, *kinds: MentionKind) -> list[Mention]:
+        return [mention for mention in self.mentions if mention.kind in kinds]
+
+    def values(self, kind: MentionKind) -> list[Any]:
+        return list(dict.fromkeys(mention.value for mention in self.of(kind)))
+
+
+# --- identifiers -----------------------------------------------------------------------------------
+
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+_ARTICLE = re.compile(r"\bKB-[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*\b", re.I)
+_SKU = re.compile(r"\bSKU[-_ ]?(\d{4})[-_ ]?([A-Za-z]{3})\b", re.I)
+_CUSTOMER_IDS = (
+    re.compile(r"\b(?:customer\s+(?:id\s+)?)?CUST[-_ ]?#?0*(\d{1,5})\b", re.I),
+    re.compile(r"\bcustomer\s*(?:id\s*)?(?:#|no\.?\s*|number\s+)?0*(\d{1,5})\b", re.I),
+)
+_ORDER_IDS = (
+    re.compile(r"\b(?:order\s+(?:id\s+)?)?ORD[-_ ]?#?0*(\d{1,5})\b", re.I),
+    re.compile(r"\border\s*(?:id\s*)?(?:#|no\.?\s*|number\s+)?(\d{4,5})\b", re.I),
+    re.compile(r"(?<![\w£$€#])#(\d{4,5})\b"),
+)
+
+# --- money -----------------------------------------------------------------------------------------
+
+_NUMBER = r"(\d{1,3}(?:,\d{3})+(?:\.\d{1,2})?|\d+(?:\.\d{1,2})?)"
+_POUNDS = (
+    re.compile(rf"£\s?{_NUMBER}"),
+    re.compile(rf"\bGBP\s?{_NUMBER}", re.I),
+    re.compile(rf"{_NUMBER}\s?(?:GBP|pounds?(?:\s+sterling)?|quid|sterling)\b", re.I),
+    # A bare number right after a refund word is an amount in pounds ("refund 45 on ORD-10031").
+    re.compile(
+        rf"\b(?:refund|reimburse)\s+(?:of\s+|for\s+)?{_NUMBER}\b(?!\s*(?:%|days?|weeks?|months?|years?|items?|x)\b)",
+        re.I,
+    ),
+)
+_OTHER_CURRENCY = re.compile(
+    r"[$€¥₹]\s?\d|\b(?:USD|EUR|JPY|AUD|CAD|INR|CHF)\s?\d|"
+    r"\d[\d,.]*\s?(?:USD|EUR|JPY|AUD|CAD|INR|CHF|dollars?|euros?|bucks|yen|rupees?|cents?)\b",
+    re.I,
+)
+
+# --- dates -----------------------------------------------------------------------------------------
+
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_COUNT = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|twelve)"
+_UNIT = r"(?:days?|weeks?|months?|years?)"
+_DAY = r"\d{1,2}(?:st|nd|rd|th)?"
+_WHEN = (
+    r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}"
+    rf"|{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?"
+    rf"|{_MONTH}\s+{_DAY}(?:,?\s+\d{{4}})?(?!\d)"
+    rf"|{_MONTH}\s+\d{{4}}"
+    r"|(?:last|this|previous)\s+(?:week|month|year)"
+    rf"|(?:the\s+)?(?:last|past|previous)\s+{_COUNT}\s+{_UNIT}"
+    r"|(?:the\s+)?past\s+(?:week|month|year)"
+    rf"|{_COUNT}\s+{_UNIT}\s+ago"
+    r"|yesterday"
+)
+_KEYWORD = r"since|after|from|starting|before|until|till|up\s+to|in|during|on|for"
+_DATES = re.compile(
+    rf"\bbetween\s+(?P<first>{_WHEN})\s+and\s+(?P<second>{_WHEN})\b"
+    rf"|\b(?:(?P<keyword>{_KEYWORD})\s+(?:the\s+)?)?(?P<when>{_WHEN})\b"
+    # A month or a year alone is a date only after a word that says so ("in october", "since 2025").
+    rf"|\b(?P<bare_keyword>{_KEYWORD})\s+(?:the\s+)?(?P<bare>{_MONTH}|20\d\d)(?=\W|$)",
+    re.I,
+)
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+           "eight": 8, "nine": 9, "ten": 10, "twelve": 12}  # fmt: skip
+_LAST_N = re.compile(rf"(?:the\s+)?(?:last|past|previous)\s+(?P<count>{_COUNT})\s+(?P<unit>{_UNIT})", re.I)
+_PAST_ONE = re.compile(r"(?:the\s+)?past\s+(?P<unit>week|month|year)", re.I)
+
+_TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def _check(query: str) -> str:
+    text = query.strip()
+    if not text:
+        raise QueryError(
+            'the query is empty; ask a question, e.g. "Investigate jane.doe@example.com: recent orders"'
+        )
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(f"the query is {len(text):,} characters long; keep it under {MAX_QUERY_CHARS:,}")
+    control = next(
+        (char for char in text if unicodedata.category(char) == "Cc" and char not in "\t\n\r"), None
+    )
+    if control is not None:
+        raise QueryError(
+            f"the query holds a control character (U+{ord(control):04X}); remove it and ask again"
+        )
+    return text
+
+
+class _Scanner:
+    """Finds mentions kind by kind, blanking each span so that no later kind reads it again."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.left = text
+        self.mentions: list[Mention] = []
+
+    def take(self, pattern: re.Pattern[str], kind: MentionKind, value: Any) -> None:
+        for match in list(pattern.finditer(self.left)):
+            normalized = value(match)
+            if normalized is None:
+                continue
+            self.mentions.append(
+                Mention(kind, normalized, self.text[match.start() : match.end()].strip(), match.start())
+            )
+            self.blank(match.start(), match.end())  # fmt: skip
+
+    def blank(self, start: int, end: int) -> None:
+        self.left = self.left[:start] + " " * (end - start) + self.left[end:]
+
+
+def _amount(match: re.Match[str]) -> float:
+    return float(match[1].replace(",", ""))
+
+
+@functools.cache
+def _date_parser() -> Any:
+    # Imported on first use: dateparser is only needed by queries that mention a date.
+    from dateparser.date import DateDataParser
+
+    return DateDataParser(
+        languages=["en"],
+        settings={
+            "RELATIVE_BASE": datetime.combine(TODAY, datetime.min.time()),
+            "PREFER_DATES_FROM": "past",
+            "DATE_ORDER": "DMY",
+        },
+    )
+
+
+def _period(phrase: str) -> tuple[date, date]:
+    """The first and last day a date phrase covers, relative to the world's calendar."""
+    text = " ".join(phrase.lower().split())
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        try:
+            day = date.fromisoformat(text)
+        except ValueError:
+            raise QueryError(
+                f"{phrase} is not a real date; write dates as YYYY-MM-DD, e.g. 2026-10-01"
+            ) from None
+        return day, day
+    if last := _LAST_N.fullmatch(text):
+        count = int(last["count"]) if last["count"].isdigit() else _COUNTS[last["count"]]
+        return _back(count, last["unit"]), TODAY
+    if past := _PAST_ONE.fullmatch(text):
+        return _back(1, past["unit"]), TODAY
+    parsed = _date_parser().get_date_data(text)
+    if parsed.date_obj is None:
+        raise QueryError(f"'{phrase}' is not a date I can read; write it as YYYY-MM-DD, e.g. 2026-10-01")
+    day = parsed.date_obj.date()
+    if parsed.period == "month":
+        return day.replace(day=1), day.replace(day=calendar.monthrange(day.year, day.month)[1])
+    if parsed.period == "year":
+        return date(day.year, 1, 1), date(day.year, 12, 31)
+    if parsed.period == "week":  # "last week", "3 weeks ago": from that day on
+        return day, TODAY
+    return day, day
+
+
+def _back(count: int, unit: str) -> date:
+    days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit.rstrip("s")]
+    return TODAY - timedelta(days=count * days)
+
+
+def _dates(match: re.Match[str]) -> DateRange:
+    if match["first"]:
+        return _bounds(_period(match["first"])[0], _period(match["second"])[1])
+    first, last = _period(match["when"] or match["bare"])
+    keyword = " ".join((match["keyword"] or match["bare_keyword"] or "").lower().split())
+    if keyword in ("since", "after", "from", "starting"):
+        return _bounds(first, None)
+    if keyword == "before":
+        return _bounds(None, first - timedelta(days=1))
+    if keyword in ("until", "till", "up to"):
+        return _bounds(None, last)
+    return _bounds(first, last)
+
+
+def _bounds(after: date | None, before: date | None) -> DateRange:
+    # Nothing was placed after the world's today: a bound at or past it bounds nothing.
+    return DateRange(
+        after.isoformat() if after else None, before.isoformat() if before and before < TODAY else None
+    )
+
+
+@functools.cache
+def _first_names() -> frozenset[str]:
+    # Faker's name lists (the demo world's own generator) serve as the gazetteer of first names.
+    from faker.providers.person.en_GB import Provider as British
+    from faker.providers.person.en_IN import Provider as Indian
+    from faker.providers.person.en_US import Provider as American
+
+    names = [
+        *British.first_names_male,
+        *British.first_names_female,
+        *American.first_names,
+        *Indian.first_names,
+    ]
+    return frozenset(name.lower() for name in names)
+
+
+@functools.cache
+def _vocabulary() -> tuple[frozenset[str], list[str]]:
+    words = vocabulary()
+    return words, sorted(words)
+
+
+def _correct(word: str) -> str:
+    """A word as the vocabulary knows it: itself if known, else the one close spelling (typos)."""
+    known, choices = _vocabulary()
+    if word in known or word in STOPWORDS or len(word) < 4:
+        return word
+    best = process.extractOne(word, choices, scorer=fuzz.ratio, score_cutoff=85)
+    return best[0] if best else word
+
+
+def _names(scanner: _Scanner) -> None:
+    """People named by first name (and a last name after it), unless an email or id names the customer."""
+    if scanner.mentions and any(m.kind in ("email", "customer_id") for m in scanner.mentions):
+        return
+    known = _vocabulary()[0]
+    tokens = list(re.finditer(r"[A-Za-z][A-Za-z'-]*", scanner.left))
+    skip_until = -1
+    for index, token in enumerate(tokens):
+        word = token[0].lower().removesuffix("'s")
+        if token.start() < skip_until or word not in _first_names():
+            continue
+        if word in NOT_NAMES or word in STOPWORDS or word in known:
+            continue
+        end = token.end()
+        if index + 1 < len(tokens):
+            following = tokens[index + 1]
+            last = following[0].lower().removesuffix("'s")
+            adjacent = scanner.left[token.end() : following.start()].strip() == ""
+            if adjacent and last not in STOPWORDS and last not in known and _correct(last) not in known:
+                end = following.end()
+        written = scanner.left[token.start() : end]
+        name = re.sub(r"'s\b", "", written)
+        scanner.mentions.append(Mention("name", name, name, token.start()))
+        scanner.blank(token.start(), end)
+        skip_until = end
+
+
+def _intents(words: list[str], phrases_text: str) -> frozenset[str]:
+    found = set()
+    for intent in INTENTS:
+        if intent.words.intersection(words) or any(
+            re.search(rf"\b{re.escape(phrase)}\b", phrases_text) for phrase in intent.phrases
+        ):
+            found.add(intent.name)
+    return frozenset(found)
+
+
+def read_query(query: str) -> Reading:
+    """What ``query`` names and asks; ``QueryError`` when it cannot be read as written."""
+    text = _check(query)
+    other = _OTHER_CURRENCY.search(text)
+    if other is not None:
+        raise QueryError(
+            f"'{other[0].strip()}' is not an amount in pounds: billing works in GBP only; "
+            "give the amount in pounds, e.g. £45 or 45 GBP"
+        )
+    scanner = _Scanner(text)
+    scanner.take(_EMAIL, "email", lambda m: m[0].lower())
+    scanner.take(_ARTICLE, "article_id", lambda m: m[0].upper())
+    scanner.take(_SKU, "sku", lambda m: f"SKU-{m[1]}-{m[2].upper()}")
+    for pattern in _CUSTOMER_IDS:
+        scanner.take(pattern, "customer_id", lambda m: f"CUST-{int(m[1]):05d}" if int(m[1]) else None)
+    for pattern in _ORDER_IDS:
+        scanner.take(pattern, "order_id", lambda m: f"ORD-{int(m[1]):05d}" if int(m[1]) else None)
+    for pattern in _POUNDS:
+        scanner.take(pattern, "amount", _amount)
+    scanner.take(_DATES, "dates", _dates)
+    _names(scanner)
+
+    corrections: list[tuple[str, str]] = []
+    words: list[str] = []
+    for token in _TOKEN.findall(scanner.left.lower()):
+        word = token.removesuffix("'s")
+        corrected = _correct(word)
+        if corrected != word:
+            corrections.append((word, corrected))
+        words.append(corrected)
+    phrases_text = " ".join(_TOKEN.findall(scanner.left.lower()))
+    intents = _intents(words, phrases_text)
+    return Reading(
+        query=text,
+        mentions=tuple(sorted(scanner.mentions, key=lambda mention: mention.start)),
+        intents=intents,
+        words=tuple(words),
+        topic=tuple(dict.fromkeys(word for word in words if _is_topic(word))),
+        corrections=tuple(dict.fromkeys(corrections)),
+    )
+
+
+# Words that ask for a policy without saying which: they choose the source, not the search text.
+_GENERIC = words_of(
+    "policy policies rule rules allowed allow qualify qualifies eligible eligibility guideline guidelines "
+    "procedure process entitled"
+)
+_NOT_TOPICAL = frozenset().union(*(intent.words for intent in INTENTS if not intent.topical))
+
+
+def _is_topic(word: str) -> bool:
+    return len(word) > 2 and word not in STOPWORDS and word not in _GENERIC and word not in _NOT_TOPICAL
