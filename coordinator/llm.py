@@ -28,8 +28,8 @@ import anyio
 from anthropic.types import MessageParam, ToolParam
 from pydantic import BaseModel, Field, ValidationError
 
-from coordinator.plan import Plan, PlanError, PlannedTask, Ref
-from coordinator.planner import plan_query
+from coordinator.plan import Plan, PlanError, PlannedTask, Ref, Unplanned
+from coordinator.planner import account_for, plan_query
 from coordinator.report import PlanningStep, PlanningSummary, ResearchReport, SynthesisStep, SynthesisSummary
 from sources.catalogue import TOOLS
 from sources.contract import ErrorCategory
@@ -43,7 +43,9 @@ _SYSTEM = (
     "answer the query, and nothing the query does not ask for. Sources and tools: {tools}. A customer "
     "named by email must be resolved first with customers.customer_lookup; later tasks then take its id "
     'as the string "{{customer.id}}" and list "customer" in depends_on. A CUST-NNNNN id can be used '
-    'directly. Billing tasks about refunds take purpose "refund research".'
+    'directly. Billing tasks about refunds take purpose "refund research". List in `unplanned` whatever '
+    "the query asks or names that no task can research (for example a refund with no amount), with why "
+    "and what the user should do."
 )
 
 
@@ -57,8 +59,15 @@ class _TaskInput(BaseModel):
     why: str = ""
 
 
+class _UnplannedInput(BaseModel):
+    what: str = Field(min_length=1, max_length=300)
+    why: str = Field(min_length=1, max_length=300)
+    next_step: str = Field(min_length=1, max_length=300)
+
+
 class _PlanInput(BaseModel):
     tasks: list[_TaskInput] = Field(min_length=1, max_length=12)
+    unplanned: list[_UnplannedInput] = Field(default_factory=list, max_length=20)
 
 
 def _tool() -> ToolParam:
@@ -82,7 +91,9 @@ def _to_plan(query: str, raw: Any) -> Plan:
             task.id, task.source, task.tool, arguments, purpose=task.purpose,
             depends_on=tuple(task.depends_on), why=task.why,
         ))  # fmt: skip
-    return Plan.of(query, tasks)
+    unplanned = tuple(Unplanned(item.what, item.why, item.next_step) for item in parsed.unplanned)
+    # The model's plan is held to the same rule as the planner's: what the query names is used or listed.
+    return account_for(Plan.of(query, tasks, unplanned))
 
 
 @dataclass

@@ -47,7 +47,7 @@ from sources.formats import (
     SKU,
 )
 
-__all__ = ["QueryError", "plan_query"]
+__all__ = ["QueryError", "account_for", "plan_query"]
 
 # An argument's kind, read from the format its schema publishes.
 _KIND_OF_PATTERN = {
@@ -173,7 +173,15 @@ class _Planner:
             for subject in self.orders
             if subject.label not in paired_orders
         }
-        self.topic = " ".join(reading.topic)
+        self.articles = [_Subject("article", a, {"article_id": a}) for a in reading.values("article_id")]
+        # One search text for every text search: the query's own words, and the word each topical
+        # intent always searches for ("refund" for "money back").
+        words = list(reading.topic)
+        for intent in INTENTS:
+            if intent.name in self.intents and intent.default_topic and intent.default_topic not in words:
+                words.append(intent.default_topic)
+        self.text = " ".join(words)
+        self.own_words = bool(set(reading.topic) - {i.default_topic for i in INTENTS} - _refund_words())
 
     # -- subjects
 
@@ -253,15 +261,13 @@ class _Planner:
             return subject.values["text"]
         if kind == "article_id" and subject.kind == "article":
             return subject.values["article_id"]
-        if subject.kind == "text":
-            return None  # a text search takes no filters of a customer's
+        if kind == "choice":
+            return next((word for word in self.reading.words if word in argument.choices), None)
         if kind == "sku" and subject.kind == "customer":
             skus = self.reading.values("sku")
             return skus[0] if skus else None
         if kind == "date" and subject.kind == "customer":
             return self._date(name)
-        if kind == "choice":
-            return next((word for word in self.reading.words if word in argument.choices), None)
         return None
 
     def _date(self, name: str) -> str | None:
@@ -273,7 +279,7 @@ class _Planner:
 
     # -- intents
 
-    def plan_intent(self, intent: Intent, default_topic: str = "") -> bool:
+    def plan_intent(self, intent: Intent) -> bool:
         """Plan every tool of the intent (alternatives: the first that binds); False if none bound."""
         planned = False
         for entry in intent.tools:
@@ -281,7 +287,7 @@ class _Planner:
             if alternatives == ["billing.refund_eligibility"]:
                 planned = self.plan_refunds() or planned
                 continue
-            calls = self._calls_for(alternatives, intent.default_topic or default_topic)
+            calls = self._calls_for(alternatives)
             for call in calls:
                 if intent.name in ("refund",) and call.tool.startswith("billing."):
                     call.purpose = _REFUND_PURPOSE
@@ -289,11 +295,11 @@ class _Planner:
             planned = planned or bool(calls)
         return planned
 
-    def _calls_for(self, alternatives: list[str], default_topic: str) -> list[_Call]:
-        text = self.topic or default_topic
+    def _calls_for(self, alternatives: list[str]) -> list[_Call]:
         scopes: list[list[_Subject]] = [self.customers, self.orders]
-        if text:
-            scopes.append([_Subject("text", text, {"text": text})])
+        if self.text:
+            scopes.append([_Subject("text", self.text, {"text": self.text})])
+        scopes.append(self.articles)
         for derived in (False, True):
             for scope in scopes:
                 for tool in alternatives:
@@ -323,19 +329,30 @@ class _Planner:
         for mention in reading.of("article_id"):
             self._add(self._lookup_call("article_id", mention.value))
         self.plan_refunds()
-        if not self.customers and not self.orders and set(reading.topic) & (PRODUCT_WORDS | SYMPTOM_WORDS):
+        if not self.customers:
+            self.intents.discard("everything")  # everything about an order: the order alone, below
+        nobody = not self.customers and not self.orders and not self.articles
+        if (
+            nobody
+            and not self.intents & {"tickets", "policies"}
+            and set(reading.topic) & (PRODUCT_WORDS | SYMPTOM_WORDS)
+        ):
             self.intents |= {"tickets", "policies"}  # a product or symptom alone: who reported it, what we do
-        if self.order_lookups and not self.customers and not self.intents - {"orders"}:
+        if self.order_lookups and not self.customers and not (self.intents | reading.weak_intents) - {"orders"}:
             self.intents.add("tickets")  # an order alone: what the sources can say about it
         for intent in INTENTS:
-            if intent.name not in self.intents:
-                continue
-            if not self.plan_intent(intent):
+            if intent.name in self.intents and not self.plan_intent(intent):
                 self.unplanned.append(_unanswerable(intent))
+            elif intent.name in reading.weak_intents and self.order_lookups:
+                self.plan_intent(intent)  # "the customer of ORD-10023": who placed it
         self._account_for_refunds()
-        self._account_for_mentions()
         tasks = self._tasks()
-        if not tasks:
+        self.unplanned += _unaccounted(reading, tasks, self.unplanned)
+        # A refund word alone plans the refund policy; with the refund itself not researchable and no
+        # words of the query's own to search for, that is no answer to what was asked.
+        policy_only = all(task.tool == "search_policies" for task in tasks) and not self.own_words
+        policy_only = policy_only and "policies" not in self.intents
+        if not tasks or (policy_only and self.unplanned):
             raise QueryError(_nothing_to_research(reading, self.unplanned))
         return Plan.of(reading.query, tasks, tuple(self.unplanned), _notes(reading))
 
@@ -352,29 +369,6 @@ class _Planner:
                         f"a refund on {order}", "no amount was given for it",
                         f"say how much, e.g. 'refund £45 on {order}'",
                     ))  # fmt: skip
-        for amount in self.single_amounts:
-            self.unplanned.append(Unplanned(
-                f"the amount {amount.describe()}", "no order was named that it could be refunded on",
-                f"name the order, e.g. 'refund {amount.describe()} on ORD-10031'",
-            ))  # fmt: skip
-
-    def _account_for_mentions(self) -> None:
-        """Every mention is used by a call, or listed as not researched (also a check on the planner)."""
-        used = {str(value) for call in self.calls for value in call.arguments.values()}
-        listed = " ".join(str(item) for item in self.unplanned)
-        for mention in self.reading.mentions:
-            if mention.kind == "dates":
-                if not any(call.tool == "orders.search_orders" for call in self.calls):
-                    self.unplanned.append(Unplanned(
-                        f"the dates {mention.describe()}", "dates narrow a customer's orders, and no orders search was planned",
-                        "name the customer whose orders to search, e.g. 'orders of CUST-00042 since last month'",
-                    ))  # fmt: skip
-                continue
-            if mention.kind == "amount":
-                continue  # paired (used) or listed by _account_for_refunds
-            if str(mention.value) in used or mention.describe() in listed:
-                continue
-            self.unplanned.append(_unused(mention))
 
     def _tasks(self) -> list[PlannedTask]:
         counts: dict[str, int] = {}
@@ -402,22 +396,75 @@ class _Planner:
         return tasks
 
 
+def _unaccounted(reading: Reading, tasks: list[PlannedTask], unplanned: list[Unplanned]) -> list[Unplanned]:
+    """What the query names that no task uses and no entry lists yet: nothing is dropped silently.
+
+    Checked on every plan, the deterministic planner's and Claude's alike.
+    """
+    used = {str(value) for task in tasks for value in task.arguments.values()}
+    listed = " ".join(str(item) for item in unplanned)
+    searches_orders = any(task.tool == "search_orders" for task in tasks)
+    found = []
+    for mention in reading.mentions:
+        if mention.kind == "dates":
+            if not searches_orders:
+                found.append(Unplanned(
+                    f"the dates {mention.describe()}", "dates narrow a customer's orders, and no orders search was planned",
+                    "name the customer whose orders to search, e.g. 'orders of CUST-00042 since last month'",
+                ))  # fmt: skip
+        elif mention.kind == "amount":
+            if (
+                not any(task.arguments.get("amount") == mention.value for task in tasks)
+                and mention.describe() not in listed
+            ):
+                found.append(Unplanned(
+                    f"the amount {mention.describe()}", "no order was named that it could be refunded on",
+                    f"name the order, e.g. 'refund {mention.describe()} on ORD-10031'",
+                ))  # fmt: skip
+        elif str(mention.value) not in used and mention.describe() not in listed:
+            found.append(_unused(mention))
+    return found
+
+
+def account_for(plan: Plan) -> Plan:
+    """``plan`` (made by a model) with what its query names but no task uses listed as unplanned."""
+    try:
+        reading = read_query(plan.query)
+    except QueryError:
+        return plan  # the query was refused before planning; nothing to add
+    missing = _unaccounted(reading, list(plan.tasks.values()), list(plan.unplanned))
+    return Plan.of(plan.query, list(plan.tasks.values()), (*plan.unplanned, *missing), plan.notes)
+
+
 def _pair_amounts(reading: Reading) -> tuple[list[tuple[Mention, Mention]], list[Mention]]:
-    """Each amount with its nearest order (by position in the query); amounts left without one."""
-    orders = reading.of("order_id")
-    free = list(orders)
-    pairs, single = [], []
-    for amount in reading.of("amount"):
-        if not free:
-            single.append(amount)
-            continue
-        nearest = min(free, key=lambda order: abs(order.start - amount.start))
-        if any(pair_order.value == nearest.value for pair_order, _ in pairs):
-            single.append(amount)
-            continue
-        free.remove(nearest)
-        pairs.append((nearest, amount))
-    return pairs, single
+    """Each amount with its order; the amounts left without one.
+
+    As many amounts as orders pair in the order they are written ("ORD-10031 (45 GBP) and ORD-10023
+    (750 GBP)"). Otherwise the query's own direction decides: if its first amount comes before its
+    first order ("£45 on ORD-10031"), each order takes the nearest free amount before it, else the
+    nearest free amount after it. An order takes one amount.
+    """
+    amounts = reading.of("amount")
+    orders = list({mention.value: mention for mention in reversed(reading.of("order_id"))}.values())
+    orders.sort(key=lambda mention: mention.start)
+    if not amounts or not orders:
+        return [], amounts
+    if len(amounts) == len(orders):
+        return list(zip(orders, amounts, strict=True)), []
+    forward = amounts[0].start < orders[0].start
+    pairs, free = [], list(amounts)
+    for order in orders if forward else reversed(orders):
+        side = [a for a in free if (a.start < order.start if forward else a.start > order.start)]
+        if side:
+            amount = side[-1] if forward else side[0]
+            free.remove(amount)
+            pairs.append((order, amount))
+    return sorted(pairs, key=lambda pair: pair[0].start), free
+
+
+@functools.cache
+def _refund_words() -> frozenset[str]:
+    return next(intent.words for intent in INTENTS if intent.name == "refund")
 
 
 def _why(tool: str, arguments: dict[str, Any]) -> str:

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
-from rapidfuzz import fuzz, process
+from rapidfuzz import process
+from rapidfuzz.distance import DamerauLevenshtein
 
 from coordinator.intents import INTENTS, NOT_NAMES, STOPWORDS, vocabulary, words_of
 from sources.domain import TODAY
@@ -85,6 +86,7 @@ class Reading:
     query: str
     mentions: tuple[Mention, ...]
     intents: frozenset[str]
+    weak_intents: frozenset[str]  # asked only by nouns that ask where there is something to look up
     words: tuple[str, ...]  # every remaining word, typos corrected, in order
     topic: tuple[str, ...]  # the words worth searching for
     corrections: tuple[tuple[str, str], ...]  # (as written, read as)
@@ -118,9 +120,11 @@ _POUNDS = (
     re.compile(rf"£\s?{_NUMBER}"),
     re.compile(rf"\bGBP\s?{_NUMBER}", re.I),
     re.compile(rf"{_NUMBER}\s?(?:GBP|pounds?(?:\s+sterling)?|quid|sterling)\b", re.I),
-    # A bare number right after a refund word is an amount in pounds ("refund 45 on ORD-10031").
+    # A bare number right after a refund word is an amount in pounds ("refund 45 on ORD-10031"); only
+    # the number is taken, so the refund word is still read.
     re.compile(
-        rf"\b(?:refund|reimburse)\s+(?:of\s+|for\s+)?{_NUMBER}\b(?!\s*(?:%|days?|weeks?|months?|years?|items?|x)\b)",
+        rf"\b(?:refund|reimburse|money\s+back|pay\s+back|give\s+back|compensation)\s+(?:of\s+|for\s+)?"
+        rf"(?P<span>{_NUMBER})\b(?!\s*(?:%|days?|weeks?|months?|years?|items?|x)\b)",
         re.I,
     ),
 )
@@ -193,21 +197,22 @@ class _Scanner:
         self.mentions: list[Mention] = []
 
     def take(self, pattern: re.Pattern[str], kind: MentionKind, value: Any) -> None:
+        """Read every match of ``pattern`` (only its ``span`` group, where it has one) as a mention."""
         for match in list(pattern.finditer(self.left)):
             normalized = value(match)
             if normalized is None:
                 continue
-            self.mentions.append(
-                Mention(kind, normalized, self.text[match.start() : match.end()].strip(), match.start())
-            )
-            self.blank(match.start(), match.end())  # fmt: skip
+            start, end = match.span("span") if "span" in pattern.groupindex else match.span()
+            self.mentions.append(Mention(kind, normalized, self.text[start:end].strip(), start))
+            self.blank(start, end)
 
     def blank(self, start: int, end: int) -> None:
         self.left = self.left[:start] + " " * (end - start) + self.left[end:]
 
 
 def _amount(match: re.Match[str]) -> float:
-    return float(match[1].replace(",", ""))
+    number = match["span"] if "span" in match.re.groupindex else match[1]
+    return float(number.replace(",", ""))
 
 
 @functools.cache
@@ -297,6 +302,15 @@ def _first_names() -> frozenset[str]:
 
 
 @functools.cache
+def _common_words() -> frozenset[str]:
+    # Everyday English words are never typos of the vocabulary ("change" is not "charge"): Faker's
+    # list of common words serves as the dictionary.
+    from faker.providers.lorem.en_US import Provider
+
+    return frozenset(Provider.word_list)
+
+
+@functools.cache
 def _vocabulary() -> tuple[frozenset[str], list[str]]:
     words = vocabulary()
     return words, sorted(words)
@@ -305,9 +319,12 @@ def _vocabulary() -> tuple[frozenset[str], list[str]]:
 def _correct(word: str) -> str:
     """A word as the vocabulary knows it: itself if known, else the one close spelling (typos)."""
     known, choices = _vocabulary()
-    if word in known or word in STOPWORDS or len(word) < 4:
+    if word in known or word in STOPWORDS or len(word) < 4 or word in _common_words():
         return word
-    best = process.extractOne(word, choices, scorer=fuzz.ratio, score_cutoff=85)
+    # Damerau-Levenshtein: a swapped pair of letters ("refudn") is one slip, as a missing one is.
+    best = process.extractOne(
+        word, choices, scorer=DamerauLevenshtein.normalized_similarity, score_cutoff=0.8
+    )
     return best[0] if best else word
 
 
@@ -325,7 +342,7 @@ def _names(scanner: _Scanner) -> None:
         if word in NOT_NAMES or word in STOPWORDS or word in known:
             continue
         end = token.end()
-        if index + 1 < len(tokens):
+        if index + 1 < len(tokens) and not token[0].lower().endswith("'s"):
             following = tokens[index + 1]
             last = following[0].lower().removesuffix("'s")
             adjacent = scanner.left[token.end() : following.start()].strip() == ""
@@ -338,14 +355,16 @@ def _names(scanner: _Scanner) -> None:
         skip_until = end
 
 
-def _intents(words: list[str], phrases_text: str) -> frozenset[str]:
-    found = set()
+def _intents(words: list[str], phrases_text: str) -> tuple[frozenset[str], frozenset[str]]:
+    found, weak = set(), set()
     for intent in INTENTS:
         if intent.words.intersection(words) or any(
             re.search(rf"\b{re.escape(phrase)}\b", phrases_text) for phrase in intent.phrases
         ):
             found.add(intent.name)
-    return frozenset(found)
+        elif intent.weak_words.intersection(words):
+            weak.add(intent.name)
+    return frozenset(found), frozenset(weak)
 
 
 def read_query(query: str) -> Reading:
@@ -379,11 +398,12 @@ def read_query(query: str) -> Reading:
             corrections.append((word, corrected))
         words.append(corrected)
     phrases_text = " ".join(_TOKEN.findall(scanner.left.lower()))
-    intents = _intents(words, phrases_text)
+    intents, weak_intents = _intents(words, phrases_text)
     return Reading(
         query=text,
         mentions=tuple(sorted(scanner.mentions, key=lambda mention: mention.start)),
         intents=intents,
+        weak_intents=weak_intents,
         words=tuple(words),
         topic=tuple(dict.fromkeys(word for word in words if _is_topic(word))),
         corrections=tuple(dict.fromkeys(corrections)),

@@ -66,15 +66,15 @@ def error(status: int, kind: str, message: str) -> Reply:
     )
 
 
-def plan_as_input(plan: Plan) -> dict[str, Any]:
-    """A plan as the lead agent submits it (references as "{task.field}")."""
+def plan_as_input(plan: Plan, rename: Callable[[str], str] = str) -> dict[str, Any]:
+    """A plan as the lead agent submits it (references as "{task.field}"; ``rename`` renames tasks)."""
     return {"tasks": [
-        {"id": task.id, "source": task.source, "tool": task.tool, "purpose": task.purpose,
-         "depends_on": list(task.depends_on),
-         "arguments": {name: f"{{{value.task}.{value.field}}}" if isinstance(value, Ref) else value
+        {"id": rename(task.id), "source": task.source, "tool": task.tool, "purpose": task.purpose,
+         "depends_on": [rename(upstream) for upstream in task.depends_on],
+         "arguments": {name: f"{{{rename(value.task)}.{value.field}}}" if isinstance(value, Ref) else value
                        for name, value in task.arguments.items()}}
         for task in plan.order()
-    ]}  # fmt: skip
+    ], "unplanned": [{"what": item.what, "why": item.why, "next_step": item.next_step} for item in plan.unplanned]}  # fmt: skip
 
 
 def last_tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,0 +1,130 @@
+"""The planner's labelled corpus (``planner_corpus.toml``) and the check of a plan against a case.
+
+A case names a query and either ``refused = true`` or every call the plan must hold (``calls``),
+each as ``source.tool`` followed by the key arguments: ``name=value`` (exact; numbers compare as
+numbers; ``{task.field}`` is a value from an upstream lookup) or ``name~word`` (the argument holds the
+word). ``unplanned`` lists text each of which some not-researched entry must mention; without it the
+plan must leave nothing unplanned. Used by the corpus test and by ``benchmarks/planner.py``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coordinator.intents import TASK_NAMES
+from coordinator.plan import Plan, PlannedTask, Ref
+
+__all__ = ["Case", "load_cases", "mismatches"]
+
+CORPUS = Path(__file__).with_name("planner_corpus.toml")
+
+
+@dataclass(frozen=True)
+class Expected:
+    tool: str  # source.tool
+    exact: dict[str, str]
+    contains: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Case:
+    query: str
+    refused: bool
+    calls: tuple[Expected, ...]
+    unplanned: tuple[str, ...] | None
+    note: str = ""
+
+
+def _expected(spec: str) -> Expected:
+    tool, *words = spec.split()
+    exact: dict[str, str] = {}
+    contains: dict[str, str] = {}
+    last: dict[str, str] = exact
+    name = ""
+    for word in words:
+        operator = re.match(r"^(\w+)([=~])(.*)$", word)
+        if operator is None:  # a value with spaces goes on ("name=jane doe")
+            last[name] += f" {word}"
+            continue
+        name, sign, value = operator.groups()
+        last = exact if sign == "=" else contains
+        last[name] = value
+    return Expected(tool, exact, contains)
+
+
+def load_cases() -> list[Case]:
+    with CORPUS.open("rb") as corpus:
+        raw = tomllib.load(corpus)["case"]
+    return [
+        Case(
+            query=case["query"],
+            refused=case.get("refused", False),
+            calls=tuple(_expected(spec) for spec in case.get("calls", [])),
+            unplanned=tuple(case["unplanned"]) if "unplanned" in case else None,
+            note=case.get("note", ""),
+        )
+        for case in raw
+    ]
+
+
+def _same(expected: str, actual: Any, plan: Plan) -> bool:
+    if isinstance(actual, Ref):  # "{customer.id}": from the customer lookup, whatever the planner named it
+        upstream = plan.tasks[actual.task]
+        return expected == f"{{{TASK_NAMES[f'{upstream.source}.{upstream.tool}']}.{actual.field}}}"
+    if isinstance(actual, int | float) and not isinstance(actual, bool):
+        try:
+            return float(expected) == float(actual)
+        except ValueError:
+            return False
+    return expected == str(actual)
+
+
+def _matches(expected: Expected, task: PlannedTask, plan: Plan) -> bool:
+    if f"{task.source}.{task.tool}" != expected.tool:
+        return False
+    for name, value in expected.exact.items():
+        if name not in task.arguments or not _same(value, task.arguments[name], plan):
+            return False
+    for name, word in expected.contains.items():
+        if word.lower() not in str(task.arguments.get(name, "")).lower():
+            return False
+    return True
+
+
+def mismatches(case: Case, plan: Plan | None, refusal: str = "") -> list[str]:
+    """How ``plan`` (None when the planner refused the query) differs from what ``case`` expects."""
+    if case.refused:
+        return [] if plan is None else [f"expected a refusal, got {_calls(plan)}"]
+    if plan is None:
+        return [f"refused: {refusal}"]
+    problems = []
+    tasks = list(plan.tasks.values())
+    planned = Counter(f"{task.source}.{task.tool}" for task in tasks)
+    wanted = Counter(expected.tool for expected in case.calls)
+    if planned != wanted:
+        problems.append(f"tools {dict(sorted(planned.items()))} != expected {dict(sorted(wanted.items()))}")
+    free = list(tasks)
+    for expected in case.calls:
+        match = next((task for task in free if _matches(expected, task, plan)), None)
+        if match is None:
+            problems.append(f"no task matches {expected.tool} {expected.exact} {expected.contains}")
+        else:
+            free.remove(match)
+    listed = [str(item) for item in plan.unplanned]
+    if case.unplanned is None:
+        if listed:
+            problems.append(f"unexpected unplanned {listed}")
+    else:
+        for text in case.unplanned:
+            if not any(text.lower() in item.lower() for item in listed):
+                problems.append(f"unplanned should mention {text!r}: {listed}")
+    return problems
+
+
+def _calls(plan: Plan) -> str:
+    return "; ".join(f"{task.source}.{task.tool} {task.arguments}" for task in plan.tasks.values())

@@ -1,0 +1,203 @@
+"""The planner against how people ask: a labelled corpus, properties over generated queries, Claude's plans.
+
+The corpus (``planner_corpus.toml``) was written against the planner's specification by someone who
+did not read its code: phrasings support agents type, each with every call it must plan.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from coordinator.llm import ClaudeSettings, claude_plan
+from coordinator.plan import Plan, Ref
+from coordinator.planner import plan_query
+from coordinator.reading import QueryError, read_query
+from tests.corpus import Case, load_cases, mismatches
+from tests.fake_messages_api import FakeMessagesApi, plan_as_input, tool_use
+
+CASES = load_cases()
+
+
+def _plan_or_refusal(query: str) -> tuple[Plan | None, str]:
+    try:
+        return plan_query(query), ""
+    except QueryError as exc:
+        return None, str(exc)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{index:03d}" for index in range(len(CASES))])
+def test_the_planner_plans_what_the_query_asks(case: Case) -> None:
+    plan, refusal = _plan_or_refusal(case.query)
+    assert mismatches(case, plan, refusal) == [], case.query
+
+
+def test_the_corpus_is_large_and_every_query_is_new() -> None:
+    queries = [case.query.lower() for case in CASES]
+    assert len(queries) >= 200 and len(set(queries)) == len(queries)
+    assert (
+        sum(case.refused for case in CASES) >= 10 and sum(case.unplanned is not None for case in CASES) >= 20
+    )
+
+
+def test_a_partly_understood_query_is_never_complete() -> None:
+    """Every corpus query that leaves something unplanned has it in the plan, and the plan says partial."""
+    partial = [case for case in CASES if case.unplanned]
+    assert len(partial) >= 20
+    for case in partial:
+        plan = plan_query(case.query)
+        assert plan.unplanned and all(item.why and item.next_step for item in plan.unplanned)
+
+
+# --- Claude's plans go through the same checks ------------------------------------------------------
+
+
+def _renamed(task_id: str) -> str:
+    return f"step_{re.sub(r'[^a-z0-9]', '_', task_id)}"
+
+
+def _scripted_lead_agent(request: dict[str, Any]) -> Any:
+    """A lead agent that plans what the query asks, under task names of its own, listing what it cannot."""
+    plan = plan_query(request["messages"][0]["content"])
+    return tool_use(plan_as_input(plan, rename=_renamed))
+
+
+@pytest.mark.anyio
+async def test_claude_plans_for_the_corpus_pass_the_same_checks() -> None:
+    api = FakeMessagesApi(_scripted_lead_agent)
+    claude = ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=0, timeout_s=10)
+    failures = {}
+    try:
+        with anyio.fail_after(240):
+            for case in CASES:
+                if case.refused:
+                    continue
+                plan, summary = await claude_plan(case.query, claude)
+                assert summary.planner == "claude" and summary.steps[-1].action == "plan", summary.steps
+                assert all(task_id.startswith("step_") for task_id in plan.tasks)
+                problems = mismatches(case, plan)
+                if problems:
+                    failures[case.query] = problems
+    finally:
+        api.close()
+    assert failures == {}
+    assert not api.script_errors
+
+
+@pytest.mark.anyio
+async def test_what_claude_leaves_out_is_listed_by_the_code() -> None:
+    """A model plan that ignores an order the query names: the code lists it as not researched."""
+    query = "what did CUST-00042 buy, and whats up with ORD-10031"
+    reply = tool_use({"tasks": [{"id": "orders", "source": "orders", "tool": "search_orders",
+                                 "arguments": {"customer_id": "CUST-00042"}}]})  # fmt: skip
+    api = FakeMessagesApi([reply])
+    try:
+        with anyio.fail_after(30):
+            plan, _ = await claude_plan(
+                query, ClaudeSettings(api_key="k", base_url=api.base_url, max_retries=0, timeout_s=10)
+            )
+    finally:
+        api.close()
+    assert [item.what for item in plan.unplanned] == ["ORD-10031"]
+
+
+# --- properties over generated queries ---------------------------------------------------------------
+
+_FILLER = st.sampled_from([
+    "", "hi,", "pls", "quick one:", "can you check", "customer says", "urgent -", "re:", "fyi", "thanks!",
+    "what about", "and", "also", "asap", "the jug came twice", "arrived late",
+])  # fmt: skip
+_ORDER_NUMBER = st.integers(10000, 99999)
+_PENCE = st.integers(1, 9_999_999)
+
+
+def _order_text(number: int, style: int) -> str:
+    return [f"ORD-{number}", f"ord-{number}", f"order {number}", f"order #{number}", f"#{number}", f"ORD {number}"][style]  # fmt: skip
+
+
+def _amount_text(pence: int, style: int) -> str:
+    pounds = pence / 100
+    whole = f"{pounds:.2f}".removesuffix(".00")
+    grouped = f"{pounds:,.2f}"
+    return [f"£{whole}", f"{whole} GBP", f"GBP {grouped}", f"{whole} pounds", f"{whole} quid", f"£{grouped}", f"£ {whole}"][style]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    number=_ORDER_NUMBER, order_style=st.integers(0, 5), pence=_PENCE, amount_style=st.integers(0, 6),
+    before=_FILLER, between=st.sampled_from(["on", "for", "back for", "refund on", "-", "(", "against"]),
+    after=_FILLER, amount_first=st.booleans(),
+)  # fmt: skip
+@example(number=10031, order_style=0, pence=4500, amount_style=4, before="refund", between="on", after="?", amount_first=True)  # fmt: skip
+def test_an_order_and_an_amount_in_pounds_is_a_refund_check_with_exactly_those_values(
+    number: int, order_style: int, pence: int, amount_style: int, before: str, between: str, after: str,
+    amount_first: bool,
+) -> None:  # fmt: skip
+    order, amount = _order_text(number, order_style), _amount_text(pence, amount_style)
+    parts = [amount, between, order] if amount_first else [order, between, amount]
+    query = " ".join(filter(None, [before, *parts, after]))
+    checks = [task for task in plan_query(query).tasks.values() if task.tool == "refund_eligibility"]
+    assert [(task.arguments["order_id"], task.arguments["amount"]) for task in checks] == [
+        (f"ORD-{number}", pence / 100)
+    ], query
+    assert checks[0].depends_on == ()  # a refund check waits for nothing
+
+
+_CUSTOMER = st.sampled_from([
+    "jane.doe@example.com", "Jane.Doe@Example.com", "CUST-00042", "cust-42", "customer 77", "CUST 13",
+    "new.customer@example.com", "jane", "noah newman", "priya", "tom's",
+])  # fmt: skip
+_ASK = st.sampled_from([
+    "orders", "what did they buy", "open tickets", "complaints", "invoices", "billing", "everything about",
+    "refund", "money back", "policy on damaged items", "warranty", "who is", "since last month",
+    "in october 2026", "before 2026-10-01", "with SKU-4417-BLK", "KB-REFUNDS", "status", "polcy", "tikets",
+])  # fmt: skip
+_THING = st.one_of(
+    _CUSTOMER,
+    st.builds(_order_text, _ORDER_NUMBER, st.integers(0, 5)),
+    st.builds(_amount_text, _PENCE, st.integers(0, 6)),
+)
+
+
+@functools.cache
+def _plan_of(query: str) -> tuple[Plan | None, str]:
+    return _plan_or_refusal(query)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(_ASK, _THING, _FILLER), min_size=1, max_size=7))
+def test_generated_queries_use_every_mention_and_wait_only_for_what_they_use(parts: list[str]) -> None:
+    query = " ".join(parts)
+    plan, _ = _plan_of(query)
+    if plan is None:
+        return  # refused as a usage error: the refusal is the answer (tested by the corpus)
+    for task in plan.tasks.values():
+        referenced = {value.task for value in task.arguments.values() if isinstance(value, Ref)}
+        assert set(task.depends_on) == referenced, f"{query!r}: {task.id} waits for {task.depends_on}"
+    used = {str(value) for task in plan.tasks.values() for value in task.arguments.values()}
+    listed = " ".join(str(item) for item in plan.unplanned)
+    for mention in read_query(query).mentions:
+        if mention.kind == "dates":
+            dated = any(
+                task.tool == "search_orders" and ({"placed_after", "placed_before"} & set(task.arguments))
+                for task in plan.tasks.values()
+            )
+            assert dated or mention.text in listed, f"{query!r}: {mention} dropped"
+        elif mention.kind == "amount":
+            amounts = [task.arguments.get("amount") for task in plan.tasks.values()]
+            assert mention.value in amounts or mention.describe() in listed, f"{query!r}: {mention} dropped"
+        else:
+            assert str(mention.value) in used or mention.describe() in listed, f"{query!r}: {mention} dropped"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_any_text_is_planned_or_refused_in_words(text: str) -> None:
+    plan, refusal = _plan_or_refusal(text)
+    assert plan is not None or (refusal and "\n" not in refusal and "Traceback" not in refusal)
