@@ -112,9 +112,8 @@ def _tool_arguments() -> dict[str, dict[str, _Argument]]:
 
 def _argument(prop: dict[str, Any], defs: dict[str, Any], required: bool) -> _Argument:
     variants = [prop, *prop.get("anyOf", [])]
-    for variant in variants:
-        if "$ref" in variant:
-            variant.update(defs.get(variant["$ref"].rsplit("/", 1)[-1], {}))
+    for found in variants:
+        variant = {**found, **defs.get(found.get("$ref", "").rsplit("/", 1)[-1], {})}
         if variant.get("pattern") in _KIND_OF_PATTERN:
             return _Argument(_KIND_OF_PATTERN[variant["pattern"]], required)
         # A choice that defaults to nothing filters (a ticket's status); one with a default is a mode

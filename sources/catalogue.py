@@ -1,17 +1,46 @@
 """What the five sources offer and where a fleet of them listens: the facts a planner and a fleet share.
 
-A test checks this catalogue against what each server answers to ``tools/list``, so it cannot drift.
+``TOOLS`` names each source's tools, and ``input_schemas()`` gives each tool's input schema exactly
+as its server answers ``tools/list``, read from ``tools.json`` next to this module: a planner can
+check arguments against them without starting a source. Tests check both against what each server
+answers, so they cannot drift. After changing a tool or its arguments, regenerate the file with
+
+    python -m sources.catalogue --write
+
+This module stays light to import: reading the catalogue never imports the mcp SDK or a source; only
+the generator does.
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_PORTS", "SOURCES", "TOOLS", "default_url"]
+import argparse
+import functools
+import importlib
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sources.settings import SourceSettings
+
+__all__ = [
+    "DEFAULT_PORTS",
+    "INPUT_SCHEMAS_FILE",
+    "SOURCES",
+    "TOOLS",
+    "default_url",
+    "input_schemas",
+    "live_input_schemas",
+]
 
 SOURCES = ("customers", "orders", "billing", "tickets", "kb")
 
 TOOLS: dict[str, frozenset[str]] = {
-    "customers": frozenset({"customer_lookup"}),
-    "orders": frozenset({"search_orders"}),
+    "customers": frozenset({"customer_lookup", "find_customers"}),
+    "orders": frozenset({"search_orders", "get_order"}),
     "billing": frozenset({"list_invoices", "refund_eligibility", "issue_refund"}),
     "tickets": frozenset({"search_tickets"}),
     "kb": frozenset({"search_policies", "related_policies"}),
@@ -20,6 +49,68 @@ TOOLS: dict[str, frozenset[str]] = {
 # Where `research sources up` starts each source over HTTP, and where `--transport http` looks.
 DEFAULT_PORTS = {"customers": 8101, "orders": 8102, "billing": 8103, "tickets": 8104, "kb": 8105}
 
+INPUT_SCHEMAS_FILE = Path(__file__).with_name("tools.json")
+
+InputSchemas = dict[str, dict[str, dict[str, Any]]]  # source -> tool -> the tool's inputSchema
+
 
 def default_url(source: str) -> str:
     return f"http://127.0.0.1:{DEFAULT_PORTS[source]}/mcp"
+
+
+@functools.cache
+def _recorded() -> str:
+    return INPUT_SCHEMAS_FILE.read_text(encoding="utf-8")
+
+
+def input_schemas() -> InputSchemas:
+    """Each source's tools and their input schemas, as recorded in ``tools.json``.
+
+    The file is read once; each call returns a fresh copy, so what one caller changes (resolving a
+    ``$ref`` in place, say) no other caller sees.
+    """
+    schemas: InputSchemas = json.loads(_recorded())
+    return schemas
+
+
+async def live_input_schemas(settings: SourceSettings) -> InputSchemas:
+    """Each source's tools and their input schemas as its server answers ``tools/list`` (in memory)."""
+    from mcp import Client
+
+    schemas: InputSchemas = {}
+    for source in SOURCES:
+        server = importlib.import_module(f"sources.{source}").create_server(settings)
+        async with Client(server) as client:
+            listed = (await client.list_tools()).tools
+        schemas[source] = {tool.name: tool.input_schema for tool in listed}
+    return schemas
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m sources.catalogue",
+        description="Ask every source for its tools' input schemas and print them as JSON.",
+    )
+    parser.add_argument("--write", action="store_true", help=f"write them to {INPUT_SCHEMAS_FILE} instead")
+    arguments = parser.parse_args(argv)
+
+    import anyio
+
+    from sources.settings import SourceSettings
+
+    async def ask(settings: SourceSettings) -> InputSchemas:
+        with anyio.fail_after(60):
+            return await live_input_schemas(settings)
+
+    with tempfile.TemporaryDirectory() as data_dir:  # the servers need a world; a private one leaves no trace
+        schemas = anyio.run(ask, SourceSettings(data_dir=Path(data_dir)))
+    text = json.dumps(schemas, sort_keys=True, indent=2) + "\n"
+    if arguments.write:
+        INPUT_SCHEMAS_FILE.write_text(text, encoding="utf-8")
+        print(f"wrote {INPUT_SCHEMAS_FILE}")
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,25 +1,34 @@
-"""The customers source (CRM): ``customer_lookup``, exactly as in the reference exercise.
+"""The customers source (CRM): ``customer_lookup`` as in the reference exercise, and ``find_customers``.
 
-Natural failures: a malformed identifier is a validation error; an unknown customer is a valid empty
-result; an erased (GDPR) record is refused by a business rule; a restricted (VIP) record needs scope
-``customers:restricted``. ``mode`` simulates each outcome on demand; ``success`` does a real lookup.
+Natural failures: a malformed identifier or name is a validation error; an unknown customer is a valid
+empty result (for an email one edit or two away from exactly one known email, its message suggests that
+email, and returns no record); an erased (GDPR) record is refused by a business rule and never matches a
+name search; a restricted (VIP) record needs scope ``customers:restricted``, in a lookup and whenever
+it is among a name search's matches. ``mode`` simulates each lookup outcome on demand; ``success``
+does a real lookup.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from mcp.server import MCPServer
 from pydantic import BaseModel
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
 
 from sources.auth import require_scope
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
-from sources.formats import CUSTOMER_IDENTIFIER, LookupMode, one_of
+from sources.formats import CUSTOMER_IDENTIFIER, PERSON_NAME, LookupMode, one_of, whole_number
 from sources.settings import SourceSettings
+from sources.store import Store, starts_a_word
 from sources.toolkit import open_source, page_of
 from sources.wire import Wire
 
 __all__ = ["Customer", "create_server"]
+
+_NEAR_MISS_EDITS = 2  # how many typed characters an email may be off and still get a suggestion
 
 
 class Customer(BaseModel):
@@ -62,12 +71,28 @@ def _simulated(mode: LookupMode, identifier: str) -> ToolError | EmptyResult:
             )
 
 
+def _near_miss(store: Store, email: str) -> str | None:
+    """The one email a few edits from ``email``, or None when there is none or more than one.
+
+    Only emails that may be shown are candidates: never an erased or a restricted customer's.
+    """
+    shown = store.rows("SELECT email FROM customers WHERE erased_on IS NULL AND NOT restricted")
+    near = process.extract(
+        email,
+        [row["email"] for row in shown],
+        scorer=Levenshtein.distance,
+        score_cutoff=_NEAR_MISS_EDITS,
+        limit=2,
+    )
+    return near[0][0] if len(near) == 1 else None
+
+
 def create_server(settings: SourceSettings | None = None, *, wire: Wire | None = None) -> MCPServer:
     source = open_source(
         "customers",
         settings,
         wire=wire,
-        instructions="Customer records (CRM). Look customers up by email or CUST-NNNNN id.",
+        instructions="Customer records (CRM). Look customers up by email or CUST-NNNNN id, or find them by name.",
     )
 
     @source.tool(Customer)
@@ -83,19 +108,20 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         """Look up one customer by email address or customer id (CUST-NNNNN).
 
         Returns the customer, or a valid empty result (isError false, resultCount 0) when nothing
-        matches. Errors follow the contract: a malformed identifier is `validation`; an erased
-        customer is `business` (never retry); a restricted customer needs scope
-        customers:restricted (`permission`). `mode` simulates each outcome on demand.
+        matches. When an email is a typo or two away from exactly one customer's email, that empty
+        result's message asks "Did you mean ...?"; it returns no record: look the suggested email up
+        only if it is plainly the one meant. Errors follow the contract: a malformed identifier is
+        `validation`; an erased customer is `business` (never retry); a restricted customer needs
+        scope customers:restricted (`permission`). `mode` simulates each outcome on demand.
         """
         if mode is not LookupMode.SUCCESS:
             return _simulated(mode, identifier)
         column = "id" if identifier.startswith("CUST-") else "email"
         row = source.store.row(f"SELECT * FROM customers WHERE {column} = ?", (identifier,))  # noqa: S608  (column is one of two literals)
         if row is None:
-            return page_of(
-                [],
-                empty_message=f"No customer matches {identifier}.",
-            )
+            suggestion = None if column == "id" else _near_miss(source.store, identifier)
+            hint = f" Did you mean {suggestion}?" if suggestion else ""
+            return page_of([], empty_message=f"No customer matches {identifier}.{hint}")
         if row["erased_on"]:
             raise ToolFailure(
                 ToolError.of(
@@ -107,6 +133,39 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         if row["restricted"]:
             require_scope("customers:restricted", f"restricted customer {row['id']}")
         return page_of([Customer.model_validate(row)], empty_message="")
+
+    @source.tool(Customer)
+    def find_customers(
+        name: Annotated[
+            str, PERSON_NAME.field("The name to search for; each word matches the start of a word of a name.")
+        ],
+        limit: Annotated[int, whole_number("Most customers returned.", 1, 50, 10)] = 10,
+    ) -> ResultPage[Customer] | EmptyResult:
+        """Find customers by name, ignoring case: each word given must start a word of the customer's name.
+
+        "jane" finds Jane Doe and Janet Smith; "jane doe" finds Jane Doe only; "doe" finds Jane Doe;
+        "ane" finds neither. Customers come ordered by name, then id; when `truncated` is true, more
+        customers match than `limit`: give more of the name. No match is a valid empty result
+        (isError false, resultCount 0). Erased customers never match. Errors follow the contract: a
+        name with characters other than letters, spaces, hyphens, apostrophes and dots is
+        `validation`; when a restricted customer is among those it would return, the call needs
+        scope customers:restricted (`permission`: request elevation, never retry as is).
+        """
+        words = [word for word in re.split(r"[\s.-]+", name) if word]
+        clauses = ["(' ' || replace(name, '-', ' ')) LIKE ? ESCAPE '\\'"] * len(words)
+        rows = source.store.rows(
+            f"SELECT * FROM customers WHERE erased_on IS NULL AND {' AND '.join(clauses)} "  # noqa: S608  (clauses are literals; values are parameters)
+            "ORDER BY name, id LIMIT ?",
+            [*map(starts_a_word, words), limit + 1],
+        )
+        found = rows[:limit]
+        if any(row["restricted"] for row in found):
+            require_scope("customers:restricted", f"a restricted customer matching '{name}'")
+        return page_of(
+            [Customer.model_validate(row) for row in found],
+            empty_message=f"No customer has a name matching '{name}'.",
+            truncated=len(rows) > limit,
+        )
 
     return source.server
 

@@ -23,6 +23,7 @@ __all__ = [
     "IDEMPOTENCY_KEY",
     "ISO_DATE",
     "ORDER_ID",
+    "PERSON_NAME",
     "SEARCH_TEXT",
     "SKU",
     "Format",
@@ -76,6 +77,12 @@ ORDER_ID = Format(
     description="an order id: ORD- followed by exactly five digits",
     example="ORD-10023",
     max_length=9,
+)
+PERSON_NAME = Format(
+    pattern=r"^[A-Za-z .'-]*[A-Za-z][A-Za-z .'-]*$",
+    description="a person's name: letters A-Z, spaces, hyphens, apostrophes and dots, at least one letter",
+    example="Jane Doe",
+    max_length=100,
 )
 SKU = Format(
     pattern=r"^SKU-[0-9]{4}-[A-Z]{3}$",

@@ -1,8 +1,9 @@
-"""The orders source: ``search_orders`` with filters and pagination.
+"""The orders source: ``search_orders`` with filters and pagination, and ``get_order`` by id.
 
-Natural failures: a malformed SKU, a date that is not a date, or date bounds in the wrong order are
-validation errors that echo ``attempted_query``; a customer with no matching orders is a valid empty
-result; large result sets come a page at a time (``nextCursor``).
+Natural failures: a malformed SKU, order id or date, a date that is not a date, or date bounds in
+the wrong order are validation errors that echo ``attempted_query``; a customer with no matching
+orders, or an order id that names no order, is a valid empty result; large result sets come a page
+at a time (``nextCursor``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from mcp.server import MCPServer
 from pydantic import BaseModel
 
 from sources.contract import EmptyResult, ResultPage
-from sources.formats import CURSOR, CUSTOMER_ID, ISO_DATE, SKU, whole_number
+from sources.formats import CURSOR, CUSTOMER_ID, ISO_DATE, ORDER_ID, SKU, whole_number
 from sources.settings import SourceSettings
 from sources.toolkit import invalid, open_source, page_of
 from sources.wire import Wire
@@ -53,7 +54,7 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         "orders",
         settings,
         wire=wire,
-        instructions="Customer orders. Search a customer's orders by SKU and date.",
+        instructions="Customer orders. Search a customer's orders by SKU and date, or fetch one order by id.",
     )
 
     @source.tool(Order)
@@ -115,6 +116,22 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
             orders,
             empty_message=f"No orders of {customer_id} match{f' ({filters})' if filters else ''}.",
             next_cursor=str(offset + limit) if more else None,
+        )
+
+    @source.tool(Order)
+    def get_order(
+        order_id: Annotated[str, ORDER_ID.field("The order to fetch.")],
+    ) -> ResultPage[Order] | EmptyResult:
+        """Fetch one order by its id, with its items.
+
+        Returns the order, or a valid empty result (isError false, resultCount 0) when no order has
+        that id. A malformed order id is a `validation` error that names the field, the expected
+        form and an example: correct it and call again.
+        """
+        row = source.store.row("SELECT * FROM orders WHERE id = ?", (order_id,))
+        return page_of(
+            [] if row is None else [_with_items(source.store, row)],
+            empty_message=f"No order {order_id} exists.",
         )
 
     return source.server

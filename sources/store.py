@@ -13,7 +13,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Store", "match_any_word"]
+__all__ = ["Store", "match_any_word", "starts_a_word"]
 
 _BUSY_TIMEOUT_SECONDS = 5.0
 
@@ -58,3 +58,13 @@ class Store:
 def match_any_word(text: str) -> str:
     """An FTS5 expression matching any word of ``text``, each quoted: user text never becomes FTS syntax."""
     return " OR ".join(f'"{word}"' for word in re.findall(r"\w+", text.lower()))
+
+
+def starts_a_word(prefix: str) -> str:
+    r"""A LIKE pattern, escaped with ``\``, matching text in which a word starts with ``prefix``.
+
+    A word starts after a space: match against the text with a space in front, so that the first
+    word counts too (``' ' || name LIKE ? ESCAPE '\'``). ``%``, ``_`` and ``\`` in ``prefix`` are
+    escaped: user text never becomes LIKE syntax. SQLite's LIKE ignores the case of ASCII letters.
+    """
+    return "% " + re.sub(r"[\\%_]", r"\\\g<0>", prefix) + "%"

@@ -1,9 +1,9 @@
-"""The tickets source (support): full-text ``search_tickets``.
+"""The tickets source (support): ``search_tickets``, by words (full text), customer or order.
 
 Natural failures: the source is rate limited, and a caller over the limit gets a transient error with
-``retryAfterMs``; a search that matches nothing is a valid empty result. Ticket bodies can be very
-long: they are returned whole, and trimming them before they reach a model is the caller's post-call
-hook's job.
+``retryAfterMs``; a search that matches nothing is a valid empty result; a search without words, a
+customer or an order is a validation error. Ticket bodies can be very long: they are returned whole,
+and trimming them before they reach a model is the caller's post-call hook's job.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from mcp.server import MCPServer
 from pydantic import BaseModel
 
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
-from sources.formats import CUSTOMER_ID, SEARCH_TEXT, TicketStatus, one_of, whole_number
+from sources.formats import CUSTOMER_ID, ORDER_ID, SEARCH_TEXT, TicketStatus, one_of, whole_number
 from sources.settings import SourceSettings
 from sources.store import match_any_word
 from sources.toolkit import invalid, open_source, page_of
@@ -78,7 +78,7 @@ def create_server(
         "tickets",
         settings,
         wire=wire,
-        instructions="Support tickets. Full-text search, optionally for one customer.",
+        instructions="Support tickets. Full-text search, optionally for one customer or one order.",
     )
     settings = source.settings
     limiter = RateLimiter(settings.tickets_rate_per_second, settings.tickets_burst, clock)
@@ -89,19 +89,23 @@ def create_server(
             str | None, SEARCH_TEXT.field("Words to search for in ticket subjects and bodies.")
         ] = None,
         customer_id: Annotated[str | None, CUSTOMER_ID.field("Only this customer's tickets.")] = None,
+        order_id: Annotated[str | None, ORDER_ID.field("Only tickets about this order.")] = None,
         status: Annotated[
             TicketStatus | None, one_of("Only tickets in this status.", TicketStatus, TicketStatus.OPEN)
         ] = None,
         limit: Annotated[int, whole_number("Most tickets returned.", 1, 100, 20)] = 20,
     ) -> ResultPage[Ticket] | EmptyResult:
-        """Search support tickets by words, by customer, or both; best matches (or newest) first.
+        """Search support tickets by words, customer or order, in any combination; best matches (or newest) first.
 
-        Give `query`, `customer_id`, or both. No matching tickets is a valid empty result (isError
-        false, resultCount 0). Over the rate limit the call fails with a `transient` error carrying
+        Give at least one of `query`, `customer_id` and `order_id`: with none, the call is a
+        `validation` error. No matching tickets is a valid empty result (isError false,
+        resultCount 0). Over the rate limit the call fails with a `transient` error carrying
         `retryAfterMs`: wait that long and retry the identical call. Bodies can be very long.
         """
-        if query is None and customer_id is None:
-            raise invalid("query", "is required when customer_id is not given", form=SEARCH_TEXT)
+        if query is None and customer_id is None and order_id is None:
+            raise invalid(
+                "query", "is required when neither customer_id nor order_id is given", form=SEARCH_TEXT
+            )
         wait_ms = limiter.wait_ms()
         if wait_ms:
             raise ToolFailure(
@@ -115,6 +119,9 @@ def create_server(
         if customer_id:
             filters.append("t.customer_id = ?")
             parameters.append(customer_id)
+        if order_id:
+            filters.append("t.order_id = ?")
+            parameters.append(order_id)
         if status:
             filters.append("t.status = ?")
             parameters.append(status.value)
@@ -133,6 +140,7 @@ def create_server(
             for part in (
                 f"'{query}'" if query else "",
                 f"customer {customer_id}" if customer_id else "",
+                f"order {order_id}" if order_id else "",
                 f"status {status.value}" if status else "",
             )
             if part

@@ -143,18 +143,20 @@ def page_of(
     *,
     empty_message: str,
     next_cursor: str | None = None,
+    truncated: bool = False,
 ) -> ResultPage[RecordT] | EmptyResult:
     """Records as a success, or the valid empty result (a success too) when there are none.
 
     ``empty_message`` says what matched nothing ("No orders of CUST-00077 match."); the sentence
-    that tells a caller not to retry is added here, the same for every tool.
+    that tells a caller not to retry is added here, the same for every tool. A page with a
+    ``next_cursor`` is truncated; so is one that says so (``truncated``) where no cursor leads on.
     """
     if not records:
         return EmptyResult(message=f"{empty_message} {EMPTY_RESULT_NOTE}")
     return ResultPage[Any](
         result_count=len(records),
         results=list(records),
-        truncated=next_cursor is not None,
+        truncated=truncated or next_cursor is not None,
         next_cursor=next_cursor,
     )
 

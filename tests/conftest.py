@@ -89,6 +89,14 @@ def wire(result: CallToolResult) -> dict[str, Any]:
     return payload
 
 
+def empty_message(result: CallToolResult) -> str:
+    """The message of a valid empty result, once checked to be one: a success with no records."""
+    payload = wire(result)
+    assert result.is_error is False, payload
+    assert payload == {"resultCount": 0, "results": [], "message": payload.get("message")}, payload
+    return payload["message"]
+
+
 def child_environment(settings: SourceSettings, **extra: str) -> dict[str, str]:
     env = {**settings.child_environment(), "PYTHONPATH": str(PROJECT_ROOT), **extra}
     return env

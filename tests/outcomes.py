@@ -24,6 +24,12 @@ OUTCOMES: dict[str, list[Outcome]] = {
         ("customer_lookup", {"identifier": "CUST-00042", "mode": "invalid"}, (), "validation"),
         ("customer_lookup", {"identifier": "CUST-00042", "mode": "business"}, (), "business"),
         ("customer_lookup", {"identifier": "CUST-00042", "mode": "permission"}, (), "permission"),
+        ("customer_lookup", {"identifier": "jane.doe@exmaple.com"}, (), "empty"),  # a suggestion, no record
+        ("find_customers", {"name": "Jane Doe"}, (), "ok"),
+        ("find_customers", {"name": "Zebedee Quux"}, (), "empty"),
+        ("find_customers", {"name": "jane.doe@example.com"}, (), "validation"),
+        ("find_customers", {"name": "Victoria"}, (), "permission"),
+        ("find_customers", {"name": "Victoria"}, ("customers:restricted",), "ok"),
     ],
     "orders": [
         ("search_orders", {"customer_id": "CUST-00042"}, (), "ok"),
@@ -35,6 +41,9 @@ OUTCOMES: dict[str, list[Outcome]] = {
             (),
             "validation",
         ),
+        ("get_order", {"order_id": "ORD-10023"}, (), "ok"),
+        ("get_order", {"order_id": "ORD-99999"}, (), "empty"),
+        ("get_order", {"order_id": "ord-10023"}, (), "validation"),
     ],
     "billing": [
         ("list_invoices", {"customer_id": "CUST-00042"}, (), "permission"),
@@ -54,7 +63,8 @@ OUTCOMES: dict[str, list[Outcome]] = {
         ("search_tickets", {"query": "damaged espresso", "customer_id": "CUST-00042"}, (), "ok"),
         ("search_tickets", {"customer_id": "CUST-00077"}, (), "empty"),
         ("search_tickets", {"query": "refund", "customer_id": "cust-42"}, (), "validation"),
-        # The rate limit: a burst of three calls, then refusal (a call the argument guard refuses costs nothing).
+        ("search_tickets", {"order_id": "ORD-10023"}, (), "ok"),
+        # The rate limit: a burst of four calls, then refusal (a call the argument guard refuses costs nothing).
         ("search_tickets", {"query": "refund"}, (), "ok"),
         ("search_tickets", {"query": "refund"}, (), "transient"),
     ],
@@ -69,12 +79,14 @@ OUTCOMES: dict[str, list[Outcome]] = {
 
 # Settings under which the rows above hold, for a source started as a process.
 PROCESS_ENVIRONMENT: dict[str, dict[str, str]] = {
-    "tickets": {"RESEARCH_TICKETS_RATE": "0.001", "RESEARCH_TICKETS_BURST": "3"},
+    "tickets": {"RESEARCH_TICKETS_RATE": "0.001", "RESEARCH_TICKETS_BURST": "4"},
 }
 
 VALID_CALLS: dict[str, dict[str, Any]] = {
     "customer_lookup": {"identifier": "CUST-00042"},
+    "find_customers": {"name": "Jane Doe"},
     "search_orders": {"customer_id": "CUST-00042"},
+    "get_order": {"order_id": "ORD-10023"},
     "list_invoices": {"customer_id": "CUST-00042"},
     "refund_eligibility": {"order_id": "ORD-10031", "amount": 45},
     "issue_refund": {"order_id": "ORD-10031", "amount": 45, "idempotency_key": "valid-call-0001"},

@@ -1,4 +1,5 @@
-"""search_orders through the mcp Client: filters, pagination, and validation that echoes the query."""
+"""search_orders and get_order through the mcp Client: filters, pagination, one order by id, and
+validation that echoes the query."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from mcp.server import MCPServer
 
-from tests.conftest import call, wire
+from tests.conftest import call, empty_message, wire
 
 pytestmark = pytest.mark.anyio
 
@@ -92,3 +93,30 @@ async def test_bad_filters_are_validation_errors_echoing_the_query(
     assert payload["attempted_query"]["tool"] == "search_orders"
     for name, value in sent.items():
         assert payload["attempted_query"]["arguments"][name] == value
+
+
+async def test_get_order_returns_the_order_with_its_items(server: MCPServer) -> None:
+    result = await call(server, "get_order", {"order_id": "ORD-10023"})
+    payload = wire(result)
+    assert result.is_error is False and payload["resultCount"] == 1 and payload["truncated"] is False
+    (order,) = payload["results"]
+    assert order["id"] == "ORD-10023" and order["customer_id"] == "CUST-00042"
+    assert [item["sku"] for item in order["items"]] == ["SKU-4417-BLK"]
+    listed = wire(await call(server, "search_orders", {"customer_id": "CUST-00042", "sku": "SKU-4417-BLK"}))
+    assert listed["results"] == [order]  # the same record either way
+
+
+async def test_an_unknown_order_is_a_valid_empty_result(server: MCPServer) -> None:
+    result = await call(server, "get_order", {"order_id": "ORD-99999"})
+    assert empty_message(result) == (
+        "No order ORD-99999 exists. The query executed successfully and returned no matches."
+    )
+
+
+@pytest.mark.parametrize("order_id", ["ord-10023", "10023", "ORD-1002", "ORD-10023 "])
+async def test_a_malformed_order_id_is_a_validation_error(server: MCPServer, order_id: str) -> None:
+    result = await call(server, "get_order", {"order_id": order_id})
+    payload = wire(result)
+    assert result.is_error is True and payload["errorCategory"] == "validation"
+    assert "Argument 'order_id'" in payload["description"] and "ORD-10023" in payload["description"]
+    assert payload["attempted_query"] == {"tool": "get_order", "arguments": {"order_id": order_id}}

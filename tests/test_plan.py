@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.plan import Plan, PlanError, PlannedTask, QueryError, Ref, plan_query, read_query
+from coordinator.plan import Plan, PlanError, PlannedTask, QueryError, Ref
+from coordinator.planner import plan_query
+from coordinator.reading import DateRange, read_query
 
 STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
 POLICY = "What is our policy on refunds for damaged items, and which of CUST-00042's orders qualify?"
@@ -19,8 +21,10 @@ def test_the_story_query() -> None:
     assert tasks["tickets"].arguments == {"customer_id": Ref("customer", "id"), "status": "open"}
     assert tasks["refund"].arguments == {"order_id": "ORD-10023", "amount": 750.0}
     assert tasks["refund"].purpose == "refund research"
-    assert set(plan.graph.edges) == {("customer", "orders"), ("customer", "tickets"), ("customer", "refund")}
-    assert tasks["policies"].depends_on == ()  # policies start at once
+    # Only what uses the customer's id waits for the lookup; the refund check needs just order and amount.
+    assert set(plan.graph.edges) == {("customer", "orders"), ("customer", "tickets")}
+    assert tasks["policies"].depends_on == () and tasks["refund"].depends_on == ()
+    assert plan.unplanned == ()
 
 
 def test_the_policy_query_plans_only_what_it_asks() -> None:
@@ -34,9 +38,11 @@ def test_what_the_reader_extracts() -> None:
     reading = read_query(
         "Refund 45.50 GBP for cust-00042 on ord-10031, SKU-2210-wht, orders since 2026-10-01 before 2026-10-31"
     )
-    assert reading.customer_ids == ["CUST-00042"] and reading.order_ids == ["ORD-10031"]
-    assert reading.skus == ["SKU-2210-WHT"] and reading.amounts == [45.5]
-    assert (reading.placed_after, reading.placed_before) == ("2026-10-01", "2026-10-31")
+    assert reading.values("customer_id") == ["CUST-00042"] and reading.values("order_id") == ["ORD-10031"]
+    assert reading.values("sku") == ["SKU-2210-WHT"] and reading.values("amount") == [45.5]
+    # "before" a day: the tool's bound is inclusive, so the day before it.
+    assert reading.values("dates") == [DateRange("2026-10-01", None), DateRange(None, "2026-10-30")]
+    assert reading.intents == {"refund", "orders"}
     plan = plan_query("Orders of jane.doe@example.com with SKU-4417-BLK since 2026-10-01")
     assert plan.tasks["orders"].arguments == {
         "customer_id": Ref("customer", "id"), "sku": "SKU-4417-BLK", "placed_after": "2026-10-01",
@@ -101,3 +107,73 @@ def test_a_customer_id_in_the_query_needs_no_resolving_first() -> None:
     assert plan.tasks["orders"].arguments == {"customer_id": "CUST-00042"}
     assert plan.tasks["tickets"].arguments == {"customer_id": "CUST-00042", "status": "open"}
     assert plan.tasks["customer"].arguments == {"identifier": "CUST-00042"}
+
+
+@pytest.mark.parametrize(
+    ("written", "kind", "value"),
+    [
+        ("Jane.Doe@Example.COM", "email", "jane.doe@example.com"),
+        ("cust-42", "customer_id", "CUST-00042"),
+        ("CUST 42", "customer_id", "CUST-00042"),
+        ("customer 42", "customer_id", "CUST-00042"),
+        ("customer #42", "customer_id", "CUST-00042"),
+        ("order 10023", "order_id", "ORD-10023"),
+        ("#10023", "order_id", "ORD-10023"),
+        ("ord-10023", "order_id", "ORD-10023"),
+        ("sku-4417-blk", "sku", "SKU-4417-BLK"),
+        ("kb-refunds", "article_id", "KB-REFUNDS"),
+        ("£45", "amount", 45.0),
+        ("45 GBP", "amount", 45.0),
+        ("GBP 45.00", "amount", 45.0),
+        ("45 pounds", "amount", 45.0),
+        ("45 quid", "amount", 45.0),
+        ("£1,250.50", "amount", 1250.5),
+        ("1 Oct 2026", "dates", DateRange("2026-10-01", "2026-10-01")),
+        ("in October 2026", "dates", DateRange("2026-10-01", "2026-10-31")),
+        ("since last month", "dates", DateRange("2026-10-01", None)),
+        ("last month", "dates", DateRange("2026-10-01", "2026-10-31")),
+        ("in the last 30 days", "dates", DateRange("2026-10-02", None)),
+        ("between 1 Sep 2026 and 2026-10-15", "dates", DateRange("2026-09-01", "2026-10-15")),
+        ("until September 2026", "dates", DateRange(None, "2026-09-30")),
+        ("jane", "name", "jane"),
+        ("Noah Newman", "name", "Noah Newman"),
+    ],
+)
+def test_the_reader_reads_what_people_write(written: str, kind: str, value: object) -> None:
+    mentions = read_query(f"orders of {written}?").of(kind)  # type: ignore[arg-type]
+    assert [mention.value for mention in mentions] == [value]
+
+
+@pytest.mark.parametrize("written", ["$45", "45 USD", "€45", "45 euros", "45 dollars", "EUR 45"])
+def test_another_currency_is_a_usage_error(written: str) -> None:
+    with pytest.raises(QueryError, match="billing works in GBP"):
+        plan_query(f"refund {written} on ORD-10031")
+
+
+def test_typos_in_words_are_corrected_and_said_but_identifiers_never_are() -> None:
+    plan = plan_query("whats the polcy on damged items and warrenty? also jane.doe@exmaple.com")
+    assert "read 'polcy' as 'policy'" in plan.notes and "read 'warrenty' as 'warranty'" in plan.notes
+    assert plan.tasks["policies"].arguments["query"] == "damaged items warranty"
+    assert plan.tasks["customer"].arguments == {"identifier": "jane.doe@exmaple.com"}  # looked up as written
+
+
+def test_a_name_is_searched_and_what_uses_it_waits_for_one_match() -> None:
+    plan = plan_query("does jane have any open complaints?")
+    assert plan.tasks["customer"].tool == "find_customers"
+    assert plan.tasks["tickets"].arguments == {"customer_id": Ref("customer", "id"), "status": "open"}
+
+
+def test_an_order_alone_is_looked_up_and_its_customer_follows_from_it() -> None:
+    plan = plan_query("invoices and customer details for order 10023")
+    assert plan.tasks["order"].arguments == {"order_id": "ORD-10023"}
+    assert plan.tasks["invoices"].arguments == {"customer_id": Ref("order", "customer_id")}
+    assert plan.tasks["customer"].arguments == {"identifier": Ref("order", "customer_id")}
+
+
+def test_what_cannot_be_researched_is_listed_with_what_to_do() -> None:
+    plan = plan_query("refund on ORD-10031 and orders since last month")
+    listed = {item.what: item for item in plan.unplanned}
+    assert listed["a refund on ORD-10031"].next_step.startswith("say how much")
+    assert any("since last month" in what for what in listed)
+    with pytest.raises(QueryError, match="no amount was given|names nothing"):
+        plan_query("refund please")

@@ -1,4 +1,5 @@
-"""search_tickets through the mcp Client: full text, the rate limit with retryAfterMs, long bodies."""
+"""search_tickets through the mcp Client: full text, by customer or order, the rate limit with retryAfterMs,
+long bodies."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from mcp.server import MCPServer
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import world_path
-from tests.conftest import call, wire
+from tests.conftest import call, empty_message, wire
 
 pytestmark = pytest.mark.anyio
 
@@ -60,9 +61,39 @@ async def test_search_text_never_becomes_query_syntax(server: MCPServer) -> None
         assert all(ticket["customer_id"] == "CUST-00042" for ticket in payload["results"])
 
 
-async def test_a_query_or_a_customer_is_needed(server: MCPServer) -> None:
-    payload = wire(await call(server, "search_tickets", {}))
-    assert payload["errorCategory"] == "validation" and "Argument 'query'" in payload["description"]
+async def test_tickets_about_an_order(server: MCPServer) -> None:
+    result = await call(server, "search_tickets", {"order_id": "ORD-10023"})
+    payload = wire(result)
+    assert result.is_error is False
+    assert "TCK-20042" in [ticket["id"] for ticket in payload["results"]]
+    assert all(ticket["order_id"] == "ORD-10023" for ticket in payload["results"])
+    both = wire(await call(server, "search_tickets", {"query": "damaged", "order_id": "ORD-10023"}))
+    assert both["results"][0]["id"] == "TCK-20042"
+
+
+async def test_no_tickets_about_an_order_is_a_valid_empty_result(server: MCPServer) -> None:
+    result = await call(server, "search_tickets", {"order_id": "ORD-99999"})
+    assert empty_message(result) == (
+        "No tickets match order ORD-99999. The query executed successfully and returned no matches."
+    )
+
+
+@pytest.mark.parametrize("arguments", [{}, {"status": "open"}, {"limit": 5}])
+async def test_a_query_a_customer_or_an_order_is_needed(
+    server: MCPServer, arguments: dict[str, object]
+) -> None:
+    result = await call(server, "search_tickets", arguments)
+    payload = wire(result)
+    assert result.is_error is True and payload["errorCategory"] == "validation"
+    assert (
+        "Argument 'query' is required when neither customer_id nor order_id is given"
+        in payload["description"]
+    )
+
+
+async def test_a_malformed_order_id_is_a_validation_error(server: MCPServer) -> None:
+    payload = wire(await call(server, "search_tickets", {"order_id": "ORD-10023-A"}))
+    assert payload["errorCategory"] == "validation" and "Argument 'order_id'" in payload["description"]
 
 
 async def test_very_long_bodies_are_returned_whole(server: MCPServer, settings: SourceSettings) -> None:
@@ -94,7 +125,7 @@ async def test_over_the_rate_limit_is_transient_with_retry_after(settings: Sourc
     assert payload["retryAfterMs"] == 500
     assert payload["attempted_query"] == {
         "tool": "search_tickets",
-        "arguments": {"query": "refund", "customer_id": None, "status": None, "limit": 20},
+        "arguments": {"query": "refund", "customer_id": None, "order_id": None, "status": None, "limit": 20},
     }
 
     clock.now += 0.5

@@ -1,0 +1,58 @@
+"""The catalogue cannot drift from the sources: the input schemas recorded in sources/tools.json are
+exactly what every server answers to tools/list, and reading them stays light."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+from sources.catalogue import SOURCES, TOOLS, input_schemas, live_input_schemas
+from sources.settings import SourceSettings
+from tests.conftest import PROJECT_ROOT
+
+REGENERATE = "run `python -m sources.catalogue --write` and commit sources/tools.json"
+
+
+@pytest.mark.anyio
+async def test_recorded_input_schemas_are_what_the_servers_answer(settings: SourceSettings) -> None:
+    with anyio.fail_after(30):
+        live = await live_input_schemas(settings)
+    recorded = input_schemas()
+    stale = sorted(
+        f"{source}.{tool}"
+        for source in live.keys() | recorded.keys()
+        for tool in live.get(source, {}).keys() | recorded.get(source, {}).keys()
+        if live.get(source, {}).get(tool) != recorded.get(source, {}).get(tool)
+    )
+    assert not stale, f"sources/tools.json differs from tools/list for {', '.join(stale)}: {REGENERATE}"
+
+
+def test_the_recorded_tools_are_the_catalogue() -> None:
+    recorded = input_schemas()
+    assert list(recorded) == sorted(SOURCES), REGENERATE
+    assert {source: frozenset(tools) for source, tools in recorded.items()} == TOOLS, REGENERATE
+
+
+def test_each_reader_gets_its_own_copy() -> None:
+    input_schemas()["customers"]["customer_lookup"]["properties"].clear()
+    assert input_schemas()["customers"]["customer_lookup"]["properties"]
+
+
+def test_reading_the_catalogue_imports_no_sdk_and_no_source() -> None:
+    probe = (
+        "import sys; from sources.catalogue import input_schemas; input_schemas(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pydantic', 'faker') "
+        "or m.startswith('sources.') and m != 'sources.catalogue'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert result.stdout.strip() == "[]"
