@@ -337,7 +337,11 @@ class _Planner:
             and set(reading.topic) & (PRODUCT_WORDS | SYMPTOM_WORDS)
         ):
             self.intents |= {"tickets", "policies"}  # a product or symptom alone: who reported it, what we do
-        if self.order_lookups and not self.customers and not (self.intents | reading.weak_intents) - {"orders"}:
+        if (
+            self.order_lookups
+            and not self.customers
+            and not (self.intents | reading.weak_intents) - {"orders"}
+        ):
             self.intents.add("tickets")  # an order alone: what the sources can say about it
         for intent in INTENTS:
             if intent.name in self.intents and not self.plan_intent(intent):

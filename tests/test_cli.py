@@ -189,3 +189,62 @@ def test_ask_with_per_query_chaos(settings: SourceSettings) -> None:
 def test_ask_refuses_a_bad_chaos_spec(settings: SourceSettings, spec: str, fragment: str) -> None:
     done = research(settings, "ask", STORY, "--chaos", spec)
     assert done.returncode == 2 and fragment in done.stderr and "Traceback" not in done.stderr
+
+
+def test_plan_shows_the_plan_without_running_it(settings: SourceSettings) -> None:
+    shown = research(settings, "plan", "refund 45 quid on ORD-10031? and what did cust 42 buy", "--json")
+    assert shown.returncode == 0, shown.stderr
+    plan = json.loads(shown.stdout)
+    calls = {task["tool"]: task for task in plan["tasks"]}
+    assert calls["refund_eligibility"]["arguments"] == {"order_id": "ORD-10031", "amount": 45.0}
+    assert calls["refund_eligibility"]["depends_on"] == [] and calls["refund_eligibility"]["why"]
+    assert calls["search_orders"]["arguments"] == {"customer_id": "CUST-00042"}
+    assert plan["unplanned"] == []
+
+    partly = research(settings, "plan", "refund on ORD-10031 and tickets since last month")
+    assert partly.returncode == 3, partly.stderr
+    assert "not researched: a refund on ORD-10031" in partly.stdout and "say how much" in partly.stdout
+
+
+@pytest.mark.parametrize(
+    ("query", "fragment"),
+    [
+        ("hello, how are you?", "names nothing to research"),
+        ("refund $45 on ORD-10031", "billing works in GBP"),
+        ("refund £45", "no order was named"),
+    ],
+)
+def test_plan_refuses_in_one_line_what_it_cannot_research(
+    settings: SourceSettings, query: str, fragment: str
+) -> None:
+    refused = research(settings, "plan", query)
+    assert refused.returncode == 2 and fragment in refused.stderr
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+
+
+def test_ask_a_refund_in_everyday_words_is_checked_and_complete(settings: SourceSettings) -> None:
+    done = research(settings, "ask", "refund 45 quid on ORD-10031?", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "complete" and report["unplanned"] == []
+    refund = next(task for task in report["tasks"] if task["tool"] == "refund_eligibility")
+    assert refund["state"] == "ok" and refund["arguments"] == {"order_id": "ORD-10031", "amount": 45.0}
+
+
+def test_ask_an_ambiguous_name_lists_the_candidates_and_asks_to_fix_the_input(
+    settings: SourceSettings,
+) -> None:
+    done = research(settings, "ask", "does jane have any open complaints?", "--json")
+    assert done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)
+    (gap,) = report["gaps"]
+    assert gap["task"] == "tickets" and gap["state"] == "blocked" and gap["next_step"] == "fix the input"
+    assert "CUST-00042 (Jane Doe)" in gap["message"] and "ambiguous" in gap["message"]
+    assert any(finding["record_id"] == "CUST-00042" for finding in report["findings"])
+
+
+def test_ask_a_partly_understood_question_is_partial_and_says_what_to_do(settings: SourceSettings) -> None:
+    done = research(settings, "ask", "refund on ORD-10031 for jane.doe@exmaple.com")
+    assert done.returncode == 3, done.stderr
+    assert "not researched: a refund on ORD-10031" in done.stdout and "say how much" in done.stdout
+    assert "Did you mean jane.doe@example.com?" in done.stdout

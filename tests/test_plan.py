@@ -175,5 +175,5 @@ def test_what_cannot_be_researched_is_listed_with_what_to_do() -> None:
     listed = {item.what: item for item in plan.unplanned}
     assert listed["a refund on ORD-10031"].next_step.startswith("say how much")
     assert any("since last month" in what for what in listed)
-    with pytest.raises(QueryError, match="no amount was given|names nothing"):
+    with pytest.raises(QueryError, match="a refund was asked about"):
         plan_query("refund please")
