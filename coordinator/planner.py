@@ -288,8 +288,6 @@ class _Planner:
                 continue
             calls = self._calls_for(alternatives)
             for call in calls:
-                if intent.name in ("refund",) and call.tool.startswith("billing."):
-                    call.purpose = _REFUND_PURPOSE
                 self._add(call)
             planned = planned or bool(calls)
         return planned
@@ -349,6 +347,10 @@ class _Planner:
             elif intent.name in reading.weak_intents and self.order_lookups:
                 self.plan_intent(intent)  # "the customer of ORD-10023": who placed it
         self._account_for_refunds()
+        if "refund" in self.intents or self.pairs:  # the broker grants financial records for refund research
+            for call in self.calls:
+                if call.tool.startswith("billing."):
+                    call.purpose = _REFUND_PURPOSE
         tasks = self._tasks()
         self.unplanned += _unaccounted(reading, tasks, self.unplanned)
         # A refund word alone plans the refund policy; with the refund itself not researchable and no
