@@ -83,9 +83,16 @@ INTENTS: tuple[Intent, ...] = (
     ),
     Intent(
         "tickets",
-        words_of("ticket tickets complaint complaints complain complained support issues contacted"),
+        words_of("ticket tickets complaint complaints complain complained issues contacted"),
         ("tickets.search_tickets",),
-        phrases=("contacted us", "raised an issue", "support case", "support cases"),
+        phrases=(
+            "contacted us",
+            "raised an issue",
+            "support case",
+            "support cases",
+            "support request",
+            "support requests",
+        ),
     ),
     Intent(
         "invoices",

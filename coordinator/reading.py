@@ -415,7 +415,9 @@ _GENERIC = words_of(
     "policy policies rule rules allowed allow qualify qualifies eligible eligibility guideline guidelines "
     "procedure process entitled"
 )
-_NOT_TOPICAL = frozenset().union(*(intent.words for intent in INTENTS if not intent.topical))
+_NOT_TOPICAL = frozenset().union(
+    *(intent.words for intent in INTENTS if not intent.topical), *(intent.weak_words for intent in INTENTS)
+)
 
 
 def _is_topic(word: str) -> bool:
