@@ -7,7 +7,7 @@ planned ``--rounds`` times after one warm-up pass (the first date read loads dat
 about 0.3 s, once per process); the per-query p50 and p90 and the mean are printed, with the cost of
 reading alone and of ``read_query`` + planning, and the one-off warm-up.
 
-    .venv/bin/python benchmarks/planner.py [--rounds 20] [--corpus tests/planner_corpus.toml]
+    .venv/bin/python benchmarks/planner.py [--rounds 20] [--corpus tests/planner_corpus.toml ...]
 
 Targets: accuracy at least 97 %; under 5 ms per query.
 """
@@ -41,10 +41,16 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--corpus", type=Path, default=corpus.CORPUS)
+    parser.add_argument(
+        "--corpus", type=Path, action="append", help="default: the corpus and the held-out set"
+    )
     args = parser.parse_args()
-    corpus.CORPUS = args.corpus
-    cases = corpus.load_cases()
+    for path in args.corpus or [corpus.CORPUS, corpus.HELD_OUT]:
+        measure(path, args.rounds)
+
+
+def measure(path: Path, rounds: int) -> None:
+    cases = corpus.load_cases(path)
 
     started = time.perf_counter()
     for case in cases:  # warm-up: imports, caches, dateparser's tables
@@ -59,7 +65,7 @@ def main() -> None:
 
     per_query: list[float] = []
     reading: list[float] = []
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for case in cases:
             began = time.perf_counter()
             with contextlib.suppress(QueryError):
@@ -71,7 +77,7 @@ def main() -> None:
 
     accuracy = (len(cases) - len(failed)) / len(cases)
     deciles = statistics.quantiles(per_query, n=10)
-    print(f"corpus: {args.corpus.name}, {len(cases)} queries")
+    print(f"corpus: {path.name}, {len(cases)} queries")
     print(f"accuracy: {len(cases) - len(failed)}/{len(cases)} = {accuracy:.1%} (target at least 97 %)")
     for query in failed:
         print(f"  wrong: {query}")

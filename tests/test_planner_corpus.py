@@ -19,10 +19,12 @@ from coordinator.llm import ClaudeSettings, claude_plan
 from coordinator.plan import Plan, Ref
 from coordinator.planner import plan_query
 from coordinator.reading import QueryError, read_query
+from tests import corpus
 from tests.corpus import Case, load_cases, mismatches
 from tests.fake_messages_api import FakeMessagesApi, plan_as_input, tool_use
 
 CASES = load_cases()
+HELD_OUT = load_cases(corpus.HELD_OUT)
 
 
 def _plan_or_refusal(query: str) -> tuple[Plan | None, str]:
@@ -32,15 +34,22 @@ def _plan_or_refusal(query: str) -> tuple[Plan | None, str]:
         return None, str(exc)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"{index:03d}" for index in range(len(CASES))])
+@pytest.mark.parametrize(
+    "case",
+    [*CASES, *HELD_OUT],
+    ids=[
+        *(f"corpus-{i:03d}" for i in range(len(CASES))),
+        *(f"held-out-{i:03d}" for i in range(len(HELD_OUT))),
+    ],
+)
 def test_the_planner_plans_what_the_query_asks(case: Case) -> None:
     plan, refusal = _plan_or_refusal(case.query)
     assert mismatches(case, plan, refusal) == [], case.query
 
 
 def test_the_corpus_is_large_and_every_query_is_new() -> None:
-    queries = [case.query.lower() for case in CASES]
-    assert len(queries) >= 200 and len(set(queries)) == len(queries)
+    queries = [case.query.lower() for case in [*CASES, *HELD_OUT]]
+    assert len(CASES) >= 200 and len(HELD_OUT) >= 100 and len(set(queries)) == len(queries)
     assert (
         sum(case.refused for case in CASES) >= 10 and sum(case.unplanned is not None for case in CASES) >= 20
     )
@@ -75,7 +84,7 @@ async def test_claude_plans_for_the_corpus_pass_the_same_checks() -> None:
     failures = {}
     try:
         with anyio.fail_after(240):
-            for case in CASES:
+            for case in [*CASES, *HELD_OUT]:
                 if case.refused:
                     continue
                 plan, summary = await claude_plan(case.query, claude)
