@@ -18,7 +18,6 @@ __all__ = [
     "PRODUCT_WORDS",
     "STOPWORDS",
     "SYMPTOM_WORDS",
-    "TASK_NAMES",
     "TOPIC_WORDS",
     "Intent",
     "vocabulary",
@@ -33,6 +32,9 @@ class Intent:
     name: str
     words: frozenset[str]
     tools: tuple[str, ...]  # "source.tool" each planned; "a.x | b.y": the first that can be bound
+    # When none of its tools can take what the query names: what was asked, and what to give.
+    unanswered: str = ""
+    ask_for: str = ""
     phrases: tuple[str, ...] = ()
     # A search word this intent always adds to a text search ("refund" for "money back").
     default_topic: str = ""
@@ -72,6 +74,8 @@ INTENTS: tuple[Intent, ...] = (
             "look up",
             "lookup",
         ),
+        unanswered="a customer was asked about",
+        ask_for="name them by email, CUST-NNNNN or name, or name one of their orders",
     ),
     Intent(
         "orders",
@@ -80,6 +84,8 @@ INTENTS: tuple[Intent, ...] = (
             "shipments shipment"
         ),
         ("orders.search_orders | orders.get_order",),
+        unanswered="orders were asked about",
+        ask_for="name the customer (an email or CUST-NNNNN) or the order, e.g. 'orders of CUST-00042'",
     ),
     Intent(
         "tickets",
@@ -93,11 +99,15 @@ INTENTS: tuple[Intent, ...] = (
             "support request",
             "support requests",
         ),
+        unanswered="support tickets were asked about",
+        ask_for="name the customer, the order, or what the tickets are about, e.g. 'open tickets of CUST-00042'",
     ),
     Intent(
         "invoices",
         words_of("invoice invoices invoiced billing billed payment payments paid charged charges charge"),
         ("billing.list_invoices",),
+        unanswered="invoices were asked about",
+        ask_for="name the customer or an order, e.g. 'invoices of CUST-00042'",
     ),
     Intent(
         "refund",
@@ -118,6 +128,8 @@ INTENTS: tuple[Intent, ...] = (
         ),
         default_topic="refund",
         topical=True,
+        unanswered="a refund was asked about",
+        ask_for="name the order and the amount, e.g. 'refund £45 on ORD-10031'",
     ),
     Intent(
         "policies",
@@ -129,6 +141,8 @@ INTENTS: tuple[Intent, ...] = (
         ("kb.search_policies | kb.related_policies",),
         phrases=("what do we do", "how do we handle", "how should we"),
         topical=True,
+        unanswered="a policy was asked about",
+        ask_for="say which, e.g. 'policy on damaged items' or a KB id such as KB-REFUNDS",
     ),
     Intent(
         "everything",
@@ -149,21 +163,10 @@ INTENTS: tuple[Intent, ...] = (
             "whole history",
             "full history",
         ),
+        unanswered="everything about someone was asked",
+        ask_for="name the customer, e.g. 'everything about CUST-00042'",
     ),
 )
-
-# A plain name for each tool's task (a reader sees "orders", not "search_orders").
-TASK_NAMES = {
-    "customers.customer_lookup": "customer",
-    "customers.find_customers": "customer",
-    "orders.search_orders": "orders",
-    "orders.get_order": "order",
-    "billing.list_invoices": "invoices",
-    "billing.refund_eligibility": "refund",
-    "tickets.search_tickets": "tickets",
-    "kb.search_policies": "policies",
-    "kb.related_policies": "related",
-}
 
 # Things the demo world sells, and what goes wrong with them: a query naming them with no customer
 # or order is researched as a full-text ticket search and a policy search.

