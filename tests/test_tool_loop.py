@@ -130,7 +130,10 @@ async def test_the_model_calls_its_sources_tools_and_the_report_is_the_usual_one
     assert [order["id"] for order in report.results] == ["ORD-10031", "ORD-10023", "ORD-10008"]
     assert (report.turns, report.input_tokens, report.output_tokens) == (2, 700, 70)
     first = api.requests_of("orders")[0]
-    assert {tool["name"] for tool in first["tools"]} == {"search_orders"}  # the source's own MCP tools
+    assert {tool["name"] for tool in first["tools"]} == {
+        "search_orders",
+        "get_order",
+    }  # the source's own MCP tools
     assert first["tools"][0]["input_schema"]["properties"]["customer_id"]["pattern"]  # its published schema
     (result,) = seen_by_model(api, "orders")
     assert result["is_error"] is False and result["resultCount"] == 3  # the contract, as JSON
