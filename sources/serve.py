@@ -38,7 +38,10 @@ ServerFactory = Callable[..., MCPServer]
 
 
 def _bind(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not the default 0: asyncio (under uvicorn) turns Nagle's algorithm off on an
+    # accepted socket only when its proto is IPPROTO_TCP, and accepted sockets inherit the listener's.
+    # Without it each response (headers and body are two writes) waited ~40 ms for a delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((LOOPBACK, port))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from collections.abc import Iterator
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
+from sources import serve
 from sources.catalogue import SOURCES
 from sources.fleet import Fleet
 from sources.settings import SourceSettings
@@ -106,3 +108,29 @@ def test_run_time_faults_need_chaos_control(settings: SourceSettings, fleet: lis
     assert research(settings, "sources", "up", *fleet).returncode == 0
     refused = research(settings, "chaos", "hang", "kb")
     assert refused.returncode == 1 and "chaos control" in refused.stderr
+
+
+def test_every_connection_a_source_accepts_sends_at_once() -> None:
+    """Nagle's algorithm is off on each accepted connection: a response is two writes (headers, body),
+    and with it on the body waited ~40 ms for the client's delayed ACK. uvicorn serves our listening
+    socket through asyncio's ``create_server(sock=...)``, which turns Nagle off only on sockets whose
+    proto is TCP, so the test drives that very call (asyncio here is the mechanism under test)."""
+    listener = serve._bind(0)
+
+    async def accept_one() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Accepted(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                accepted.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Accepted, sock=listener)
+        async with server:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(*listener.getsockname()), 5)
+            nodelay = await asyncio.wait_for(accepted, 5)
+            writer.close()
+        return nodelay
+
+    assert asyncio.run(accept_one()) == 1
