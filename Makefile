@@ -15,7 +15,14 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# The official TypeScript MCP client, for the interop test (tests/test_interop.py); where node is
+# absent that test is skipped and says so.
+INTEROP := tests/interop
+$(INTEROP)/node_modules/.installed: $(INTEROP)/package.json $(INTEROP)/package-lock.json
+	@if command -v npm >/dev/null; then npm ci --prefix $(INTEROP) --no-audit --no-fund --silent && touch $@; \
+	else echo "npm is not installed: the TypeScript SDK interop test will be skipped"; fi
+
+test: lint $(INTEROP)/node_modules/.installed
 	$(BIN)/python -m pytest
 
 # The main job on the embedded default: five sources spawned over stdio, local SQLite data. The
@@ -26,4 +33,4 @@ demo: $(BIN)/.installed
 	$(BIN)/research ask "$(DEMO_QUERY)" --faults tickets:transient=0.5,seed=13 --seed 1 || [ $$? -eq 3 ]
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache $(INTEROP)/node_modules

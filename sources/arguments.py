@@ -11,7 +11,8 @@ enforced and what is advertised cannot drift apart.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -66,6 +67,8 @@ def _echo(value: Any) -> Any:
         return {str(_echo(key)): _echo(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_echo(item) for item in value]
+    if _not_finite(value):
+        return str(value)  # "nan", "inf": JSON has no such numbers
     return value
 
 
@@ -78,6 +81,8 @@ def _describe_received(value: Any) -> str:
     echoed = json.dumps(_echo(value), ensure_ascii=False)
     if isinstance(value, str):
         return f"{echoed} ({len(value)} characters)" if len(value) > _ECHO_LIMIT else echoed
+    if value is None:
+        return "null"
     return f"{_json_type_of(value)} {echoed}"
 
 
@@ -122,23 +127,33 @@ def _schema_problem(
     )
 
 
-def _first_unencodable(arguments: Mapping[str, Any]) -> str | None:
-    """The first argument holding text that is not valid UTF-8 (an unpaired surrogate escape)."""
-
-    def bad(value: Any) -> bool:
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-            return False
-        if isinstance(value, dict):
-            return any(bad(key) or bad(item) for key, item in value.items())
-        if isinstance(value, list):
-            return any(bad(item) for item in value)
+def _unencodable(value: Any) -> bool:
+    """Text that is not valid UTF-8 (an unpaired surrogate escape)."""
+    if not isinstance(value, str):
         return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
-    return next((name for name, value in arguments.items() if bad(name) or bad(value)), None)
+
+def _not_finite(value: Any) -> bool:
+    """NaN or an infinity: JSON has no such numbers, and every bound compares false against NaN."""
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _first_argument(arguments: Mapping[str, Any], bad: Callable[[Any], bool]) -> str | None:
+    """The first argument holding a value (or key), at any depth, that ``bad`` refuses."""
+
+    def holds(value: Any) -> bool:
+        if isinstance(value, dict):
+            return any(holds(key) or holds(item) for key, item in value.items())
+        if isinstance(value, list):
+            return any(holds(item) for item in value)
+        return bad(value)
+
+    return next((name for name, value in arguments.items() if bad(name) or holds(value)), None)
 
 
 def _problem(error: SchemaError, property_schema: Mapping[str, Any]) -> str:
@@ -194,9 +209,13 @@ def check_arguments(tool: str, arguments: Any, validator: Draft202012Validator) 
     for name in schema.get("required", []):
         if name not in arguments:
             return _schema_problem(tool, arguments, schema, name, "is required")
-    if (name := _first_unencodable(arguments)) is not None:
+    if (name := _first_argument(arguments, _unencodable)) is not None:
         return _schema_problem(
             tool, arguments, schema, name, "is not valid UTF-8 text (it holds an unpaired surrogate escape)"
+        )
+    if (name := _first_argument(arguments, _not_finite)) is not None:
+        return _schema_problem(
+            tool, arguments, schema, name, "must be a finite number, not NaN or an infinity"
         )
     order = list(properties)
     errors = sorted(

@@ -14,9 +14,14 @@ Wire names are camelCase where the contract has them (``errorCategory``, ``isRet
 ``retryAfterMs``, ``resultCount``) and snake_case where it has them (``attempted_query``,
 ``partial_results``). Python code uses snake_case attributes throughout; the aliases are the wire.
 
-``to_call_tool_result`` is the one way a model becomes an MCP ``CallToolResult``: the JSON goes into
-``structuredContent`` and, for clients that read only text, the same JSON into one text block.
-``parse_tool_result`` is its inverse.
+``to_call_tool_result`` is the one way a model becomes an MCP ``CallToolResult``. Every result carries
+its JSON in one text block, the form every client can read. A success (a page, or the valid empty
+result, which is a page with no records) also carries it as ``structuredContent``, which conforms to
+the tool's published ``outputSchema`` (``ResultPage`` of its record). An error travels in the text
+block only: clients such as the official TypeScript SDK validate any ``structuredContent`` against the
+``outputSchema`` even on ``isError`` (the spec says structured results MUST conform to it), and an
+error is not a page, so sent there it would reach them as an opaque protocol error instead of data.
+``parse_tool_result`` is its inverse, reading the text where there is no structured copy.
 """
 
 from __future__ import annotations
@@ -176,12 +181,13 @@ class ContractViolation(ValueError):
 
 
 def to_call_tool_result(model: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
-    """The one way a contract model becomes an MCP result: structured content plus the same JSON as text."""
+    """The one way a contract model becomes an MCP result: its JSON as text; a success's also as structured content."""
     payload = model.to_wire()
+    is_error = isinstance(model, ToolError)
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-        structured_content=payload,
-        is_error=isinstance(model, ToolError),
+        structured_content=None if is_error else payload,  # an error is not the published page shape
+        is_error=is_error,
     )
 
 

@@ -31,7 +31,8 @@ import os
 import random
 import re
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -45,7 +46,7 @@ from sources.wire import StdioWire, Wire
 _HANDSHAKE = frozenset({"initialize", "server/discover"})
 _OVERSIZE_BYTES = 2 * 1024 * 1024
 
-__all__ = ["FaultLayer", "FaultSettings"]
+__all__ = ["FaultLayer", "FaultSettings", "Roll", "rolls"]
 
 _DURATION = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>ms|s)?\s*$")
 
@@ -144,6 +145,47 @@ _SPEC_FIELDS = {
 }
 
 
+@dataclass(frozen=True)
+class Roll:
+    """What the dice said for one call: its added delay, and which faults strike it."""
+
+    delay_ms: float
+    crash: bool
+    hang: bool
+    garbage: bool
+    transient: bool
+    lose: bool
+    exit: bool
+    truncate: bool
+    unknown_id: bool
+    oversize: bool
+
+
+def rolls(settings: FaultSettings) -> Iterator[Roll]:
+    """The dice for each call in turn. Every die is rolled for every call in a fixed order, before
+    any is acted on, so the same seed strikes the same calls: a run replays, and a test can know
+    which calls the layer chose."""
+    rng = random.Random(settings.seed)  # noqa: S311  (fault dice, not cryptography)
+    s = settings
+    while True:
+        delay_ms = max(0.0, s.latency_ms + rng.uniform(-s.jitter_ms, s.jitter_ms))
+        struck = [
+            rng.random() < p
+            for p in (
+                s.crash,
+                s.hang,
+                s.garbage,
+                s.transient,
+                s.lose,
+                s.exit,
+                s.truncate,
+                s.unknown_id,
+                s.oversize,
+            )
+        ]
+        yield Roll(delay_ms, *struck)
+
+
 def _kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -167,7 +209,7 @@ class FaultLayer:
         self._wire = wire
         self._source = source
         self.settings = FaultSettings()
-        self._rng = random.Random()  # noqa: S311  (fault dice, not cryptography)
+        self._rolls = rolls(self.settings)
         self.apply(settings)
         self._sleep = sleep
         self._crash = crash
@@ -183,42 +225,26 @@ class FaultLayer:
                 "the garbage fault needs a wire to corrupt: stdio's, or an HTTP source started with --chaos-control"
             )
         self.settings = settings
-        self._rng = random.Random(settings.seed)  # noqa: S311  (fault dice, not cryptography)
+        self._rolls = rolls(settings)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if self.settings.die_at == "handshake" and ctx.method in _HANDSHAKE:
             self._crash()
         if ctx.method != "tools/call" or not self.settings.active:
             return await call_next(ctx)
-        s = self.settings
-        # Roll every die, in a fixed order, before acting on any: replay depends on the call count only.
-        delay_ms = max(0.0, s.latency_ms + self._rng.uniform(-s.jitter_ms, s.jitter_ms))
-        crash, hang, garbage, transient, lose, exit_, truncate, unknown_id, oversize = (
-            self._rng.random() < p
-            for p in (
-                s.crash,
-                s.hang,
-                s.garbage,
-                s.transient,
-                s.lose,
-                s.exit,
-                s.truncate,
-                s.unknown_id,
-                s.oversize,
-            )
-        )
-        if delay_ms:
-            await self._sleep(delay_ms / 1000)
-        if crash:
+        roll = next(self._rolls)
+        if roll.delay_ms:
+            await self._sleep(roll.delay_ms / 1000)
+        if roll.crash:
             self._crash()
-        if exit_:
+        if roll.exit:
             os._exit(0)  # a clean exit mid-call: no answer, no traceback, status 0
-        for kind, rolled in (("garbage", garbage), ("truncate", truncate), ("unknown_id", unknown_id)):
-            if rolled and self._wire is not None and self._wire.corrupt(ctx.request_id, kind):
+        for kind in ("garbage", "truncate", "unknown_id"):
+            if getattr(roll, kind) and self._wire is not None and self._wire.corrupt(ctx, kind):
                 await anyio.sleep_forever()  # the answer was the corruption: the caller waits in vain
-        if hang:
+        if roll.hang:
             await anyio.sleep_forever()
-        if transient:
+        if roll.transient:
             return to_call_tool_result(
                 ToolError.of(
                     ErrorCategory.TRANSIENT,
@@ -227,9 +253,9 @@ class FaultLayer:
                 )
             )
         result = await call_next(ctx)
-        if lose:
+        if roll.lose:
             await anyio.sleep_forever()  # the call ran; its answer is lost on the way back
-        if oversize and isinstance(result, CallToolResult):
+        if roll.oversize and isinstance(result, CallToolResult):
             padding = TextContent(type="text", text="x" * _OVERSIZE_BYTES)
             return result.model_copy(update={"content": [*result.content, padding]})
         return result

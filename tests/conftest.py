@@ -82,10 +82,14 @@ async def call(
 
 
 def wire(result: CallToolResult) -> dict[str, Any]:
-    """The result's JSON as a text-only client reads it, checked against the structured copy."""
+    """The result's JSON as a text-only client reads it, checked against the structured copy.
+
+    An error has none: it travels as text only, so that clients validating structured content
+    against the tool's output schema (a page) receive it as data.
+    """
     assert len(result.content) == 1
     payload = json.loads(result.content[0].text)  # type: ignore[union-attr]
-    assert payload == result.structured_content
+    assert result.structured_content == (None if result.is_error else payload)
     return payload
 
 

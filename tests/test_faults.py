@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client
 from mcp.server import MCPServer
@@ -16,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
 from sources.contract import EmptyResult, to_call_tool_result
-from sources.faults import FaultLayer, FaultSettings
+from sources.faults import FaultLayer, FaultSettings, rolls
 from sources.settings import SourceSettings
 from tests.conftest import MODULES, PROJECT_ROOT, HttpSource, call, child_environment, stdio_parameters, wire
 from traces.files import load_traces
@@ -193,3 +194,37 @@ async def test_a_killed_source_has_exported_what_it_finished(
     services = {span["resource"]["attributes"]["service.name"] for span in spans}
     assert services == {"research-source-orders"}
     assert "tools/list" in {span["name"] for span in spans}
+
+
+async def _calls_over_http(url: str, count: int) -> list[bool]:
+    """``count`` calls, each in a session of its own (a corrupted answer ends its session): True if answered."""
+    answered = []
+    for _ in range(count):
+        try:
+            with anyio.fail_after(10):
+                async with Client(url, read_timeout_seconds=5) as client:
+                    result = await client.call_tool(
+                        "search_policies", {"query": "refund"}, read_timeout_seconds=5
+                    )
+            answered.append(wire(result)["resultCount"] > 0)
+        except* (ValueError, httpx2.HTTPError, MCPError):  # the client could not read the answer
+            answered.append(False)
+    return answered
+
+
+def _set_faults(url: str, faults: str) -> None:
+    control = url.removesuffix("/mcp") + "/chaos"
+    assert httpx2.post(control, json={"faults": faults}, timeout=10).json()["faults"] == faults
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(("faults", "calls"), [("garbage=1.0", 6), ("garbage=0.5,seed=3", 12)])
+async def test_garbage_over_http_corrupts_exactly_the_answers_the_dice_chose(
+    http_source: Callable[..., HttpSource], faults: str, calls: int
+) -> None:
+    running = http_source("kb", "--chaos-control")
+    _set_faults(running.url, faults)
+    dice = rolls(FaultSettings.parse(faults))
+    chosen = [next(dice).garbage for _ in range(calls)]
+    assert [not answered for answered in await _calls_over_http(running.url, calls)] == chosen
+    assert sum(chosen) > 0 and (faults.startswith("garbage=1") or not all(chosen))

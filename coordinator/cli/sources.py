@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Annotated, Any
 
 import anyio
 import typer
 from mcp import Client
+from mcp.types import CallToolResult, TextContent
 from rich.console import Console
 from rich.table import Table
 
@@ -92,11 +94,23 @@ def call_source(
                 result = await client.call_tool(
                     tool, parsed, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=meta
                 )
-        return result.is_error, result.structured_content
+        if result.structured_content is not None:
+            return result.is_error, result.structured_content
+        return result.is_error, _json_of(result)
 
     is_error, payload = anyio.run(calling)
     Console().print_json(data={"isError": is_error, **(payload or {})})
     raise typer.Exit(1 if is_error else 0)
+
+
+def _json_of(result: CallToolResult) -> dict[str, Any]:
+    """A result's text block as JSON (errors travel as text only), or the text itself when it is not JSON."""
+    text = "".join(block.text for block in result.content if isinstance(block, TextContent))
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError:
+        return {"text": text}
+    return payload if isinstance(payload, dict) else {"text": text}
 
 
 def _ports(specs: list[str]) -> dict[str, int]:
