@@ -56,10 +56,18 @@ def _bind(port: int) -> socket.socket:
     return sock
 
 
-async def _serve_http(server: MCPServer, name: str, port: int, wire: HttpWire | None) -> None:
+async def _serve_http(
+    server: MCPServer, name: str, port: int, wire: HttpWire | None, settings: SourceSettings
+) -> None:
     sock = _bind(port)
     url = f"http://{LOOPBACK}:{sock.getsockname()[1]}/mcp"
-    app = server.streamable_http_app(host=LOOPBACK)
+    # Sessions are bounded by the SDK's own options: idle ones end, and past the cap a new one is
+    # refused with 503 "Too many open sessions" until some end.
+    app = server.streamable_http_app(
+        host=LOOPBACK,
+        session_idle_timeout=settings.http_session_idle_s,
+        max_sessions=settings.http_max_sessions,
+    )
     config = uvicorn.Config(wire.wrap(app) if wire else app, log_level="warning", lifespan="on")
     runner = uvicorn.Server(config)
     print(
@@ -117,7 +125,7 @@ def main(create_server: ServerFactory) -> None:
                 wire = HttpWire() if chaos_control else None
                 server = create_server(settings, wire=wire)
                 add_control_routes(server, name, chaos_control=chaos_control)
-                anyio.run(_serve_http, server, name, port, wire)
+                anyio.run(_serve_http, server, name, port, wire, settings)
             else:
                 # A second handle on stdout, for the garbage fault: the SDK diverts fd 1 while serving.
                 create_server(settings, wire=StdioWire(os.dup(sys.stdout.fileno()))).run()

@@ -11,6 +11,8 @@
 | `RESEARCH_TRACES_DIR`  | where the file exporter writes spans                     | `<data dir>/traces`           |
 | `RESEARCH_TRACE_PAYLOADS` | `full` records arguments and queries unredacted (local debugging only) | redacted |
 | `RESEARCH_RUN_ID`      | the run a process belongs to (set by the coordinator for its sources) | none      |
+| `RESEARCH_HTTP_SESSION_IDLE_S` | over HTTP: seconds after which a session with nothing in flight ends | 300 |
+| `RESEARCH_HTTP_MAX_SESSIONS` | over HTTP: most sessions held at once; more are refused (503) until some end | 1000 |
 
 The standard `OTEL_*` variables (exporter choice, OTLP endpoint...) are passed to spawned sources too,
 except `OTEL_SERVICE_NAME`: each process names its own service.
@@ -54,6 +56,12 @@ def _number(env: Mapping[str, str], name: str, default: NumberT, kind: Callable[
     return value
 
 
+def _positive(value: NumberT, name: str) -> NumberT:
+    if not value > 0:
+        raise ValueError(f"{name} must be greater than 0; got {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class SourceSettings:
     data_dir: Path
@@ -66,6 +74,12 @@ class SourceSettings:
     traces_dir: Path | None = None
     full_payloads: bool = False
     run_id: str | None = None
+    # A coordinator opens a session per source per query and closes it within the query's deadline
+    # (30 s by default); a batch of N workers holds about N. Five idle minutes outlast any of them and
+    # a person pausing at a prompt, yet a client that died frees its session in minutes, not the SDK's
+    # default half hour; a thousand sessions (about 40 MB) are far beyond one machine's workers.
+    http_session_idle_s: float = 300.0
+    http_max_sessions: int = 1000
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> SourceSettings:
@@ -82,6 +96,12 @@ class SourceSettings:
             traces_dir=Path(env["RESEARCH_TRACES_DIR"]) if env.get("RESEARCH_TRACES_DIR") else None,
             full_payloads=env.get("RESEARCH_TRACE_PAYLOADS", "").lower() == "full",
             run_id=env.get("RESEARCH_RUN_ID") or None,
+            http_session_idle_s=_positive(
+                _number(env, "RESEARCH_HTTP_SESSION_IDLE_S", 300.0, float), "RESEARCH_HTTP_SESSION_IDLE_S"
+            ),
+            http_max_sessions=_positive(
+                _number(env, "RESEARCH_HTTP_MAX_SESSIONS", 1000, int), "RESEARCH_HTTP_MAX_SESSIONS"
+            ),
         )
 
     def with_faults(self, faults: FaultSettings) -> SourceSettings:
@@ -116,6 +136,8 @@ class SourceSettings:
             "RESEARCH_KB_WARMUP_MS": str(self.kb_warmup_ms),
             "RESEARCH_TICKETS_RATE": str(self.tickets_rate_per_second),
             "RESEARCH_TICKETS_BURST": str(self.tickets_burst),
+            "RESEARCH_HTTP_SESSION_IDLE_S": str(self.http_session_idle_s),
+            "RESEARCH_HTTP_MAX_SESSIONS": str(self.http_max_sessions),
         }
         if self.signing_key:
             env["RESEARCH_SIGNING_KEY"] = self.signing_key

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,8 @@ class HttpSource:
         # readline blocks until the ready line or EOF; the surrounding pytest timeout bounds it.
         for line in self.process.stderr:
             if line.startswith(READY_PREFIX):
+                # Keep reading its log: a source that logs a lot would stall on a full pipe.
+                threading.Thread(target=self.process.stderr.read, daemon=True).start()
                 return json.loads(line[len(READY_PREFIX) :])["url"]
         raise AssertionError(f"source exited before it was ready (status {self.process.wait(timeout=5)})")
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
+import httpx2
 import psutil
 import pytest
 
@@ -14,6 +16,7 @@ from sources import serve
 from sources.catalogue import SOURCES
 from sources.fleet import Fleet
 from sources.settings import SourceSettings
+from tests.conftest import HttpSource
 from tests.test_cli import research
 
 pytestmark = pytest.mark.subprocess
@@ -134,3 +137,34 @@ def test_every_connection_a_source_accepts_sends_at_once() -> None:
         return nodelay
 
     assert asyncio.run(accept_one()) == 1
+
+
+def _open_session(url: str) -> httpx2.Response:
+    """Open a session of the stateful protocol (as the TypeScript SDK does) and abandon it."""
+    initialize = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    return httpx2.post(url, json=initialize, headers=headers, timeout=10)
+
+
+@pytest.mark.subprocess
+def test_sessions_are_capped_and_idle_ones_end(http_source: Callable[..., HttpSource]) -> None:
+    running = http_source("orders", RESEARCH_HTTP_MAX_SESSIONS="2", RESEARCH_HTTP_SESSION_IDLE_S="1")
+    assert [_open_session(running.url).status_code for _ in range(2)] == [200, 200]
+    refused = _open_session(running.url)
+    assert refused.status_code == 503 and refused.json()["error"]["message"] == "Too many open sessions"
+    # The SDK ends idle sessions on the server's own clock: poll, bounded, until the room is back.
+    deadline = time.monotonic() + 15
+    while (admitted := _open_session(running.url)).status_code == 503 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert admitted.status_code == 200 and admitted.headers["mcp-session-id"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"), [("RESEARCH_HTTP_MAX_SESSIONS", "0"), ("RESEARCH_HTTP_SESSION_IDLE_S", "-5")]
+)
+def test_session_bounds_must_be_positive(variable: str, value: str) -> None:
+    with pytest.raises(ValueError, match=variable):
+        SourceSettings.from_environment({variable: value})
