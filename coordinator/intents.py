@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "GENERIC_WORDS",
     "INTENTS",
     "NOT_NAMES",
     "PRODUCT_WORDS",
@@ -201,6 +202,12 @@ STOPWORDS = words_of(
     "quick quickly asap urgent today yesterday now currently still ever again after before since until till "
     "between during last past this next week weeks month months year years day days ago back placed may "
     "made make when where whose has been thing things older linked related connected links link"
+)
+
+# Words that ask for a policy without saying which: they choose the source, not the search text.
+GENERIC_WORDS = words_of(
+    "policy policies rule rules allowed allow qualify qualifies eligible eligibility guideline guidelines "
+    "procedure process entitled"
 )
 
 # First names that are also everyday English words: never read as a person in a query.

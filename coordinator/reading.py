@@ -34,7 +34,7 @@ from typing import Any, Literal
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
-from coordinator.intents import INTENTS, NOT_NAMES, STOPWORDS, vocabulary, words_of
+from coordinator.intents import GENERIC_WORDS, INTENTS, NOT_NAMES, STOPWORDS, vocabulary
 from sources.domain import TODAY
 
 __all__ = ["MAX_QUERY_CHARS", "DateRange", "Mention", "QueryError", "Reading", "read_query"]
@@ -410,15 +410,10 @@ def read_query(query: str) -> Reading:
     )
 
 
-# Words that ask for a policy without saying which: they choose the source, not the search text.
-_GENERIC = words_of(
-    "policy policies rule rules allowed allow qualify qualifies eligible eligibility guideline guidelines "
-    "procedure process entitled"
-)
 _NOT_TOPICAL = frozenset().union(
     *(intent.words for intent in INTENTS if not intent.topical), *(intent.weak_words for intent in INTENTS)
 )
 
 
 def _is_topic(word: str) -> bool:
-    return len(word) > 2 and word not in STOPWORDS and word not in _GENERIC and word not in _NOT_TOPICAL
+    return len(word) > 2 and word not in STOPWORDS and word not in GENERIC_WORDS and word not in _NOT_TOPICAL
