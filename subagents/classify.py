@@ -228,12 +228,20 @@ def _from_mcp_error(exc: MCPError) -> Outcome:
             f"The source rejected the request (JSON-RPC {code}): {message}",
             f"jsonrpc_{code}",
         )
-    if code in (PARSE_ERROR, INTERNAL_ERROR) or -32099 <= code <= -32000:
+    if code == PARSE_ERROR:
+        # Our client sends well-formed JSON-RPC, so a parse error is the client failing to read the
+        # source's answer (over HTTP the SDK reports a corrupt body so): garbage on the wire.
+        return _error(
+            ErrorCategory.TRANSIENT,
+            f"The source's answer could not be read as an MCP message (JSON-RPC {code}): {message}",
+            "garbage",
+            reopen=True,
+        )
+    if code == INTERNAL_ERROR or -32099 <= code <= -32000:
         return _error(
             ErrorCategory.TRANSIENT,
             f"The source failed to handle the request (JSON-RPC {code}): {message}",
             f"jsonrpc_{code}",
-            reopen=code == PARSE_ERROR,
         )
     return _error(
         ErrorCategory.BUSINESS,

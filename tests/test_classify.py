@@ -44,7 +44,7 @@ EXCEPTIONS: list[tuple[BaseException, ErrorCategory, str, bool]] = [
     (MCPError(-32602, "Invalid params"), ErrorCategory.VALIDATION, "jsonrpc_-32602", False),
     (MCPError(-32601, "Method not found"), ErrorCategory.VALIDATION, "jsonrpc_-32601", False),
     (MCPError(-32600, "Invalid request"), ErrorCategory.VALIDATION, "jsonrpc_-32600", False),
-    (MCPError(-32700, "Parse error"), ErrorCategory.TRANSIENT, "jsonrpc_-32700", True),
+    (MCPError(-32700, "Failed to parse JSON response"), ErrorCategory.TRANSIENT, "garbage", True),
     (MCPError(-32603, "Internal error"), ErrorCategory.TRANSIENT, "jsonrpc_-32603", False),
     (MCPError(-32020, "Header mismatch"), ErrorCategory.TRANSIENT, "jsonrpc_-32020", False),
     (MCPError(4242, "Custom refusal"), ErrorCategory.BUSINESS, "jsonrpc_4242", False),

@@ -19,6 +19,7 @@ from mcp.types import CallToolResult
 from sources.contract import EmptyResult, to_call_tool_result
 from sources.faults import FaultLayer, FaultSettings, rolls
 from sources.settings import SourceSettings
+from subagents.classify import classify_exception
 from tests.conftest import MODULES, PROJECT_ROOT, HttpSource, call, child_environment, stdio_parameters, wire
 from traces.files import load_traces
 
@@ -196,9 +197,10 @@ async def test_a_killed_source_has_exported_what_it_finished(
     assert "tools/list" in {span["name"] for span in spans}
 
 
-async def _calls_over_http(url: str, count: int) -> list[bool]:
-    """``count`` calls, each in a session of its own (a corrupted answer ends its session): True if answered."""
-    answered = []
+async def _calls_over_http(url: str, count: int) -> list[str]:
+    """``count`` calls, each in a session of its own (a corrupted answer ends its session): for each,
+    "ok" when answered, else how the subagents' classifier names the failure."""
+    outcomes = []
     for _ in range(count):
         try:
             with anyio.fail_after(10):
@@ -206,10 +208,10 @@ async def _calls_over_http(url: str, count: int) -> list[bool]:
                     result = await client.call_tool(
                         "search_policies", {"query": "refund"}, read_timeout_seconds=5
                     )
-            answered.append(wire(result)["resultCount"] > 0)
-        except* (ValueError, httpx2.HTTPError, MCPError):  # the client could not read the answer
-            answered.append(False)
-    return answered
+            outcomes.append("ok" if wire(result)["resultCount"] > 0 else "empty")
+        except Exception as exc:
+            outcomes.append(classify_exception(exc).error_type)
+    return outcomes
 
 
 def _set_faults(url: str, faults: str) -> None:
@@ -226,5 +228,5 @@ async def test_garbage_over_http_corrupts_exactly_the_answers_the_dice_chose(
     _set_faults(running.url, faults)
     dice = rolls(FaultSettings.parse(faults))
     chosen = [next(dice).garbage for _ in range(calls)]
-    assert [not answered for answered in await _calls_over_http(running.url, calls)] == chosen
+    assert await _calls_over_http(running.url, calls) == ["garbage" if struck else "ok" for struck in chosen]
     assert sum(chosen) > 0 and (faults.startswith("garbage=1") or not all(chosen))
