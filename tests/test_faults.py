@@ -209,7 +209,7 @@ async def _calls_over_http(url: str, count: int) -> list[str]:
                         "search_policies", {"query": "refund"}, read_timeout_seconds=5
                     )
             outcomes.append("ok" if wire(result)["resultCount"] > 0 else "empty")
-        except Exception as exc:
+        except Exception as exc:  # what the client raised, whatever it is, is what gets classified
             outcomes.append(classify_exception(exc).error_type)
     return outcomes
 
