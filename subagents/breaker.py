@@ -4,7 +4,11 @@
     half_open --(probe succeeds)--> closed          half_open --(probe fails)--> open
 
 Only transient failures count: a validation, business or permission error means the source is up
-and answering. While open, no call reaches the source. In half-open exactly one probe is let through.
+and answering. While open, no call reaches the source. In half-open exactly one probe is let through;
+a probe that never ends (cancelled by a deadline, or a model's loop stopped) is ``abandon``ed, which
+lets the next caller probe instead, so a cancelled call can never shut a source out for good.
+The breaker keeps no clock: each step is told the time (``now``, the subagents' injected clock), so
+it decides the same way in tests as in production.
 Written here rather than taken from a library: the breaker must run on the subagents' injected
 clock, count contract categories rather than exceptions, and be shared by the subagents of one
 process, which the general-purpose breaker packages do not offer together.
@@ -12,8 +16,6 @@ process, which the general-purpose breaker packages do not offer together.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -30,7 +32,6 @@ class BreakerState(StrEnum):
 class Breaker:
     failure_threshold: int = 5
     cooldown_s: float = 30.0
-    clock: Callable[[], float] = time.monotonic
     state: BreakerState = BreakerState.CLOSED
     failures: int = 0
     opened_at: float = 0.0
@@ -42,9 +43,9 @@ class Breaker:
             self.transitions.append((self.state, to))
             self.state = to
 
-    def allow(self) -> bool:
+    def allow(self, now: float) -> bool:
         """May a call go out now? In half-open, only the one probe may."""
-        if self.state is BreakerState.OPEN and self.clock() - self.opened_at >= self.cooldown_s:
+        if self.state is BreakerState.OPEN and now - self.opened_at >= self.cooldown_s:
             self._move(BreakerState.HALF_OPEN)
             self.probing = False
         if self.state is BreakerState.CLOSED:
@@ -54,10 +55,14 @@ class Breaker:
             return True
         return False
 
-    def retry_in_s(self) -> float:
-        return max(0.0, self.cooldown_s - (self.clock() - self.opened_at))
+    def retry_in_s(self, now: float) -> float:
+        return max(0.0, self.cooldown_s - (now - self.opened_at))
 
-    def record(self, source_failed: bool) -> None:
+    def abandon(self) -> None:
+        """A call let through never ended (it was cancelled): it proves nothing; the next may probe."""
+        self.probing = False
+
+    def record(self, source_failed: bool, now: float) -> None:
         if not source_failed:
             self.failures = 0
             self.probing = False
@@ -65,7 +70,7 @@ class Breaker:
             return
         self.failures += 1
         if self.state is BreakerState.HALF_OPEN or self.failures >= self.failure_threshold:
-            self.opened_at = self.clock()
+            self.opened_at = now
             self.probing = False
             self._move(BreakerState.OPEN)
 
@@ -76,10 +81,9 @@ class Breakers:
 
     failure_threshold: int = 5
     cooldown_s: float = 30.0
-    clock: Callable[[], float] = time.monotonic
     by_source: dict[str, Breaker] = field(default_factory=dict)
 
     def __getitem__(self, source: str) -> Breaker:
         if source not in self.by_source:
-            self.by_source[source] = Breaker(self.failure_threshold, self.cooldown_s, self.clock)
+            self.by_source[source] = Breaker(self.failure_threshold, self.cooldown_s)
         return self.by_source[source]

@@ -330,12 +330,19 @@ async def settle(run: Run) -> SubagentReport | Settled:
             return run.stop(
                 "give_up", "the deadline passed before the call could be made", _deadline_outcome(run)
             )
-        if not breaker.allow():
+        if not breaker.allow(runtime.clock.now()):
             return run.report(_breaker_open(run, breaker))
 
-        outcome = await _call(run, call, remaining)
+        try:
+            outcome = await _call(run, call, remaining)
+        except BaseException:  # cancelled mid-call (the deadline, a stopped model): re-raised at once
+            breaker.abandon()
+            raise
         error = outcome.error
-        breaker.record(source_failed=error is not None and error.error_category is ErrorCategory.TRANSIENT)
+        breaker.record(
+            source_failed=error is not None and error.error_category is ErrorCategory.TRANSIENT,
+            now=runtime.clock.now(),
+        )
         if error is None:
             return Settled(outcome, "")
         run.keep_partial(error)
@@ -441,7 +448,8 @@ def _elevate(run: Run, outcome: Outcome, error: ToolError) -> str | None:
 
 
 def _breaker_open(run: Run, breaker: Breaker) -> Outcome:
-    reason = f"the circuit for {run.task.source} is open; it probes again in {breaker.retry_in_s():.1f} s"
+    wait_s = breaker.retry_in_s(run.runtime.clock.now())
+    reason = f"the circuit for {run.task.source} is open; it probes again in {wait_s:.1f} s"
     run.decide("breaker_open", reason, ErrorCategory.TRANSIENT, error_type="breaker_open")
     return Outcome("error", ToolError.of(ErrorCategory.TRANSIENT, f"Not called: {reason}."), "breaker_open")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import uuid
 from dataclasses import dataclass, field
@@ -64,11 +65,13 @@ class ScriptedSource:
         server = MCPServer("scripted")
 
         @server.tool()
-        def lookup(customer_id: str, ctx: Context) -> Annotated[CallToolResult, ResultPage[Record]]:
-            """Answers from the script."""
+        async def lookup(customer_id: str, ctx: Context) -> Annotated[CallToolResult, ResultPage[Record]]:
+            """Answers from the script ("hang": never)."""
             meta = ctx.request_context.meta or {}
             self.calls.append(({"customer_id": customer_id}, meta.get(CREDENTIAL_META_KEY)))
             kind = self.script[min(len(self.calls), len(self.script)) - 1]
+            if kind == "hang":
+                await anyio.sleep_forever()
             answer = _answer(kind, customer_id)
             return answer if isinstance(answer, CallToolResult) else to_call_tool_result(answer)
 
@@ -109,7 +112,7 @@ async def _run(
     source: ScriptedSource, budget: float, purpose: str, seed: int
 ) -> tuple[SubagentReport, FakeClock, Breakers]:
     clock = FakeClock()
-    breakers = Breakers(failure_threshold=3, cooldown_s=10, clock=clock.now)
+    breakers = Breakers(failure_threshold=3, cooldown_s=10)
     server = source.server()
     with anyio.fail_after(30):
         async with Connections.opened({"scripted": lambda: server}) as connections:
@@ -201,11 +204,14 @@ class BreakerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock()
-        self.breakers = Breakers(failure_threshold=3, cooldown_s=10, clock=self.clock.now)
+        self.breakers = Breakers(failure_threshold=3, cooldown_s=10)
 
-    async def _run(self, script: list[str]) -> tuple[SubagentReport, int]:
+    async def _run(
+        self, script: list[str], cut_after_s: float | None = None
+    ) -> tuple[SubagentReport | None, int]:
         source = ScriptedSource(script)
         server = source.server()
+        report = None
         with anyio.fail_after(30):
             async with Connections.opened({"scripted": lambda: server}) as connections:
                 runtime = Runtime(
@@ -213,22 +219,34 @@ class BreakerMachine(RuleBasedStateMachine):
                     breakers=self.breakers, clock=self.clock, rng=random.Random(0),
                 )  # fmt: skip
                 task = Task("t", "scripted", "lookup", {"customer_id": "CUST-00042"})
-                report = await run_subagent(task, runtime, deadline=self.clock.now() + 60)
+                with anyio.move_on_after(cut_after_s if cut_after_s is not None else math.inf):
+                    report = await run_subagent(task, runtime, deadline=self.clock.now() + 60)
         return report, len(source.calls)
 
     @rule(script=st.lists(st.sampled_from(["ok", "transient", "business", "empty"]), min_size=1, max_size=3))
     def run_a_task(self, script: list[str]) -> None:
         breaker = self.breakers["scripted"]
-        open_before = breaker.state is BreakerState.OPEN and breaker.retry_in_s() > 0
+        open_before = breaker.state is BreakerState.OPEN and breaker.retry_in_s(self.clock.now()) > 0
         report, calls = anyio.run(self._run, script)
-        assert report.attempts == calls
+        assert report is not None and report.attempts == calls
         if open_before:
             assert calls == 0 and [d.action for d in report.decisions] == ["breaker_open"]
             assert report.escalation is not None and report.escalation.error_category == "transient"
 
+    @rule()
+    def a_task_is_cut_short(self) -> None:
+        """Its call hangs and the query's deadline cancels it mid-call (a probe, if the breaker was half-open)."""
+        anyio.run(self._run, ["hang"], 0.05)
+
     @rule(seconds=st.floats(min_value=0, max_value=15))
     def time_passes(self, seconds: float) -> None:
         self.clock.advance(seconds)
+
+    @invariant()
+    def no_probe_outlives_its_call(self) -> None:
+        assert not self.breakers["scripted"].probing, (
+            "a probe ended (or was cancelled) but still holds the breaker"
+        )
 
     @invariant()
     def transitions_are_legal(self) -> None:

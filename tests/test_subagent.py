@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 import pytest
 from mcp.server import MCPServer
 
@@ -238,7 +239,7 @@ async def test_a_lost_answer_is_retried_without_refunding_twice(
 
 
 async def test_the_breaker_opens_fails_fast_and_probes(runtime: Callable[..., Any], clock: FakeClock) -> None:
-    breakers = Breakers(failure_threshold=5, cooldown_s=30, clock=clock.now)
+    breakers = Breakers(failure_threshold=5, cooldown_s=30)
     rt = await runtime(breakers=breakers)
     timeout = {"identifier": "CUST-00042", "mode": "timeout"}
     first = await run(rt, "customers", "customer_lookup", timeout)  # 4 transient failures
@@ -258,3 +259,20 @@ async def test_the_breaker_opens_fails_fast_and_probes(runtime: Callable[..., An
         (BreakerState.CLOSED, BreakerState.OPEN), (BreakerState.OPEN, BreakerState.HALF_OPEN),
         (BreakerState.HALF_OPEN, BreakerState.CLOSED),
     ]  # fmt: skip
+
+
+async def test_a_cancelled_probe_lets_the_next_caller_probe(
+    runtime: Callable[..., Any], clock: FakeClock, settings: SourceSettings
+) -> None:
+    """A half-open breaker's one probe, cut off by the query's deadline, must not shut the source out."""
+    hung = MODULES["customers"].create_server(settings.with_faults(FaultSettings(hang=1)))
+    breakers = Breakers(failure_threshold=1, cooldown_s=30)
+    rt = await runtime({"customers": lambda: hung}, breakers=breakers)
+    breaker = breakers["customers"]
+    breaker.record(source_failed=True, now=clock.now())
+    clock.advance(30)  # the cool-down is over: the next call is the probe
+    with anyio.move_on_after(0.5) as cancelled:  # the query's deadline, cutting the hung probe short
+        await run(rt, "customers", "customer_lookup", {"identifier": "CUST-00042"})
+    assert cancelled.cancelled_caught
+    assert breaker.state is BreakerState.HALF_OPEN and not breaker.probing
+    assert breaker.allow(clock.now())  # the next caller may probe
