@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent
 from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
@@ -39,6 +40,9 @@ from sources.domain import TODAY
 __all__ = ["QueryError", "account_for", "plan_query"]
 
 _REFUND_PURPOSE = "refund research"
+# Most customers, orders or refund checks one query researches.
+MAX_SUBJECTS = 10
+ItemT = TypeVar("ItemT")
 
 
 # --- the calls a plan is made of ---------------------------------------------------------------------
@@ -80,9 +84,13 @@ class _Planner:
         self.unplanned: list[Unplanned] = []
         self.intents = set(reading.intents)
         self.pairs, self.single_amounts = _pair_amounts(reading)
+        self.pairs = self._at_most(
+            self.pairs, "refund checks", lambda pair: f"{pair[1].describe()} on {pair[0].value}"
+        )
         paired_orders = {order.value for order, _ in self.pairs}
         self.customers = self._customers()
-        self.orders = [_Subject("order", order, {"order_id": order}) for order in reading.values("order_id")]
+        orders = self._at_most(reading.values("order_id"), "orders", str)
+        self.orders = [_Subject("order", order, {"order_id": order}) for order in orders]
         self.order_lookups = {
             subject.label: self._add(self._lookup_call("order_id", subject.label))
             for subject in self.orders
@@ -100,11 +108,23 @@ class _Planner:
 
     # -- subjects
 
+    def _at_most(self, items: list[ItemT], what: str, name: Callable[[ItemT], str]) -> list[ItemT]:
+        """The first ``MAX_SUBJECTS`` of ``items``; the rest listed as not researched (a pasted list of
+        hundreds of ids must not become hundreds of calls)."""
+        for item in items[MAX_SUBJECTS:]:
+            self.unplanned.append(Unplanned(
+                name(item), f"one query researches at most {MAX_SUBJECTS} {what}",
+                "ask about the rest in another query",
+            ))  # fmt: skip
+        return items[:MAX_SUBJECTS]
+
     def _customers(self) -> list[_Subject]:
-        subjects = []
-        for mention in self.reading.of("email", "customer_id", "name"):
-            if any(subject.label == mention.value for subject in subjects):
-                continue
+        subjects: list[_Subject] = []
+        mentions = list(
+            {m.value: m for m in reversed(self.reading.of("email", "customer_id", "name"))}.values()
+        )
+        mentions.sort(key=lambda mention: mention.start)
+        for mention in self._at_most(mentions, "customers", lambda m: str(m.value)):
             lookup = self._add(self._lookup_call(mention.kind, mention.value))
             values = {"customer": mention.value if mention.kind != "name" else None}
             values["customer_id"] = mention.value if mention.kind == "customer_id" else None

@@ -177,3 +177,12 @@ def test_what_cannot_be_researched_is_listed_with_what_to_do() -> None:
     assert any("since last month" in what for what in listed)
     with pytest.raises(QueryError, match="a refund was asked about"):
         plan_query("refund please")
+
+
+def test_a_pasted_list_of_ids_is_researched_in_part_and_the_rest_listed() -> None:
+    orders = [f"ORD-{10000 + index}" for index in range(15)]
+    plan = plan_query("status of " + ", ".join(orders))
+    looked_up = sorted(task.arguments["order_id"] for task in plan.tasks.values() if task.tool == "get_order")
+    assert looked_up == orders[:10]
+    assert [item.what for item in plan.unplanned] == orders[10:]
+    assert all("at most 10 orders" in item.why for item in plan.unplanned)
