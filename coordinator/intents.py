@@ -21,6 +21,7 @@ __all__ = [
     "SYMPTOM_WORDS",
     "TOPIC_WORDS",
     "Intent",
+    "intent_named",
     "vocabulary",
     "words_of",
 ]
@@ -216,6 +217,11 @@ NOT_NAMES = words_of(
     "hunter page art case lane king amber crystal sterling destiny star sunny iris ruby jade ivy autumn "
     "harry rich price van miles reed wade gene angel carol major paris jordan sky order"
 )
+
+
+def intent_named(name: str) -> Intent:
+    """The intent of that name."""
+    return next(each for each in INTENTS if each.name == name)
 
 
 def vocabulary() -> frozenset[str]:

@@ -25,13 +25,12 @@ The steps:
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent
+from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
 from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.reading import Mention, QueryError, Reading, read_query
 from coordinator.tools import GIVES, LOOKUPS, SUBJECT_KINDS, TASK_NAMES, WHY, Argument, tool_arguments
@@ -104,7 +103,9 @@ class _Planner:
             if intent.name in self.intents and intent.default_topic and intent.default_topic not in words:
                 words.append(intent.default_topic)
         self.text = " ".join(words)
-        self.own_words = bool(set(reading.topic) - {i.default_topic for i in INTENTS} - _refund_words())
+        self.own_words = bool(
+            set(reading.topic) - {i.default_topic for i in INTENTS} - intent_named("refund").words
+        )
 
     # -- subjects
 
@@ -302,7 +303,7 @@ class _Planner:
         # A refund asked with nothing to check is not researched; about refund *policy*, it is the topic.
         asked = "refund" in self.intents and "policies" not in self.intents
         if asked and not self.pairs and not self.orders and not self.single_amounts:
-            self.unplanned.append(_unanswerable(next(i for i in INTENTS if i.name == "refund")))
+            self.unplanned.append(_unanswerable(intent_named("refund")))
         if "refund" in self.intents:
             for order in self.reading.values("order_id"):
                 if order not in paired:
@@ -401,11 +402,6 @@ def _pair_amounts(reading: Reading) -> tuple[list[tuple[Mention, Mention]], list
             free.remove(amount)
             pairs.append((order, amount))
     return sorted(pairs, key=lambda pair: pair[0].start), free
-
-
-@functools.cache
-def _refund_words() -> frozenset[str]:
-    return next(intent.words for intent in INTENTS if intent.name == "refund")
 
 
 def _why(tool: str, arguments: dict[str, Any]) -> str:

@@ -45,6 +45,7 @@ __all__ = [
     "ToolError",
     "ToolFailure",
     "parse_tool_result",
+    "result_text",
     "to_call_tool_result",
 ]
 
@@ -191,6 +192,11 @@ def to_call_tool_result(model: ResultPage[Any] | EmptyResult | ToolError) -> Cal
     )
 
 
+def result_text(result: CallToolResult) -> str:
+    """A result's text blocks, joined: where every result's JSON is (an error's only copy)."""
+    return "".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
 def parse_tool_result(result: CallToolResult) -> ResultPage[Any] | EmptyResult | ToolError:
     """Read a ``CallToolResult`` back into the contract, from structured content or else its text block.
 
@@ -198,7 +204,7 @@ def parse_tool_result(result: CallToolResult) -> ResultPage[Any] | EmptyResult |
     classify such a result (its text is kept on the exception).
     """
     payload = result.structured_content
-    text = "".join(block.text for block in result.content if isinstance(block, TextContent))
+    text = result_text(result)
     if payload is None:
         try:
             payload = json.loads(text)

@@ -24,7 +24,7 @@ import anyio
 import httpx2
 import pydantic
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
@@ -43,6 +43,7 @@ from sources.contract import (
     ResultPage,
     ToolError,
     parse_tool_result,
+    result_text,
 )
 
 __all__ = ["Outcome", "SourceUnavailable", "classify_exception", "classify_result", "with_attempted_query"]
@@ -98,7 +99,7 @@ _SCHEMA_BREACH = re.compile(r"structured content|output schema|invalid schema fo
 
 
 def _text_of(result: CallToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, TextContent)).strip()
+    return result_text(result).strip()
 
 
 def _error(category: ErrorCategory, description: str, error_type: str, *, reopen: bool = False) -> Outcome:

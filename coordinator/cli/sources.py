@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import anyio
 import typer
 from mcp import Client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult
 from rich.console import Console
 from rich.table import Table
 
@@ -25,6 +25,7 @@ from coordinator.cli.common import (
 )
 from sources.auth import CREDENTIAL_META_KEY, issue_credential
 from sources.catalogue import SOURCES
+from sources.contract import result_text
 from sources.settings import SourceSettings
 
 
@@ -105,7 +106,7 @@ def call_source(
 
 def _json_of(result: CallToolResult) -> dict[str, Any]:
     """A result's text block as JSON (errors travel as text only), or the text itself when it is not JSON."""
-    text = "".join(block.text for block in result.content if isinstance(block, TextContent))
+    text = result_text(result)
     try:
         payload = json.loads(text)
     except json.JSONDecodeError:
