@@ -96,19 +96,31 @@ def test_every_outcome_over_http(
 
 def test_a_nan_amount_is_a_contract_validation_error(settings: SourceSettings) -> None:
     """JSON has no NaN: a raw client can still send one; it gets a validation error naming the field."""
-    raw = subprocess.run(
-        [sys.executable, "-m", "sources.billing"],
-        input="\n".join([
-            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
-            json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-            '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "refund_eligibility", '
-            '"arguments": {"order_id": "ORD-10031", "amount": NaN}}}',
-        ]) + "\n",
-        env={**os.environ, **child_environment(settings)}, cwd=PROJECT_ROOT, capture_output=True, text=True,
-        timeout=60,
+    messages = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "refund_eligibility", '
+        '"arguments": {"order_id": "ORD-10031", "amount": NaN}}}',
+    ]  # fmt: skip
+    # stdin stays open until the answer is read: at end of input the source stops, answered or not.
+    source = subprocess.Popen(
+        [sys.executable, "-m", "sources.billing"], env={**os.environ, **child_environment(settings)},
+        cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
-    answer = next(json.loads(line) for line in raw.stdout.splitlines() if '"id":2' in line.replace(" ", ""))
+    assert source.stdin is not None and source.stdout is not None
+    try:
+        source.stdin.write("\n".join(messages) + "\n")
+        source.stdin.flush()
+        # readline returns each answer as the source writes it; the test's timeout bounds the wait.
+        answer = next(
+            json.loads(line) for line in iter(source.stdout.readline, "") if '"id":2' in line.replace(" ", "")
+        )
+    finally:
+        source.kill()
+        source.wait(timeout=10)
+        source.stdin.close()
+        source.stdout.close()
     result = answer["result"]
     payload = json.loads(result["content"][0]["text"])
     assert result["isError"] is True and payload["errorCategory"] == "validation"
