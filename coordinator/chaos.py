@@ -69,6 +69,9 @@ QUERIES = [
     "Investigate CUST-00013: orders and tickets",
 ]
 DEADLINE_S = 4.0
+# The deadline counts spawning too: a scenario with a real process may spawn its source twice (a crash,
+# then the respawn), about two seconds each on a busy two-core machine.
+PROCESS_DEADLINE_S = 8.0
 # Fast and bounded: the policy of a chaos run keeps its shape, not its production delays.
 CHAOS_POLICY = RecoveryPolicy(base_delay_s=0.02, max_delay_s=0.1, call_timeout_s=0.15)
 
@@ -107,6 +110,11 @@ class Scenario:
     query: str
     faults: dict[str, str]  # source -> fault name
     refund_amount: float | None  # an issue_refund task run beside the query, or None
+
+    @property
+    def deadline_s(self) -> float:
+        needs_process = any(CATALOGUE[name][0] for name in self.faults.values())
+        return PROCESS_DEADLINE_S if needs_process else DEADLINE_S
 
     def describe(self) -> str:
         faults = ", ".join(f"{name}:{source}" for source, name in sorted(self.faults.items())) or "no faults"
@@ -234,7 +242,7 @@ async def run_scenario(
     hooks: tuple[PostCallHook, ...] = (history.recorder(), *post_call, TrimResults())
     report = await research(
         scenario.query,
-        ResearchOptions(deadline_s=DEADLINE_S, policy=policy, seed=scenario.seed, claude=claude),
+        ResearchOptions(deadline_s=scenario.deadline_s, policy=policy, seed=scenario.seed, claude=claude),
         settings=settings,
         targets=targets,
         post_call=hooks,
@@ -278,7 +286,7 @@ async def _refund(
             "issue_refund",
             {"order_id": "ORD-10008", "amount": amount, "idempotency_key": key},
         )
-        await run_subagent(task, runtime, deadline=runtime.clock.now() + DEADLINE_S)
+        await run_subagent(task, runtime, deadline=runtime.clock.now() + scenario.deadline_s)
 
 
 def _children() -> list[psutil.Process]:
@@ -373,9 +381,10 @@ def check(result: ScenarioResult) -> list[tuple[str, str]]:
                 ("escalation_complete", f"{gap.task} dropped partial results {json.dumps(missing)[:120]}")
             )
 
-    if result.elapsed_s > DEADLINE_S + DEADLINE_GRACE_S + 1.0:
+    deadline_s = result.scenario.deadline_s
+    if result.elapsed_s > deadline_s + DEADLINE_GRACE_S + 1.0:
         found.append(
-            ("deadline", f"the query took {result.elapsed_s:.2f} s; the deadline is {DEADLINE_S:g} s")
+            ("deadline", f"the query took {result.elapsed_s:.2f} s; the deadline is {deadline_s:g} s")
         )
     if result.leaked_processes:
         found.append(("no_leak", f"source processes still running: {result.leaked_processes}"))

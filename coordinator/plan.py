@@ -112,6 +112,10 @@ class Plan:
         """The tasks in an order that puts every task after what it depends on."""
         return [self.tasks[task_id] for task_id in nx.lexicographical_topological_sort(self.graph)]
 
+    def sources(self) -> list[str]:
+        """The sources the plan calls, in the order their first task runs."""
+        return list(dict.fromkeys(task.source for task in self.order()))
+
     def describe(self) -> dict[str, Any]:
         """The plan as plain data (what `research plan --json` prints): tasks, dependencies, gaps."""
         return {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,9 @@ class ResearchOptions:
     # (a long-lived coordinator passes its own); None gives this query breakers of its own.
     breakers: Breakers | None = None
     claude: ClaudeSettings | None = None  # Claude mode; None: the deterministic mode
+    # The instant (time.monotonic) the deadline counts from, like a gRPC deadline: the command's
+    # start, so start-up counts too. None: when research() is called.
+    started_at: float | None = None
 
 
 def targets_for(settings: SourceSettings, options: ResearchOptions) -> dict[str, Target]:
@@ -86,6 +90,7 @@ async def research(
     observer: Observer | None = None,
     plan: Plan | None = None,
     targets: dict[str, Target] | None = None,
+    connections: Connections | None = None,
     clock: Clock | None = None,
     client_options: dict[str, Any] | None = None,
     post_call: tuple[PostCallHook, ...] | None = None,
@@ -94,9 +99,12 @@ async def research(
 ) -> ResearchReport:
     """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
-    ``targets`` replaces where the sources are found (tests run them in memory); ``clock`` is the
-    subagents' time (tests inject one whose back-off sleeps return at once). A caller that planned
-    already passes ``plan`` and ``planning``, and the ``budget`` the planning spent from.
+    The deadline counts from ``options.started_at`` (the command's first instant) and covers planning,
+    opening the sessions, the calls and the brief. ``targets`` replaces where the sources are found
+    (tests run them in memory); a caller that owns the sessions passes ``connections`` instead (the CLI
+    prints the report before it closes them). ``clock`` is the subagents' time (tests inject one whose
+    back-off sleeps return at once). A caller that planned already passes ``plan`` and ``planning``,
+    and the ``budget`` the planning spent from.
     """
     options = options or ResearchOptions()
     settings = settings or SourceSettings.from_environment()
@@ -104,21 +112,24 @@ async def research(
     if claude is not None and budget is None:
         budget = TokenBudget(claude.token_budget)
     ensure_tracing("research-coordinator")
-    deadline_s = options.deadline_s  # what is left of it once the lead agent has planned
+    deadline_at = (
+        options.started_at if options.started_at is not None else time.monotonic()
+    ) + options.deadline_s
     with research_span(query) as root:
         with plan_span() as planning_span:
             if plan is None and claude is not None:
-                started = time.monotonic()
-                plan, planning = await claude_plan(
-                    query, claude, budget, within_s=options.deadline_s * PLANNING_SHARE
-                )
-                deadline_s -= time.monotonic() - started
+                within_s = min(options.deadline_s * PLANNING_SHARE, deadline_at - time.monotonic())
+                plan, planning = await claude_plan(query, claude, budget, within_s=within_s)
             plan = plan or plan_query(query)
             record_plan(planning_span, [task.id for task in plan.order()])
-        async with (
-            Connections.opened(targets or targets_for(settings, options), client_options) as connections,
-            claude_subagents(claude, budget) as model,
-        ):
+        async with AsyncExitStack() as sessions:
+            if connections is None:
+                connections = await sessions.enter_async_context(
+                    Connections.opened(targets or targets_for(settings, options), client_options)
+                )
+            for source in plan.sources():  # every source the plan needs starts now, while the first tasks run
+                connections[source].open_soon()
+            model = await sessions.enter_async_context(claude_subagents(claude, budget))
             runtime = Runtime(
                 connections=connections,
                 broker=CredentialBroker(settings.key(), grants=options.grants),
@@ -130,12 +141,11 @@ async def research(
                 post_call=post_call if post_call is not None else (TrimResults(),),
                 model=model,
             )
-            work_ends = time.monotonic() + deadline_s
-            outcomes = await run_plan(plan, runtime, deadline_s)
+            outcomes = await run_plan(plan, runtime, deadline_at - time.monotonic())
         with synthesize_span() as synthesizing:
             report = synthesize(plan, trace_id_of(root), outcomes, planning)
             if claude is not None and budget is not None:  # Claude writes the brief; gaps stay the code's
-                left_s = max(work_ends - time.monotonic(), 0.0) + DEADLINE_GRACE_S
+                left_s = max(deadline_at - time.monotonic(), 0.0) + DEADLINE_GRACE_S
                 report = await claude_brief(report, claude, budget, within_s=left_s)
                 report = report.model_copy(update={"tokens": TokenUse(limit=budget.limit, used=budget.used)})
             record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))

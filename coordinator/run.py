@@ -8,8 +8,10 @@ Every planned task ends in exactly one terminal state:
     blocked     an upstream task ended without the result this one needs; it names that task and why
     deadline    the query's deadline came first; whatever partial results exist are kept
 
-The subagents watch the deadline themselves (no call or back-off runs past it). Should anything
-still be running a moment after it, the run cancels it and reports it as ``deadline``.
+The subagents watch the deadline themselves: every wait (opening a session, a call, a back-off) is
+clipped to the time left, and a subagent still busy a grace after it is cut short and reports what
+it did. Should a task still not have ended after that (a bug), the run cancels it and reports it as
+``deadline``.
 """
 
 from __future__ import annotations
@@ -21,13 +23,12 @@ import anyio
 
 from coordinator.plan import Plan, PlannedTask, Ref
 from sources.contract import AttemptedQuery, Decision, ErrorCategory, Escalation
-from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
+from subagents.subagent import DEADLINE_GRACE_S, Runtime, SubagentReport, Task, run_subagent
 from traces.spans import end_subagent, subagent_span
 
 __all__ = ["DEADLINE_GRACE_S", "TaskOutcome", "TaskState", "run_plan"]
 
 TaskState = Literal["ok", "empty", "escalated", "blocked", "deadline"]
-DEADLINE_GRACE_S = 1.0
 
 
 @dataclass
@@ -160,7 +161,7 @@ async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str,
         finally:
             done[task.id].set()
 
-    with anyio.move_on_after(deadline_s + DEADLINE_GRACE_S):
+    with anyio.move_on_after(max(deadline_s, 0.0) + 2 * DEADLINE_GRACE_S):  # after the subagents' own
         async with anyio.create_task_group() as group:
             for task in plan.order():
                 group.start_soon(carry, task)

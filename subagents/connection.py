@@ -12,13 +12,14 @@ die, only the first replaces it.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 from mcp import Client, StdioServerParameters
 from mcp.server import MCPServer
 from mcp.types import CallToolResult
@@ -53,6 +54,9 @@ def http_target(url: str) -> Target:
 
 
 class SourceConnection:
+    """One source's session. Opening runs in a task of its own, so a caller waits for it with a bound
+    of its own (the time its deadline leaves) and never for a half-spawned child's clean-up."""
+
     def __init__(
         self, source: str, target: Target, task_group: TaskGroup, client_options: dict[str, Any] | None = None
     ) -> None:
@@ -60,38 +64,57 @@ class SourceConnection:
         self._target = target
         self._client_options = client_options or {}
         self._task_group = task_group
-        self._client: Client | None = None
-        self._stop = anyio.Event()
+        self._opening: _Opening | None = None
         self._generation = 0
-        self._lock = anyio.Lock()
         self.opened = 0  # sessions opened so far (a respawn counts)
 
-    async def _hold(self, *, task_status: TaskStatus[Client]) -> None:
-        stop = anyio.Event()
-        self._stop = stop
-        started = False
-        try:
-            async with Client(self._target(), read_timeout_seconds=None, **self._client_options) as client:
-                task_status.started(client)
-                started = True
-                await stop.wait()
-        except Exception:
-            if not started:
-                raise  # the opener learns why the session could not be opened
-            # The session died under its callers; they have their own errors. Nothing to do here.
+    def open_soon(self) -> None:
+        """Start opening the session (spawning a stdio source) unless one is open or opening."""
+        if self._opening is None:
+            self._opening = _Opening()
+            self._generation += 1
+            self.opened += 1
+            self._task_group.start_soon(self._hold, self._opening)
 
-    async def session(self) -> tuple[Client, int]:
-        """The live session, opened (or respawned) if need be, and its generation."""
-        async with self._lock:
-            if self._client is None:
-                try:
-                    with anyio.fail_after(_OPEN_TIMEOUT_S):
-                        self._client = await self._task_group.start(self._hold)
-                except Exception as exc:
-                    raise SourceUnavailable(self.source, exc) from exc
-                self._generation += 1
-                self.opened += 1
-            return self._client, self._generation
+    async def _hold(self, opening: _Opening) -> None:
+        try:
+            with opening.scope, anyio.fail_after(_OPEN_TIMEOUT_S) as opening_deadline:
+                async with Client(
+                    self._target(), read_timeout_seconds=None, **self._client_options
+                ) as client:
+                    opening_deadline.deadline = math.inf  # open: the session lives until it is stopped
+                    opening.client = client
+                    opening.settled.set()
+                    await opening.stop.wait()
+        except (
+            Exception
+        ) as exc:  # the transport failed: openers learn why; callers in flight have their own errors
+            opening.failure = exc
+        finally:
+            opening.ended = True
+            opening.settled.set()
+            if self._opening is opening:  # the next caller opens a fresh session
+                self._opening = None
+
+    async def session(self, *, timeout_s: float = _OPEN_TIMEOUT_S) -> tuple[Client, int]:
+        """The live session, opened (or respawned) if need be, and its generation.
+
+        Waits at most ``timeout_s`` (a subagent passes what its deadline leaves); a source that is not
+        ready by then is ``SourceUnavailable``, and its opening goes on for the next caller.
+        """
+        self.open_soon()
+        opening, generation = self._opening, self._generation
+        assert opening is not None
+        with anyio.move_on_after(max(timeout_s, 0.0)):
+            await opening.settled.wait()
+        if opening.client is not None and not opening.ended:
+            return opening.client, generation
+        failure = opening.failure or (
+            ConnectionError(f"the session with {self.source} closed")
+            if opening.ended
+            else TimeoutError(f"{self.source} was not ready within {timeout_s:.2f} s")
+        )
+        raise SourceUnavailable(self.source, failure)
 
     @staticmethod
     async def call(
@@ -108,15 +131,31 @@ class SourceConnection:
 
     async def reopen(self, generation: int) -> None:
         """Drop the session a caller saw fail; the next call opens a new one (respawning a stdio source)."""
-        async with self._lock:
-            if generation == self._generation and self._client is not None:
-                self._client = None
-                self._stop.set()
+        if generation == self._generation and self._opening is not None:
+            self._drop()
 
     async def close(self) -> None:
-        async with self._lock:
-            self._client = None
-            self._stop.set()
+        if self._opening is not None:
+            self._drop()
+
+    def _drop(self) -> None:
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            opening.stop.set()
+            if opening.client is None:  # still opening: no one is waiting for this session any more
+                opening.scope.cancel()
+
+
+class _Opening:
+    """One session's life: settled once it is open or has failed; stopped to close it."""
+
+    def __init__(self) -> None:
+        self.settled = anyio.Event()
+        self.stop = anyio.Event()
+        self.scope = anyio.CancelScope()
+        self.client: Client | None = None
+        self.failure: BaseException | None = None
+        self.ended = False
 
 
 class Connections:

@@ -56,6 +56,7 @@ from traces.spans import end_subagent, record_decision, subagent_span
 
 __all__ = [
     "ACCEPT_EMPTY",
+    "DEADLINE_GRACE_S",
     "Clock",
     "ModelDriver",
     "MonotonicClock",
@@ -74,6 +75,13 @@ __all__ = [
 ]
 
 ACCEPT_EMPTY = "the query ran and matched nothing: a valid empty result, not retried"
+
+# Every wait of a subagent (opening a session, a call, a back-off) is bounded by the time its deadline
+# leaves, so it reports by the deadline. Should anything still run this long after it, the subagent
+# is cut short: it reports what it did so far (the backstop, not the way a deadline normally ends).
+DEADLINE_GRACE_S = 0.25
+# A call that ended this close to the deadline was cut by the deadline (its timeout was clipped to it).
+_AT_DEADLINE_S = 0.05
 
 
 class Clock(Protocol):
@@ -227,6 +235,14 @@ class Run:
     def query(self) -> AttemptedQuery:
         return AttemptedQuery(tool=self.tool, arguments=dict(self.arguments))
 
+    def cut_short(self) -> SubagentReport:
+        """The report of a run stopped from outside mid-step: what it sent, did and kept so far."""
+        self.out_of_time = True
+        outcome = _deadline_outcome(self)
+        return self.stop(
+            "give_up", f"the deadline passed while {self.task.source} was still working", outcome
+        )
+
     def keep_partial(self, error: ToolError) -> None:
         add_new(self.partial_results, error.partial_results or [])
 
@@ -260,7 +276,11 @@ async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> Subagen
     run = Run(task, runtime, deadline, task.tool, dict(task.arguments), runtime.broker.base_meta())
     with subagent_span(task.id, task.source, task.tool, task.arguments) as span:
         run.span = span
-        report = await (runtime.model.drive(run) if runtime.model is not None else recover(run))
+        report: SubagentReport | None = None
+        with anyio.move_on_after(max(deadline - runtime.clock.now(), 0.0) + DEADLINE_GRACE_S):
+            report = await (runtime.model.drive(run) if runtime.model is not None else recover(run))
+        if report is None:  # the backstop fired: this scope's own cancellation, caught by it
+            report = run.cut_short()
         category = report.escalation.error_category.value if report.escalation else None
         end_subagent(
             span,
@@ -338,6 +358,10 @@ async def settle(run: Run) -> SubagentReport | Settled:
         except BaseException:  # cancelled mid-call (the deadline, a stopped model): re-raised at once
             breaker.abandon()
             raise
+        if outcome.error_type == "deadline":  # the call's time was clipped to the deadline, and it ran out
+            breaker.abandon()  # says nothing of the source's health
+            run.out_of_time = True
+            return run.stop("give_up", f"the deadline passed before {task.source} answered", outcome)
         error = outcome.error
         breaker.record(
             source_failed=error is not None and error.error_category is ErrorCategory.TRANSIENT,
@@ -368,14 +392,18 @@ async def _call(run: Run, call: ToolCall, remaining: float) -> Outcome:
     generation = None
     with collect_client_spans() as client_spans:
         try:
-            client, generation = await connection.session()
-            timeout_s = min(runtime.policy.call_timeout_s, remaining)
+            client, generation = await connection.session(timeout_s=remaining)  # spawning counts too
+            left = run.deadline - runtime.clock.now()
+            timeout_s = min(runtime.policy.call_timeout_s, left)
             result = await connection.call(
                 client, run.tool, run.arguments, timeout_s=timeout_s, meta=run.meta
             )
             outcome = classify_result(result)
         except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
             outcome = classify_exception(exc)
+            transient = outcome.error is not None and outcome.error.error_category is ErrorCategory.TRANSIENT
+            if transient and run.deadline - runtime.clock.now() <= _AT_DEADLINE_S:  # the deadline cut it
+                outcome = Outcome("error", _deadline_outcome(run).result, "deadline", outcome.reopen)
         if outcome.error is not None:  # the SDK leaves its client span's status unset here: set it
             client_spans.failed(outcome.error_type or "tool_error", outcome.error.description)
     outcome = with_attempted_query(outcome, run.query())

@@ -1,0 +1,137 @@
+"""A deadline is wall-clock from the command's start, and a run cut short keeps what it did.
+
+Real processes and real time where the deadline meets spawning and hung calls; every wait bounded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from coordinator.planner import plan_query
+from coordinator.report import ResearchReport
+from coordinator.research import ResearchOptions, research
+from sources.faults import FaultSettings
+from sources.settings import SourceSettings
+from subagents.broker import CredentialBroker
+from subagents.connection import Connections, Target, stdio_target
+from subagents.policy import RecoveryPolicy
+from subagents.subagent import Run, Runtime, SubagentReport, Task, run_subagent, settle
+from tests.test_coordinator import STORY, in_memory
+
+pytestmark = pytest.mark.anyio
+
+
+def stdio_targets(settings: SourceSettings, faults: dict[str, FaultSettings]) -> dict[str, Target]:
+    return {
+        source: stdio_target(source, settings.with_faults(faults.get(source, FaultSettings())))
+        for source in ("customers", "orders", "tickets", "billing", "kb")
+    }
+
+
+async def ask(
+    settings: SourceSettings,
+    targets: dict[str, Target],
+    *,
+    deadline_s: float,
+    started_at: float | None = None,
+) -> ResearchReport:
+    options = ResearchOptions(deadline_s=deadline_s, seed=5, started_at=started_at)
+    with anyio.fail_after(deadline_s + 30):
+        return await research(STORY, options, settings=settings, targets=targets)
+
+
+def gaps_of(report: ResearchReport) -> list[dict[str, Any]]:
+    return [
+        gap.model_dump(include={"task", "state", "error_category", "message", "attempted_query", "next_step"})
+        for gap in report.gaps
+    ]
+
+
+async def test_a_hung_call_reports_the_arguments_it_sent_and_what_it_did(settings: SourceSettings) -> None:
+    targets = in_memory(settings, {"tickets": FaultSettings(hang=1)})
+    report = await ask(settings, targets, deadline_s=1.5)
+    tickets = next(task for task in report.tasks if task.id == "tickets")
+    assert tickets.state == "deadline" and tickets.attempts == 1
+    assert [decision.action for decision in tickets.decisions] == ["give_up"]
+    gap = next(gap for gap in report.gaps if gap.task == "tickets")
+    assert gap.state == "deadline" and gap.next_step == "retry later"
+    assert (
+        gap.attempted_query.arguments["customer_id"] == "CUST-00042"
+    )  # what was sent, not the plan's template
+    templates = [value for task in report.tasks for value in task.arguments.values() if "{" in str(value)]
+    assert templates == [], "a plan's template reached the report"
+
+
+@pytest.mark.subprocess
+async def test_the_same_seeded_run_with_a_hung_source_gives_the_same_gaps(settings: SourceSettings) -> None:
+    """The hung call's timeout is clipped to the deadline, so the deadline, not a race, ends it."""
+    targets = stdio_targets(settings.with_faults(FaultSettings()), {"tickets": FaultSettings(hang=1)})
+    first = await ask(settings, targets, deadline_s=6)
+    second = await ask(settings, targets, deadline_s=6)
+    assert gaps_of(first) == gaps_of(second)
+    gap = next(gap for gap in gaps_of(first) if gap["task"] == "tickets")
+    assert gap["state"] == "deadline"
+    assert gap["message"] == "The deadline passed before tickets answered search_tickets."
+    assert gap["attempted_query"]["arguments"]["customer_id"] == "CUST-00042"
+
+
+@pytest.mark.subprocess
+async def test_the_deadline_counts_from_the_commands_start(settings: SourceSettings) -> None:
+    """A command that spent its deadline starting up gets no calls, and reports every task as such."""
+    started_at = time.monotonic() - 10  # the command started ten seconds ago
+    began = anyio.current_time()
+    report = await ask(settings, stdio_targets(settings, {}), deadline_s=10.3, started_at=started_at)
+    assert anyio.current_time() - began < 10  # a loose bound on a spent deadline, not a figure
+    assert {task.state for task in report.tasks} <= {"deadline", "blocked"}
+    assert {gap.state for gap in report.gaps} <= {"deadline", "blocked"}
+    assert report.status == "partial"
+
+
+class _StopsListening:
+    """A model that makes one call and then never answers: only the subagent's backstop ends it."""
+
+    async def drive(self, run: Run) -> SubagentReport:
+        await settle(run)
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_a_subagent_cut_short_keeps_its_history(settings: SourceSettings) -> None:
+    async with Connections.opened(in_memory(settings)) as connections:
+        runtime = Runtime(
+            connections=connections,
+            broker=CredentialBroker(settings.key()),
+            model=_StopsListening(),
+        )
+        task = Task("orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
+        with anyio.fail_after(10):
+            report = await run_subagent(task, runtime, deadline=runtime.clock.now() + 0.5)
+    assert report.state == "escalated" and report.out_of_time
+    assert report.attempts == 1
+    assert report.attempted_query.arguments == {"customer_id": "CUST-00042"}
+    assert report.decisions[-1].action == "give_up" and "deadline" in report.decisions[-1].reason
+
+
+async def test_every_source_the_plan_needs_starts_at_once(settings: SourceSettings) -> None:
+    """Sessions open while the first tasks run: every source is opened once, dependents included."""
+    opened: list[str] = []
+
+    def counting(source: str, target: Target) -> Target:
+        def open_target() -> Any:
+            opened.append(source)
+            return target()
+
+        return open_target
+
+    targets = {source: counting(source, target) for source, target in in_memory(settings).items()}
+    plan = plan_query(STORY)
+    async with Connections.opened(targets) as connections:
+        report = await research(STORY, ResearchOptions(seed=1), settings=settings, connections=connections)
+        # The opening order is the plan's: the dependents' sources did not wait for the customer lookup.
+        assert opened[: len(plan.sources())] == plan.sources()
+    assert sorted(opened) == sorted(plan.sources())
+    assert report.status == "partial"  # the £750 refund needs a manager: a gap, as in the story
