@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -59,8 +60,13 @@ class LiveProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._live.__exit__(*exc)  # type: ignore[arg-type]
-        self._live.console.line()
+        self.close()
+
+    def close(self) -> None:
+        """Stop updating the table (idempotent): what is printed next goes below it."""
+        if self._live.is_started:
+            self._live.stop()
+            self._live.console.line()
 
     def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
         self._set(task.id, "running", f"attempt {attempt}")
@@ -76,20 +82,30 @@ class LiveProgress:
         )
         self._set(task.id, "running", f"{words}{category}")
 
+    def ended(self, task_id: str, state: str, attempts: int, decisions: Sequence[Decision]) -> None:
+        self._set(task_id, state, _ending(state, attempts, 0, decisions))
+
     def finished(self, report: ResearchReport) -> None:
         for task in report.tasks:
-            attempts = f"{task.attempts} attempt{'' if task.attempts == 1 else 's'}"
-            if task.turns:  # Claude mode: the model's turns too
-                attempts += f", {task.turns} turn{'' if task.turns == 1 else 's'}"
-            last = task.decisions[-1] if task.decisions else None
-            if last is None:
-                detail = attempts
-            elif task.state == "ok":
-                detail = f"recovered by {last.action} ({attempts})"
-            else:
-                category = f": {last.category}" if last.category else ""
-                detail = f"{_ACTION_WORDS[last.action]}{category} ({attempts})"
-            self._set(task.id, task.state, detail)
+            self._set(task.id, task.state, _ending(task.state, task.attempts, task.turns, task.decisions))
+
+    def running(self) -> list[str]:
+        """The tasks that have not ended yet (what an interrupted query leaves undone)."""
+        return [task_id for task_id, (state, _) in self._status.items() if state in ("running", "waiting")]
+
+
+def _ending(state: str, attempts: int, turns: int, decisions: Sequence[Decision]) -> str:
+    """How a task ended, in a few words: its last decision and what it took."""
+    took = f"{attempts} attempt{'' if attempts == 1 else 's'}"
+    if turns:  # Claude mode: the model's turns too
+        took += f", {turns} turn{'' if turns == 1 else 's'}"
+    last = decisions[-1] if decisions else None
+    if last is None:
+        return took
+    if state == "ok":
+        return f"recovered by {last.action} ({took})"
+    category = f": {last.category}" if last.category else ""
+    return f"{_ACTION_WORDS[last.action]}{category} ({took})"
 
 
 def print_report(report: ResearchReport, console: Console) -> None:

@@ -160,6 +160,9 @@ async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str,
             outcomes[task.id] = _outcome_of(task, resolved, report)
         finally:
             done[task.id].set()
+            if task.id in outcomes:
+                ended = outcomes[task.id]
+                runtime.observer.ended(task.id, ended.state, ended.attempts, ended.decisions)
 
     with anyio.move_on_after(max(deadline_s, 0.0) + 2 * DEADLINE_GRACE_S):  # after the subagents' own
         async with anyio.create_task_group() as group:

@@ -1,8 +1,8 @@
 """The kb source (policies): full-text ``search_policies`` and ``related_policies`` over a link graph.
 
-Natural failures: the search index warms up for a moment after the source starts, and calls in that
-window get a transient error with ``retryAfterMs``; an unknown article or a search that matches
-nothing is a valid empty result.
+Natural failures: the search index warms up for a moment after the source first starts on a world
+(the index is kept on disk after that), and calls in that window get a transient error with
+``retryAfterMs``; an unknown article or a search that matches nothing is a valid empty result.
 """
 
 from __future__ import annotations
@@ -65,10 +65,15 @@ def create_server(
         instructions="Policy articles. Search them, and follow the links between them.",
     )
     graph = _policy_graph(source.store)
-    ready_at = clock() + source.settings.kb_warmup_ms / 1000
+    # The index is built once per world and kept beside it, as a search engine keeps its index on
+    # disk: only a kb that builds it warms up (the first start), not every process a query spawns.
+    built = source.store.path.parent / "kb-index.built"
+    ready_at = clock() if built.exists() else clock() + source.settings.kb_warmup_ms / 1000
 
     def require_warm_index() -> None:
         remaining = ready_at - clock()
+        if remaining <= 0 and not built.exists():
+            built.touch()
         if remaining > 0:
             wait_ms = math.ceil(
                 round(remaining * 1000, 3)

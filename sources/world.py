@@ -34,8 +34,6 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from faker import Faker
-
 from sources.catalogue import SOURCES
 from sources.domain import TODAY
 
@@ -349,6 +347,10 @@ def _sku(rng: random.Random, product_index: int) -> str:
 
 def build_world(seed: int) -> World:
     """Every row of the demo world for this seed, story records included."""
+    # Imported here, not at the top: every source imports this module to find its world at start-up,
+    # and only generating one needs Faker (a seventh of a source's start).
+    from faker import Faker
+
     rng = random.Random(seed)  # noqa: S311  (demo data, not cryptography)
     fake = Faker("en_GB")
     fake.seed_instance(seed)

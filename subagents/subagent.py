@@ -107,12 +107,18 @@ class Observer(Protocol):
 
     def decided(self, task: Task, decision: Decision) -> None: ...
 
+    def ended(self, task_id: str, state: str, attempts: int, decisions: Sequence[Decision]) -> None:
+        """A task reached its terminal state (the coordinator tells this, blocked tasks included)."""
+
 
 class SilentObserver:
     def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
         pass
 
     def decided(self, task: Task, decision: Decision) -> None:
+        pass
+
+    def ended(self, task_id: str, state: str, attempts: int, decisions: Sequence[Decision]) -> None:
         pass
 
 

@@ -18,7 +18,6 @@ from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
 from subagents.connection import Connections, Target, stdio_target
-from subagents.policy import RecoveryPolicy
 from subagents.subagent import Run, Runtime, SubagentReport, Task, run_subagent, settle
 from tests.test_coordinator import STORY, in_memory
 
@@ -66,12 +65,11 @@ async def test_a_hung_call_reports_the_arguments_it_sent_and_what_it_did(setting
     assert templates == [], "a plan's template reached the report"
 
 
-@pytest.mark.subprocess
 async def test_the_same_seeded_run_with_a_hung_source_gives_the_same_gaps(settings: SourceSettings) -> None:
     """The hung call's timeout is clipped to the deadline, so the deadline, not a race, ends it."""
-    targets = stdio_targets(settings.with_faults(FaultSettings()), {"tickets": FaultSettings(hang=1)})
-    first = await ask(settings, targets, deadline_s=6)
-    second = await ask(settings, targets, deadline_s=6)
+    hung = {"tickets": FaultSettings(hang=1)}
+    first = await ask(settings, in_memory(settings, hung), deadline_s=1.5)
+    second = await ask(settings, in_memory(settings, hung), deadline_s=1.5)
     assert gaps_of(first) == gaps_of(second)
     gap = next(gap for gap in gaps_of(first) if gap["task"] == "tickets")
     assert gap["state"] == "deadline"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from mcp.server import MCPServer
@@ -49,11 +50,16 @@ async def test_an_unknown_article_is_a_valid_empty_result(server: MCPServer) -> 
     assert result.is_error is False and wire(result)["resultCount"] == 0
 
 
-async def test_calls_during_warm_up_are_transient_with_retry_after(settings: SourceSettings) -> None:
+async def test_calls_during_warm_up_are_transient_with_retry_after(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
     from sources import kb
 
     clock = ManualClock()
-    server = kb.create_server(dataclasses.replace(settings, kb_warmup_ms=1500), clock=clock)
+    fresh = dataclasses.replace(
+        settings, data_dir=tmp_path, kb_warmup_ms=1500
+    )  # a world whose index is not built
+    server = kb.create_server(fresh, clock=clock)
     clock.now += 0.3
     for tool, arguments in [
         ("search_policies", {"query": "refunds"}),
@@ -65,3 +71,5 @@ async def test_calls_during_warm_up_are_transient_with_retry_after(settings: Sou
         assert payload["retryAfterMs"] == 1200
     clock.now += 1.2
     assert (await call(server, "search_policies", {"query": "refunds"})).is_error is False
+    restarted = kb.create_server(fresh, clock=clock)  # the index was kept: a new process is warm at once
+    assert (await call(restarted, "search_policies", {"query": "refunds"})).is_error is False

@@ -6,6 +6,7 @@ import dataclasses
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -87,9 +88,10 @@ async def test_valid_empty_is_accepted_and_never_retried(runtime: Callable[..., 
 
 
 async def test_transient_honours_retry_after_then_succeeds(
-    runtime: Callable[..., Any], settings: SourceSettings, clock: FakeClock
+    runtime: Callable[..., Any], settings: SourceSettings, clock: FakeClock, tmp_path: Path
 ) -> None:
-    warming = MODULES["kb"].create_server(dataclasses.replace(settings, kb_warmup_ms=1500), clock=clock)
+    fresh = dataclasses.replace(settings, data_dir=tmp_path, kb_warmup_ms=1500)  # its index is not built yet
+    warming = MODULES["kb"].create_server(fresh, clock=clock)
     report = await run(await runtime({"kb": lambda: warming}), "kb", "search_policies", {"query": "refunds"})
     assert report.state == "ok" and report.attempts == 2
     assert actions(report) == ["retry"]
