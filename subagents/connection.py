@@ -34,6 +34,7 @@ Target = Callable[[], "MCPServer | StdioServerParameters | str"]
 
 _OPEN_TIMEOUT_S = 20.0  # spawning a source and its handshake
 _SAFETY_MARGIN_S = 1.0  # beyond the SDK's own read timeout, in case a transport never answers at all
+_SPAWN_GRACE_S = 0.2  # how long a session still opening may finish spawning before it is cancelled
 
 
 def stdio_target(source: str, settings: SourceSettings, *extra_args: str) -> Target:
@@ -143,7 +144,20 @@ class SourceConnection:
         if opening is not None:
             opening.stop.set()
             if opening.client is None:  # still opening: no one is waiting for this session any more
-                opening.scope.cancel()
+                self._task_group.start_soon(_abandon, opening)
+
+
+async def _abandon(opening: _Opening) -> None:
+    """Stop a session still opening, once its process is spawned.
+
+    Not at once: a cancellation that lands while the SDK is still spawning the process leaves it
+    unreaped (asyncio later warns that "the loop that handles" its pid is closed). A spawn takes
+    milliseconds; after it, a cancelled handshake closes the child's stdin, which ends the child at
+    once (``sources.lifeline``), and it is reaped.
+    """
+    with anyio.move_on_after(_SPAWN_GRACE_S):
+        await opening.settled.wait()
+    opening.scope.cancel()
 
 
 class _Opening:
