@@ -21,11 +21,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import anyio
-from anthropic.types import MessageParam, ToolParam
 from pydantic import BaseModel, Field, ValidationError
 
 from coordinator.plan import Plan, PlanError, PlannedTask, Ref, Unplanned
@@ -34,6 +32,10 @@ from coordinator.report import PlanningStep, PlanningSummary, ResearchReport, Sy
 from sources.catalogue import TOOLS
 from sources.contract import ErrorCategory
 from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
+
+if TYPE_CHECKING:
+    import anthropic
+    from anthropic.types import MessageParam, ToolParam
 
 __all__ = ["ClaudeSettings", "TokenBudget", "claude_brief", "claude_plan", "model_api_category"]
 
@@ -136,6 +138,8 @@ async def claude_plan(
     if not settings.api_key:  # the model cannot be asked at all
         return _fallback(query, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
     budget = budget or TokenBudget(settings.token_budget)
+    import anthropic  # here, not at the top: start-up time (the SDK takes seconds to import)
+
     client = settings.client()
     conversation = _Conversation(settings, client, budget, [{"role": "user", "content": query}], summary)
     try:
@@ -249,6 +253,8 @@ async def claude_brief(
         + "\n\nGaps:\n"
         + ("\n".join(gaps) or "none")
     )
+    import anthropic  # here, not at the top: start-up time (the SDK takes seconds to import)
+
     client = settings.client()
     response = None
     try:

@@ -14,14 +14,21 @@ what to do; a plan with anything unplanned can only end ``partial``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from coordinator.reading import QueryError
 from sources.catalogue import TOOLS
 
+if TYPE_CHECKING:  # networkx is imported where a graph is built: a refused query never needs it (start-up)
+    import networkx as nx
+
 __all__ = ["Plan", "PlanError", "PlannedTask", "QueryError", "Ref", "Unplanned"]
+
+
+def _graph() -> nx.DiGraph:
+    import networkx as nx
+
+    return nx.DiGraph()
 
 
 class PlanError(ValueError):
@@ -66,7 +73,7 @@ class Unplanned:
 class Plan:
     query: str
     tasks: dict[str, PlannedTask]
-    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+    graph: nx.DiGraph = field(default_factory=_graph)
     unplanned: tuple[Unplanned, ...] = ()
     notes: tuple[str, ...] = ()  # how the query was read: typos corrected, the calendar dates are relative to
 
@@ -79,6 +86,8 @@ class Plan:
         notes: tuple[str, ...] = (),
     ) -> Plan:
         """Build and check a plan; a plan that must not run raises ``PlanError``."""
+        import networkx as nx
+
         by_id: dict[str, PlannedTask] = {}
         graph = nx.DiGraph()
         for task in tasks:
@@ -110,6 +119,8 @@ class Plan:
 
     def order(self) -> list[PlannedTask]:
         """The tasks in an order that puts every task after what it depends on."""
+        import networkx as nx
+
         return [self.tasks[task_id] for task_id in nx.lexicographical_topological_sort(self.graph)]
 
     def sources(self) -> list[str]:

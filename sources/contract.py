@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult
 
 __all__ = [
     "AttemptedQuery",
@@ -183,6 +185,9 @@ class ContractViolation(ValueError):
 
 def to_call_tool_result(model: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
     """The one way a contract model becomes an MCP result: its JSON as text; a success's also as structured content."""
+    # mcp imported here, not at the top: start-up time (the CLI and the planner read the models only).
+    from mcp.types import CallToolResult, TextContent
+
     payload = model.to_wire()
     is_error = isinstance(model, ToolError)
     return CallToolResult(
@@ -194,6 +199,8 @@ def to_call_tool_result(model: ResultPage[Any] | EmptyResult | ToolError) -> Cal
 
 def result_text(result: CallToolResult) -> str:
     """A result's text blocks, joined: where every result's JSON is (an error's only copy)."""
+    from mcp.types import TextContent  # here, not at the top: start-up time
+
     return "".join(block.text for block in result.content if isinstance(block, TextContent))
 
 

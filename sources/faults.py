@@ -33,15 +33,16 @@ import re
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sources.contract import ErrorCategory, ToolError, to_call_tool_result
 from sources.wire import StdioWire, Wire
+
+if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 _HANDSHAKE = frozenset({"initialize", "server/discover"})
 _OVERSIZE_BYTES = 2 * 1024 * 1024
@@ -255,6 +256,8 @@ class FaultLayer:
         result = await call_next(ctx)
         if roll.lose:
             await anyio.sleep_forever()  # the call ran; its answer is lost on the way back
+        from mcp.types import CallToolResult, TextContent  # loaded already: this runs inside a server
+
         if roll.oversize and isinstance(result, CallToolResult):
             padding = TextContent(type="text", text="x" * _OVERSIZE_BYTES)
             return result.model_copy(update={"content": [*result.content, padding]})

@@ -14,9 +14,10 @@ The fault layer decides, per call, that its answer is corrupted; how depends on 
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from mcp.server.context import ServerRequestContext
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
 
 __all__ = ["GARBAGE", "HttpWire", "StdioWire", "Wire"]
 

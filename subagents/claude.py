@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
-
-import anthropic
+from typing import TYPE_CHECKING, Any
 
 from sources.contract import ErrorCategory
+
+if TYPE_CHECKING:
+    import anthropic
 
 __all__ = ["ClaudeSettings", "TokenBudget", "model_api_category"]
 
@@ -63,6 +64,8 @@ class ClaudeSettings:
     def client(self) -> anthropic.AsyncAnthropic:
         # The SDK's OpenTelemetry spans are on by default and use the global tracer provider, so its
         # API calls and tool-runner spans join the query's trace with nothing more to do here.
+        import anthropic  # here, not at the top: start-up time (the SDK takes seconds to import)
+
         return anthropic.AsyncAnthropic(
             api_key=self.api_key, base_url=self.base_url, max_retries=self.max_retries, timeout=self.timeout_s
         )
@@ -91,6 +94,8 @@ class TokenBudget:
 
 def model_api_category(exc: anthropic.AnthropicError) -> ErrorCategory:
     """A model API failure in the contract's terms."""
+    import anthropic  # loaded already: ``exc`` is one of its errors
+
     if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
         return ErrorCategory.TRANSIENT
     if isinstance(exc, anthropic.APIStatusError):

@@ -28,13 +28,9 @@ import json
 import warnings
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import anyio
-from anthropic.lib.tools.mcp import async_mcp_tool
-from anthropic.types.beta import BetaMessageParam
-from mcp.types import CallToolResult
 
 from sources.contract import ErrorCategory, ResultPage, ToolError, to_call_tool_result
 from subagents.classify import Outcome
@@ -50,6 +46,11 @@ from subagents.subagent import (
     recover,
     settle,
 )
+
+if TYPE_CHECKING:
+    import anthropic
+    from anthropic.types.beta import BetaMessageParam
+    from mcp.types import CallToolResult
 
 __all__ = ["ClaudeSubagents", "ModelCaller", "claude_subagents"]
 
@@ -240,6 +241,10 @@ class ClaudeSubagents:
         return self._listed[key]
 
     async def _loop(self, run: Run, caller: ModelCaller, tools: list[Any]) -> None:
+        # Here, not at the top: start-up time (the SDK takes seconds to import; only Claude mode needs it).
+        import anthropic
+        from anthropic.lib.tools.mcp import async_mcp_tool
+
         task = run.task
         planned = json.dumps({"tool": task.tool, "arguments": task.arguments}, default=str)
         first: BetaMessageParam = {"role": "user", "content": f"Planned call: {planned}"}

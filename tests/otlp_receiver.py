@@ -44,6 +44,7 @@ def _attributes(pairs: Any) -> dict[str, Any]:
 class OtlpReceiver:
     spans: list[ReceivedSpan] = field(default_factory=list)
     requests: int = 0
+    refuse: bool = False  # answer 400 Bad Request and keep nothing, as a collector that will not take them
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -57,6 +58,8 @@ class OtlpReceiver:
         request.ParseFromString(body)
         with self._lock:
             self.requests += 1
+            if self.refuse:
+                return 400, "text/plain", b"refused by the test", {}
             for resource_spans in request.resource_spans:
                 resource = _attributes(resource_spans.resource.attributes)
                 for scope_spans in resource_spans.scope_spans:

@@ -5,10 +5,16 @@ Real processes and real time where the deadline meets spawning and hung calls; e
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 from coordinator.planner import plan_query
@@ -19,6 +25,7 @@ from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
 from subagents.connection import Connections, Target, stdio_target
 from subagents.subagent import Run, Runtime, SubagentReport, Task, run_subagent, settle
+from tests.conftest import PROJECT_ROOT
 from tests.test_coordinator import STORY, in_memory
 
 pytestmark = pytest.mark.anyio
@@ -133,3 +140,54 @@ async def test_every_source_the_plan_needs_starts_at_once(settings: SourceSettin
         assert opened[: len(plan.sources())] == plan.sources()
     assert sorted(opened) == sorted(plan.sources())
     assert report.status == "partial"  # the £750 refund needs a manager: a gap, as in the story
+
+
+def _research(settings: SourceSettings, *args: str) -> subprocess.Popen[str]:
+    environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
+    return subprocess.Popen(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", *args],
+        env=environment, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+@pytest.mark.subprocess
+def test_ask_with_a_hung_source_prints_its_report_by_the_deadline(settings: SourceSettings) -> None:
+    began = time.monotonic()
+    command = _research(
+        settings, "ask", STORY, "--json", "--llm", "none", "--deadline", "8", "--chaos", "hang:tickets"
+    )
+    out, err = command.communicate(timeout=60)
+    assert time.monotonic() - began < 8 + 10  # a loose bound on a hang; the benchmark measures it precisely
+    assert command.returncode == 3, err
+    report = json.loads(out)
+    tickets = next(task for task in report["tasks"] if task["id"] == "tickets")
+    assert tickets["state"] in ("deadline", "blocked")
+    assert "Traceback" not in err
+
+
+@pytest.mark.subprocess
+def test_ctrl_c_says_what_was_still_running_and_leaves_no_source(settings: SourceSettings) -> None:
+    command = _research(
+        settings, "ask", STORY, "--llm", "none", "--deadline", "60", "--chaos", "hang:tickets"
+    )
+    parent = psutil.Process(command.pid)
+    sources: list[psutil.Process] = []
+    waiting_until = time.monotonic() + 60
+    while len(sources) < 5:  # every source spawned before the interrupt
+        assert time.monotonic() < waiting_until and command.poll() is None, command.stderr
+        sources = [child for child in parent.children() if "sources." in " ".join(_cmdline(child))]
+        time.sleep(0.05)
+    command.send_signal(signal.SIGINT)
+    _, err = command.communicate(timeout=30)
+    assert command.returncode == 130, err
+    assert "interrupted:" in err and "tickets" in err.split("interrupted:")[1]
+    assert "Traceback" not in err
+    _, alive = psutil.wait_procs(sources, timeout=5)
+    assert alive == [], f"sources left running: {alive}"
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:  # gone meanwhile
+        return []

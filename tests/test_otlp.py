@@ -2,23 +2,31 @@
 
 All six processes export to the receiver; the test decodes what arrived and checks one trace id
 across six services, parent links intact across the process boundary, one recovery.decision per
-decision in the report, and no credential or raw email in any attribute.
+decision in the report, and no credential or raw email in any attribute. A cancelled call leaves no
+trace of its own; `--otlp` with no collector is one warning line and no Jaeger link.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sources.settings import SourceSettings
 from tests.conftest import PROJECT_ROOT
 from tests.otlp_receiver import OtlpReceiver
 from traces import attributes as names
+from traces.otlp import OtlpExport
 
 pytestmark = pytest.mark.subprocess
 
@@ -126,3 +134,116 @@ def test_a_source_killed_mid_query_still_leaves_a_complete_trace(
         span.attributes.get(names.ERROR_TYPE) == "connection_closed" for span in lost
     )
     assert "research-source-customers" in {span.service for span in trace_spans}
+
+
+def test_a_cancelled_call_leaves_no_orphan_trace(settings: SourceSettings, receiver: OtlpReceiver) -> None:
+    # orders hangs: its call times out (and is retried) or the query's deadline cuts it; either way the
+    # mcp SDK sends notifications/cancelled, which carries no trace context to the source.
+    done = ask(settings, receiver, "Orders of CUST-00042?", "--faults", "orders:hang=1", "--deadline", "10")
+    assert done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)
+    assert {task["source"]: task["state"] for task in report["tasks"]}["orders"] == "deadline"
+    by_id = {span.span_id: span for span in receiver.spans}
+    cut = [
+        span
+        for span in receiver.spans
+        if span.service == "research-source-orders" and span.name == "tools/call search_orders"
+    ]
+    assert cut, "the orders source exported the server span of the call that was cut"
+    assert all(by_id[span.parent_span_id].service == "research-coordinator" for span in cut)
+    orphans = [
+        span for span in receiver.spans if span.name.startswith("notifications/") and not span.parent_span_id
+    ]
+    assert orphans == []
+    assert {span.trace_id for span in receiver.spans} == {report["trace_id"]}  # one trace, nothing else
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: bound, then released."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ask_with_otlp_flag(settings: SourceSettings, endpoint: str) -> subprocess.CompletedProcess[str]:
+    """`research ask --otlp` as a user types it: the file exporter by default, OTLP added by the flag."""
+    environment = {
+        **os.environ, **settings.child_environment(), "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "COLUMNS": "200",
+    }  # fmt: skip
+    environment.pop("OTEL_TRACES_EXPORTER", None)
+    return subprocess.run(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", "Orders of CUST-00042?", "--otlp"],
+        env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+def test_otlp_with_no_collector_is_one_warning_and_no_jaeger_link(settings: SourceSettings) -> None:
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    done = ask_with_otlp_flag(settings, endpoint)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line.lower()]
+    assert len(warnings) == 1, done.stderr  # six processes, one line: the coordinator's
+    assert warnings[0].startswith("warning: no OTLP collector") and endpoint in warnings[0]
+    assert "Traceback" not in done.stderr and "Transient error" not in done.stderr
+    assert "Jaeger:" not in done.stdout and "research traces show" in done.stdout  # the files have it
+
+
+def test_otlp_with_a_collector_prints_the_jaeger_link(
+    settings: SourceSettings, receiver: OtlpReceiver
+) -> None:
+    done = ask_with_otlp_flag(settings, receiver.endpoint)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr.lower()
+    (link,) = [line for line in done.stdout.splitlines() if line.startswith("Jaeger: ")]
+    trace_id = link.rsplit("/", 1)[1]
+    assert "research" in {span.name for span in receiver.spans if span.trace_id == trace_id}
+
+
+def _spans(count: int) -> list[ReadableSpan]:
+    finished = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(finished))
+    for number in range(count):
+        provider.get_tracer("test").start_span(f"span {number}").end()
+    return list(finished.get_finished_spans())
+
+
+def test_otlp_export_rests_after_a_failure_warns_once_and_remembers_the_outcome(
+    receiver: OtlpReceiver,
+) -> None:
+    now = [0.0]
+    out = io.StringIO()
+    endpoint = f"{receiver.endpoint}/v1/traces"
+    export = OtlpExport(
+        lambda: OTLPSpanExporter(endpoint=endpoint, timeout=5),
+        endpoint,
+        warn=True,
+        rest_s=10,
+        clock=lambda: now[0],
+        out=out,
+    )
+    assert export.delivered is None
+    receiver.refuse = True
+    assert export.export(_spans(2)) is SpanExportResult.FAILURE and export.delivered is False
+    assert receiver.requests == 1 and out.getvalue().count("\n") == 1 and endpoint in out.getvalue()
+    now[0] = 9.0
+    assert export.export(_spans(1)) is SpanExportResult.FAILURE  # resting: dropped, not sent
+    assert receiver.requests == 1
+    now[0] = 10.5
+    receiver.refuse = False
+    assert export.export(_spans(3)) is SpanExportResult.SUCCESS and export.delivered is True
+    assert receiver.requests == 2 and len(receiver.spans) == 3
+    receiver.refuse = True
+    now[0] = 11.0
+    assert export.export(_spans(1)) is SpanExportResult.FAILURE and export.delivered is False
+    assert out.getvalue().count("\n") == 1  # one warning per process, however often it fails
+    export.shutdown()
+
+
+def test_a_quiet_otlp_export_says_nothing() -> None:
+    out = io.StringIO()
+    endpoint = f"http://127.0.0.1:{closed_port()}/v1/traces"
+    export = OtlpExport(lambda: OTLPSpanExporter(endpoint=endpoint, timeout=5), endpoint, warn=False, out=out)
+    assert export.export(_spans(1)) is SpanExportResult.FAILURE and export.delivered is False
+    assert out.getvalue() == ""
+    export.shutdown()

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan
+from click.testing import Result
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from rich.console import Console
+from typer.testing import CliRunner
 
+from coordinator.cli import app
 from coordinator.research import ResearchOptions, research
 from sources.settings import SourceSettings
 from subagents.breaker import Breakers
@@ -26,6 +33,8 @@ from tests.fakes import FakeClock
 from traces import attributes as names
 from traces.files import file_exporter, load_traces
 from traces.redact import set_full_payloads
+from traces.setup import sampler
+from traces.spans import command_span, end_command, trace_id_of
 from traces.viewer import render_trace
 
 pytestmark = pytest.mark.anyio
@@ -167,9 +176,13 @@ async def test_the_span_tree_of_a_query(settings: SourceSettings, spans: InMemor
         for span in finished
         if span.parent is not None and span.parent.span_id == root.context.span_id
     }
-    assert children == {"plan", "synthesize"} | {
+    ours = {"plan", "synthesize"} | {
         f"subagent {s}" for s in ("customers", "orders", "billing", "tickets", "kb")
     }
+    assert ours <= children
+    # The sessions open at the start of the query, inside it: their handshake is its child too (in
+    # memory, the server's span of the handshake's notification joins the caller's context).
+    assert children - ours <= {"MCP send initialize", "MCP send server/discover", "notifications/initialized"}
     (plan,) = named(finished, "plan")
     assert list((plan.attributes or {})[names.PLAN_TASKS]) == [task.id for task in report.tasks]
     (synthesize,) = named(finished, "synthesize")
@@ -230,3 +243,85 @@ async def test_files_hold_the_trace_and_the_viewer_shows_every_decision(
         for decision in task.decisions:
             assert f"◆ {decision.action} (attempt {decision.attempt}" in shown
     assert "subagent billing" in shown and "ERROR business" in shown and "synthesize" in shown
+
+
+def _orphan_notification(traces_dir: Path) -> None:
+    """What a source wrote before its provider dropped them: a notification's server span, a root of its own."""
+    provider = TracerProvider(resource=Resource.create({names.SERVICE_NAME: "research-source-tickets"}))
+    exporter = file_exporter(traces_dir, "research-source-tickets")
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    method = "notifications/cancelled"
+    provider.get_tracer("mcp-python-sdk").start_span(
+        method, kind=SpanKind.SERVER, attributes={"mcp.method.name": method}, context=Context()
+    ).end()
+    provider.shutdown()
+
+
+def _traces_cli(traces_dir: Path, *args: str) -> Result:
+    return CliRunner().invoke(
+        app, ["traces", *args], env={"RESEARCH_TRACES_DIR": str(traces_dir), "COLUMNS": "200"}
+    )
+
+
+async def test_traces_list_and_show_say_what_each_trace_was(
+    settings: SourceSettings, spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    query = await story(settings)
+    with command_span("task", "customers.customer_lookup") as span:
+        task = await run_task(settings, "customers", "customer_lookup", {"identifier": "CUST-00042"})
+        end_command(span, status=task.state)
+    task_trace = trace_id_of(span)
+    exporter = file_exporter(tmp_path, "research-coordinator")
+    exporter.export(spans.get_finished_spans())
+    exporter.shutdown()
+    _orphan_notification(tmp_path)  # the newest trace of all
+    traces = load_traces(tmp_path)
+    assert len(traces) == 3 and {query.trace_id, task_trace} < set(traces)
+    (orphan,) = set(traces) - {query.trace_id, task_trace}
+
+    listed = _traces_cli(tmp_path, "list")
+    assert listed.exit_code == 0, listed.output
+    rows = [line for line in listed.output.splitlines() if re.search(r"[0-9a-f]{32}", line)]
+    assert [row.split("│")[1].strip() for row in rows] == [orphan, task_trace, query.trace_id]  # newest first
+    (orphan_row, task_row, query_row) = rows
+    assert "other" in orphan_row and "tickets notifications/cancelled" in orphan_row
+    assert " task " in task_row and "customers.customer_lookup" in task_row and " ok " in task_row
+    assert " query " in query_row and "partial" in query_row
+    assert "[redacted email]" in query_row and "jane.doe" not in listed.output  # the query as recorded
+
+    one = _traces_cli(tmp_path, "list", "--kind", "query", "--limit", "1")
+    assert one.exit_code == 0, one.output
+    assert query.trace_id in one.output and task_trace not in one.output and orphan not in one.output
+
+    shown = _traces_cli(tmp_path, "show", "latest")  # the latest query, not the orphan after it
+    assert shown.exit_code == 0, shown.output
+    assert f"trace {query.trace_id}" in shown.output and "coordinator research " in shown.output
+    assert "subagent billing" in shown.output
+
+    shown_task = _traces_cli(tmp_path, "show", "latest", "--kind", "task")
+    assert f"trace {task_trace}" in shown_task.output and "research task" in shown_task.output
+    assert "tools/call customer_lookup" in shown_task.output  # the command's calls are in its trace
+
+    assert orphan in _traces_cli(tmp_path, "show", "latest", "--kind", "other").output
+    assert _traces_cli(tmp_path, "list", "--kind", "call").exit_code == 1  # none of that kind: said so
+    refused = _traces_cli(tmp_path, "list", "--kind", "queries")
+    assert refused.exit_code == 2 and "--kind must be one of" in refused.output
+
+
+def test_the_sampler_drops_notifications_without_a_trace_context_only() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=sampler())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("mcp-python-sdk")
+    cancelled = {"mcp.method.name": "notifications/cancelled"}
+    tracer.start_span("notifications/cancelled", kind=SpanKind.SERVER, attributes=cancelled).end()
+    with tracer.start_as_current_span("research"):
+        tracer.start_span("notifications/cancelled", kind=SpanKind.SERVER, attributes=cancelled).end()
+    call = {"mcp.method.name": "tools/call"}
+    tracer.start_span("tools/call search_orders", kind=SpanKind.SERVER, attributes=call).end()
+    finished = exporter.get_finished_spans()
+    assert [(span.name, span.parent is None) for span in finished] == [
+        ("notifications/cancelled", False),  # a notification that carries its trace context joins it
+        ("research", True),
+        ("tools/call search_orders", True),  # a request without one is still recorded
+    ]

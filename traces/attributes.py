@@ -12,10 +12,12 @@
 | `error.type`             | decision event, spans   | the outcome's short type: tool_error, timeout, connection_closed, ... |
 | `gen_ai.operation.name`  | `subagent` span         | `invoke_agent` (GenAI semantic conventions)                 |
 | `gen_ai.agent.name`      | `subagent` span         | `<source> subagent`                                         |
+| `research.kind`          | root span of a command  | query (`research`), task (`research task`), call (`research call`) |
+| `research.label`         | `research task`, `research call` | what the command did: `<source>.<tool>`           |
 | `research.query`         | `research` span         | the question (redacted unless full payloads are on)         |
 | `research.plan.size`     | `research`, `plan`      | how many tasks were planned                                 |
 | `research.plan.tasks`    | `plan` span             | the task ids, in order                                      |
-| `research.status`        | `research` span         | complete or partial                                         |
+| `research.status`        | root span of a command  | complete or partial (a query); the task's state (a task); ok or error (a call) |
 | `research.task.id`       | `subagent` span         | the planned task                                            |
 | `research.task.state`    | `subagent` span         | ok, empty, escalated, blocked, deadline                     |
 | `research.task.attempts` | `subagent` span         | calls made to the source                                    |
@@ -43,6 +45,8 @@ GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 INVOKE_AGENT = "invoke_agent"
 
+KIND = "research.kind"
+LABEL = "research.label"
 QUERY = "research.query"
 PLAN_SIZE = "research.plan.size"
 PLAN_TASKS = "research.plan.tasks"

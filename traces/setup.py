@@ -14,25 +14,47 @@ list of:
 Spans are batched on a background thread and flushed on exit (batch delay `OTEL_BSP_SCHEDULE_DELAY`,
 default here 250 ms). A source exports each span as soon as it ends (``eager``: a batch of one, still
 off the event loop), so a source killed outright has already exported everything it finished.
+
+OTLP fails fast and quietly when no collector is listening (see ``traces.otlp``): one warning line,
+from the process that owns the terminal, and ``otlp_delivered()`` says whether the collector took
+the spans. Server spans of MCP notifications that arrive without a trace context are not recorded
+(see ``NoOrphanNotifications``): every trace is a query, a task or a call.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, ParentBased, Sampler, SamplingResult
+from opentelemetry.trace import Link, SpanKind
+from opentelemetry.util.types import Attributes
 
 from traces.attributes import RUN_ID, SERVICE_NAME, SERVICE_VERSION
 from traces.client_status import ClientSpanStatus
 from traces.files import file_exporter
+from traces.otlp import OtlpExport, otlp_exporter
 from traces.redact import set_full_payloads
 
-__all__ = ["VERSION", "configure_tracing", "ensure_tracing", "exporter_names", "tracer"]
+__all__ = [
+    "VERSION",
+    "NoOrphanNotifications",
+    "configure_tracing",
+    "ensure_tracing",
+    "exporter_names",
+    "otlp_delivered",
+    "sampler",
+    "start_run",
+    "tracer",
+]
 
 VERSION = "0.1.0"
 _INSTRUMENTATION = "research-coordinator"
@@ -52,14 +74,66 @@ def exporter_names(environ: dict[str, str] | None = None) -> list[str]:
     return [name for name in names if name != "none"]
 
 
-def _exporter(name: str, traces_dir: Path, service_name: str) -> SpanExporter:
+_otlp: OtlpExport | None = None  # this process's OTLP exporter, when it has one
+
+
+def _exporter(name: str, traces_dir: Path, service_name: str, *, otlp_warning: bool) -> SpanExporter:
+    global _otlp
     if name == "file":
         return file_exporter(traces_dir, service_name)
     if name == "otlp":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        return OTLPSpanExporter()  # endpoint, headers and timeout from the standard OTEL_* variables
+        _otlp = otlp_exporter(warn=otlp_warning)  # endpoint and headers from the standard OTEL_* variables
+        return _otlp
     return ConsoleSpanExporter(service_name=service_name, out=sys.stderr)
+
+
+def sampler() -> Sampler:
+    """Every span, but the server spans of notifications that arrive with no trace context."""
+    return ParentBased(root=NoOrphanNotifications())
+
+
+def otlp_delivered() -> bool | None:
+    """Whether the OTLP collector took this process's latest spans; None when OTLP is not configured.
+
+    Flush first (``force_flush``): then the latest spans include the command's root span.
+    """
+    return None if _otlp is None else _otlp.delivered is True
+
+
+class NoOrphanNotifications(Sampler):
+    """Drops the server span of an MCP notification that arrives without a trace context.
+
+    The mcp SDK's server middleware opens a SERVER span for every inbound message, notifications
+    included, parented from the ``traceparent`` in the message's ``_meta``. Its client injects that
+    only into requests: ``notifications/cancelled`` (sent by the SDK itself when a call times out or
+    its caller is cancelled, e.g. by a query's deadline) and ``notifications/initialized`` carry none,
+    so each became a one-span trace of its own, listed as the latest trace. Propagating the context
+    is not possible from here: the SDK writes those notifications itself with fixed params and has no
+    outbound hook. Nor is re-parenting: a span's parent is fixed when it starts. And nothing is lost:
+    the cancellation is already in the query's trace, on the SDK's client span of the abandoned call
+    (its exception) and on the subagent's span (its decision and state).
+
+    Used as the root sampler under ``ParentBased``: a notification that does carry a trace context
+    (a future SDK, another client) still joins its trace; every other root span is recorded.
+    """
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: trace.TraceState | None = None,
+    ) -> SamplingResult:
+        method = str((attributes or {}).get("mcp.method.name", ""))
+        if kind is SpanKind.SERVER and method.startswith("notifications/"):
+            return SamplingResult(Decision.DROP)
+        return ALWAYS_ON.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
+
+    def get_description(self) -> str:
+        return "NoOrphanNotifications"
 
 
 def configure_tracing(
@@ -70,8 +144,15 @@ def configure_tracing(
     full_payloads: bool = False,
     exporters: list[str] | None = None,
     eager: bool = False,
+    otlp_warning: bool | None = None,
 ) -> TracerProvider:
-    """Install this process's tracer provider, once. Later calls return the installed one."""
+    """Install this process's tracer provider, once. Later calls return the installed one.
+
+    ``otlp_warning``: whether this process warns (once) when the OTLP collector does not take its
+    spans. By default it does, unless it was started for a coordinator's run (its ``run_id`` came
+    from ``RESEARCH_RUN_ID``, as a spawned source's does): that coordinator shares its terminal and
+    warns for the run.
+    """
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
         return current
@@ -79,17 +160,32 @@ def configure_tracing(
     attributes: dict[str, str] = {SERVICE_NAME: service_name, SERVICE_VERSION: VERSION}
     if run_id:
         attributes[RUN_ID] = run_id
-    provider = TracerProvider(resource=Resource.create(attributes))
+    if otlp_warning is None:
+        otlp_warning = not (run_id and os.environ.get("RESEARCH_RUN_ID") == run_id)
+    provider = TracerProvider(resource=Resource.create(attributes), sampler=sampler())
     delay = int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", _DEFAULT_DELAY_MS))
     for name in exporter_names() if exporters is None else exporters:
         batch = BatchSpanProcessor(
-            _exporter(name, traces_dir, service_name),
+            _exporter(name, traces_dir, service_name, otlp_warning=otlp_warning),
             schedule_delay_millis=delay,
             max_export_batch_size=1 if eager else 512,  # one: the worker wakes for every finished span
         )
         provider.add_span_processor(ClientSpanStatus(batch))
     trace.set_tracer_provider(provider)
     return provider
+
+
+def start_run(service_name: str, traces_dir: Path, *, full_payloads: bool = False) -> str:
+    """Configure the tracing of a command that starts a run; returns the run's id, for its sources.
+
+    Raises ``ValueError`` when ``OTEL_TRACES_EXPORTER`` names an unknown exporter.
+    """
+    exporters = exporter_names()
+    run_id = uuid.uuid4().hex[:12]
+    configure_tracing(
+        service_name, traces_dir=traces_dir, run_id=run_id, full_payloads=full_payloads, exporters=exporters
+    )
+    return run_id
 
 
 def ensure_tracing(service_name: str) -> TracerProvider:

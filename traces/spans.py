@@ -6,6 +6,11 @@
                           │         └─ tools/call <tool>       (the source's server span, in its process)
                           └─ synthesize
 
+A standalone command (`research task`, `research sources call`) opens one root span of its own,
+``command_span``, so its MCP requests (the session's handshake, ``tools/list``, each ``tools/call``) are
+one trace, not one trace per request. Every root span says what it was: ``research.kind`` is
+``query``, ``task`` or ``call``, and ``research.query`` (a query) or ``research.label`` what it was about.
+
 Decisions are **events** on the subagent span rather than child spans: a decision has no duration,
 it happens between attempts, and Jaeger shows a span's events as a timeline (its "Logs"), so the
 retries read in order beside the attempt spans they separate.
@@ -25,6 +30,9 @@ from traces.redact import for_trace
 from traces.setup import tracer
 
 __all__ = [
+    "COMMAND_KINDS",
+    "command_span",
+    "end_command",
     "end_research",
     "end_subagent",
     "plan_span",
@@ -38,14 +46,37 @@ __all__ = [
 ]
 
 
+COMMAND_KINDS = ("query", "task", "call")
+
+
 def trace_id_of(span: Span) -> str:
     return format(span.get_span_context().trace_id, "032x")
 
 
 @contextmanager
 def research_span(query: str) -> Iterator[Span]:
-    with tracer().start_as_current_span("research", attributes={names.QUERY: str(for_trace(query))}) as span:
+    attributes = {names.KIND: "query", names.QUERY: str(for_trace(query))}
+    with tracer().start_as_current_span("research", attributes=attributes) as span:
         yield span
+
+
+@contextmanager
+def command_span(kind: str, label: str) -> Iterator[Span]:
+    """The root span of one standalone command: ``kind`` task or call, ``label`` e.g. ``orders.get_order``.
+
+    Every MCP request made inside it (the SDK's client spans, and through their ``traceparent`` the
+    sources' server spans) is its descendant: the command is one trace.
+    """
+    if kind not in COMMAND_KINDS:
+        raise ValueError(f"a command's kind is one of {', '.join(COMMAND_KINDS)}, not {kind!r}")
+    attributes = {names.KIND: kind, names.LABEL: str(for_trace(label))}
+    with tracer().start_as_current_span(f"research {kind}", attributes=attributes) as span:
+        yield span
+
+
+def end_command(span: Span, *, status: str) -> None:
+    """What the command came to: the task's state, or ok / error for a call."""
+    span.set_attribute(names.STATUS, status)
 
 
 def end_research(span: Span, *, status: str, plan_size: int, findings: int, gaps: int) -> None:

@@ -1,8 +1,9 @@
 """Render traces from the local files in the terminal: no Jaeger needed.
 
-`research traces list` shows one line per trace; `research traces show [TRACE_ID|latest]` shows one
-as a tree (service, span, duration, status) with every recovery decision highlighted under the
-subagent span that took it.
+`research traces list` shows one line per trace: what it was (a query, a task, a call; see
+``traces.summary``) and how it ended. `research traces show [TRACE_ID|latest]` shows one as a tree
+(service, span, duration, status) with every recovery decision highlighted under the subagent span
+that took it.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from rich.text import Text
 from rich.tree import Tree
 
 from traces import attributes as names
+from traces.summary import TraceSummary, roots, service_of
 
-__all__ = ["latest_trace_id", "render_trace", "trace_table"]
-
-_SHORT_SERVICE = {"research-coordinator": "coordinator"}
+__all__ = ["render_trace", "trace_table"]
 
 
 def _time(value: str) -> datetime:
@@ -29,48 +29,23 @@ def _duration_ms(span: dict[str, Any]) -> float:
     return (_time(span["end_time"]) - _time(span["start_time"])).total_seconds() * 1000
 
 
-def _service(span: dict[str, Any]) -> str:
-    name = str(span.get("resource", {}).get("attributes", {}).get(names.SERVICE_NAME, "?"))
-    return _SHORT_SERVICE.get(name, name.removeprefix("research-source-"))
-
-
 def _span_id(value: Any) -> str:
     return str(value or "").removeprefix("0x")
 
 
-def _roots(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    ids = {_span_id(span["context"]["span_id"]) for span in spans}
-    return [span for span in spans if _span_id(span.get("parent_id")) not in ids]
-
-
-def latest_trace_id(traces: dict[str, list[dict[str, Any]]]) -> str | None:
-    if not traces:
-        return None
-    return max(traces, key=lambda trace_id: min(span["start_time"] for span in traces[trace_id]))
-
-
-def trace_table(traces: dict[str, list[dict[str, Any]]]) -> Table:
-    table = Table("trace id", "started", "status", "services", "spans", "decisions", "query")
-    ordered = sorted(
-        traces.items(), key=lambda item: min(span["start_time"] for span in item[1]), reverse=True
-    )
-    for trace_id, spans in ordered:
-        root = next((span for span in spans if span["name"] == "research"), None)
-        attributes = root.get("attributes", {}) if root else {}
-        decisions = sum(
-            1
-            for span in spans
-            for event in span.get("events", [])
-            if event["name"] == names.RECOVERY_DECISION
-        )
+def trace_table(summaries: list[TraceSummary]) -> Table:
+    """One row per trace, in the order given: what it was (kind and label), when, how it ended."""
+    table = Table("trace id", "started", "kind", "what", "status", "services", "spans", "decisions")
+    for summary in summaries:
         cells = [
-            trace_id,
-            min(span["start_time"] for span in spans)[:19].replace("T", " "),
-            str(attributes.get(names.STATUS, "-")),
-            str(len({_service(span) for span in spans})),
-            str(len(spans)),
-            str(decisions),
-            str(attributes.get(names.QUERY, "-"))[:60],
+            summary.trace_id,
+            summary.started[:19].replace("T", " "),
+            summary.kind,
+            summary.label[:60],
+            summary.status,
+            str(summary.services),
+            str(summary.spans),
+            str(summary.decisions),
         ]
         table.add_row(*(Text(cell) for cell in cells))  # Text: "[redacted email]" is data, not markup
     return table
@@ -81,7 +56,7 @@ def _label(span: dict[str, Any]) -> Text:
     style = {"ERROR": "red", "OK": "green"}.get(status, "")
     attributes = span.get("attributes", {})
     label = Text.assemble(
-        (f"{_service(span)} ", "dim"), (span["name"], f"bold {style}"), f"  {_duration_ms(span):.1f} ms"
+        (f"{service_of(span)} ", "dim"), (span["name"], f"bold {style}"), f"  {_duration_ms(span):.1f} ms"
     )
     if status == "ERROR":
         label.append(f"  ERROR {attributes.get(names.ERROR_TYPE, '')}", style="red")
@@ -118,7 +93,7 @@ def render_trace(trace_id: str, spans: list[dict[str, Any]]) -> Tree:
     children: dict[str, list[dict[str, Any]]] = {}
     for span in spans:
         children.setdefault(_span_id(span.get("parent_id")), []).append(span)
-    services = sorted({_service(span) for span in spans})
+    services = sorted({service_of(span) for span in spans})
     tree = Tree(
         Text.assemble(
             ("trace ", "dim"),
@@ -145,6 +120,6 @@ def render_trace(trace_id: str, spans: list[dict[str, Any]]) -> Tree:
             else:
                 grow(branch, item)
 
-    for root in sorted(_roots(spans), key=lambda span: span["start_time"]):
+    for root in roots(spans):
         grow(tree, root)
     return tree

@@ -8,7 +8,14 @@ research traces list | show latest
 research chaos kill | heal | hang | slow | flaky | garbage | run
 """
 
-from coordinator.cli import ask, chaos, plan, sources, traces  # noqa: F401  (importing each registers its commands)
-from coordinator.cli.common import app
+import time
 
-__all__ = ["app"]
+# The instant the command started (time.monotonic), taken before anything else is imported: a
+# command's deadline counts from here, so start-up counts too.
+STARTED_AT = time.monotonic()
+
+# After STARTED_AT on purpose; importing each command module registers its commands.
+from coordinator.cli import ask, chaos, plan, sources, traces  # noqa: E402, F401
+from coordinator.cli.common import app  # noqa: E402
+
+__all__ = ["STARTED_AT", "app"]

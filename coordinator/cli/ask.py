@@ -7,17 +7,14 @@ import functools
 import json
 import os
 import time
-import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
 import typer
-from opentelemetry import trace
 from rich.console import Console
 
-from coordinator import chaos
 from coordinator.cli.common import (
     EXIT_COMPLETE,
+    EXIT_INTERRUPTED,
     EXIT_PARTIAL,
     JAEGER_UI,
     LLM_HELP,
@@ -27,42 +24,33 @@ from coordinator.cli.common import (
     known_source,
     usage_error,
 )
-from coordinator.llm import TokenBudget, claude_plan
-from coordinator.planner import QueryError, plan_query
-from coordinator.render import LiveProgress, print_report
-from coordinator.report import ResearchReport
-from coordinator.research import PLANNING_SHARE, ResearchOptions, research
 from sources.catalogue import SOURCES
-from sources.contract import Decision
-from sources.faults import FaultSettings
-from sources.fleet import Fleet
-from sources.settings import SourceSettings
-from subagents.broker import CredentialBroker, Grant
-from subagents.connection import Connections, stdio_target
-from subagents.policy import RecoveryPolicy
-from subagents.subagent import Runtime, Task, run_subagent
-from subagents.tool_loop import claude_subagents
-from traces.setup import configure_tracing, exporter_names
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from coordinator.report import ResearchReport
+    from sources.contract import Decision
+    from sources.faults import FaultSettings
+    from sources.settings import SourceSettings
+    from subagents.subagent import Task
 
 
 def _start_tracing(settings: SourceSettings, full_payloads: bool) -> SourceSettings:
     """Configure this process's tracing; the returned settings carry the run's id to the sources."""
+    from traces.setup import start_run  # here, not at the top: start-up time
+
+    full_payloads = full_payloads or settings.full_payloads
     try:
-        exporters = exporter_names()
+        run_id = start_run("research-coordinator", settings.traces_path, full_payloads=full_payloads)
     except ValueError as exc:
         raise usage_error(str(exc)) from None
-    run_id = uuid.uuid4().hex[:12]
-    settings = dataclasses.replace(
-        settings, run_id=run_id, full_payloads=full_payloads or settings.full_payloads
-    )
-    configure_tracing(
-        "research-coordinator", traces_dir=settings.traces_path, run_id=run_id,
-        full_payloads=settings.full_payloads, exporters=exporters,
-    )  # fmt: skip
-    return settings
+    return dataclasses.replace(settings, run_id=run_id, full_payloads=full_payloads)
 
 
 def _source_faults(specs: list[str]) -> dict[str, FaultSettings]:
+    from sources.faults import FaultSettings  # here, not at the top: start-up time (it imports mcp)
+
     faults = {}
     for spec in specs:
         source, sep, settings = spec.partition(":")
@@ -132,6 +120,24 @@ def ask(
         raise usage_error(f"--deadline must be a positive number of seconds, e.g. 30; got {deadline:g}")
     fault_settings = _source_faults(faults or [])
     claude = claude_for(llm)
+    from coordinator.planner import QueryError, plan_query  # light: reading a query imports no SDK
+
+    try:
+        plan = plan_query(query)
+    except QueryError as exc:
+        raise usage_error(str(exc)) from None
+    # Here, after the cheap checks of the arguments and the query, not at the top: start-up time.
+    import anyio
+    from opentelemetry import trace
+
+    from coordinator import chaos
+    from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
+    from coordinator.llm import TokenBudget, claude_plan
+    from coordinator.render import LiveProgress, print_report
+    from coordinator.research import PLANNING_SHARE, ResearchOptions, research
+    from sources.fleet import Fleet
+    from sources.settings import SourceSettings
+
     try:
         chaos_faults, kills = chaos.parse_query_chaos(chaos_spec)
     except ValueError as exc:
@@ -141,10 +147,7 @@ def ask(
         raise usage_error(
             "--faults and --chaos apply to spawned (stdio) sources; with --transport http use `research chaos`"
         )
-    try:
-        plan = plan_query(query)
-    except QueryError as exc:
-        raise usage_error(str(exc)) from None
+
     if otlp and "otlp" not in os.environ.get("OTEL_TRACES_EXPORTER", ""):
         os.environ["OTEL_TRACES_EXPORTER"] = ",".join(
             filter(None, [os.environ.get("OTEL_TRACES_EXPORTER", "file"), "otlp"])
@@ -154,36 +157,53 @@ def ask(
     budget, planning = None, None
     if claude is not None:
         budget = TokenBudget(claude.token_budget)
-        started = time.monotonic()  # planned before the run, so the progress shows the plan
+        # Planned before the run, so the progress shows the plan; the planning counts against the deadline.
+        left_s = STARTED_AT + deadline - time.monotonic()
         plan, planning = anyio.run(
-            functools.partial(claude_plan, query, claude, budget, within_s=deadline * PLANNING_SHARE)
+            functools.partial(
+                claude_plan, query, claude, budget, within_s=min(deadline * PLANNING_SHARE, left_s)
+            )
         )
-        deadline -= time.monotonic() - started  # the query's deadline covers the planning
     options = ResearchOptions(
-        deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed, urls=urls, claude=claude
-    )
+        deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed, urls=urls, claude=claude,
+        started_at=STARTED_AT,  # the deadline covers this command's start-up and planning too
+    )  # fmt: skip
     console = Console(stderr=True)
+    from coordinator.research import targets_for  # here, not at the top: start-up time
+    from subagents.connection import Connections
 
     async def asking() -> ResearchReport:
-        async with anyio.create_task_group() as chaos_group:
-            for source, seconds in kills:
-                chaos_group.start_soon(chaos.kill_at, source, seconds)
-            report = await research(
-                query, options, settings=settings, observer=progress, plan=plan, planning=planning,
-                budget=budget,
-            )  # fmt: skip
-            chaos_group.cancel_scope.cancel()
+        # This command owns the sessions: the report is printed the moment it is ready, and closing
+        # the sessions (a hung source's included) happens after.
+        async with Connections.opened(targets_for(settings, options)) as connections:
+            async with anyio.create_task_group() as chaos_group:
+                for source, seconds in kills:
+                    chaos_group.start_soon(chaos.kill_at, source, seconds)
+                report = await research(
+                    query, options, settings=settings, observer=progress, plan=plan, planning=planning,
+                    budget=budget, connections=connections,
+                )  # fmt: skip
+                chaos_group.cancel_scope.cancel()
+            progress.finished(report)
+            progress.close()
+            typer.echo(report.to_json()) if json_output else print_report(report, Console())
         return report
 
-    with LiveProgress(plan, console) as progress:
-        report = anyio.run(asking)
-        progress.finished(report)
+    progress = LiveProgress(plan, console)
+    try:
+        with progress:
+            report = anyio.run(asking)
+    except KeyboardInterrupt:  # the run was cancelled and its sessions closed on the way out
+        still = progress.running()
+        console.print(
+            f"interrupted: {', '.join(still) if still else 'no task'} still running; nothing was reported"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     trace.get_tracer_provider().force_flush()  # type: ignore[attr-defined]
-    if json_output:
-        typer.echo(report.to_json())
-    else:
-        print_report(report, Console())
-        if "otlp" in exporter_names():
+    if not json_output:
+        from traces.setup import otlp_delivered  # here, not at the top: start-up time
+
+        if otlp_delivered():  # None without --otlp; False when no collector took it (one warning said so)
             Console().print(f"Jaeger: {JAEGER_UI}/trace/{report.trace_id}")
         Console().print(f"[dim]research traces show {report.trace_id}[/]")
     raise typer.Exit(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
@@ -197,6 +217,9 @@ class _Progress:
 
     def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
         self._console.print(f"[dim]{task.source}[/] attempt {attempt}: {task.tool} {json.dumps(arguments)}")
+
+    def ended(self, task_id: str, state: str, attempts: int, decisions: Sequence[Decision]) -> None:
+        pass  # the report that follows says how the task ended
 
     def decided(self, task: Task, decision: Decision) -> None:
         wait = f" in {decision.backoff_ms / 1000:.2f} s" if decision.backoff_ms else ""
@@ -235,30 +258,54 @@ def run_task(
     """
     known_source(source)
     parsed = json_object(arguments)
+    # Here, after the source and the arguments are checked, not at the top: start-up time.
+    import anyio
+
+    from sources.faults import FaultSettings
+    from sources.settings import SourceSettings
+
     try:
         fault_settings = FaultSettings.parse(faults)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    settings = SourceSettings.from_environment().with_faults(fault_settings)
+    # Traced like a query: this process's spans and the source's join one trace (the run's id goes to it).
+    settings = _start_tracing(SourceSettings.from_environment().with_faults(fault_settings), False)
     claude = claude_for(llm)
+    from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
+    from subagents.broker import CredentialBroker, Grant
+    from subagents.connection import Connections, stdio_target
+    from subagents.policy import RecoveryPolicy
+    from subagents.subagent import Runtime, Task, run_subagent
+    from subagents.tool_loop import claude_subagents
+
     console = Console(stderr=True)
 
     async def running() -> Any:
-        async with (
-            Connections.opened({source: stdio_target(source, settings)}) as connections,
-            claude_subagents(claude) as model,
-        ):
-            runtime = Runtime(
-                connections=connections,
-                broker=CredentialBroker(
-                    settings.key(), grants=tuple(Grant(scope, purpose) for scope in grant or [])
-                ),
-                policy=RecoveryPolicy(call_timeout_s=timeout),
-                observer=_Progress(console),
-                model=model,
-            )
-            task = Task(id=f"{source}.{tool}", source=source, tool=tool, arguments=parsed, purpose=purpose)
-            return await run_subagent(task, runtime, deadline=runtime.clock.now() + deadline)
+        from traces.spans import command_span, end_command  # here, not at the top: start-up time
+
+        # One root span for the command: the session's handshake and every call are its children.
+        with command_span("task", f"{source}.{tool}") as span:
+            async with (
+                Connections.opened({source: stdio_target(source, settings)}) as connections,
+                claude_subagents(claude) as model,
+            ):
+                runtime = Runtime(
+                    connections=connections,
+                    broker=CredentialBroker(
+                        settings.key(), grants=tuple(Grant(scope, purpose) for scope in grant or [])
+                    ),
+                    policy=RecoveryPolicy(call_timeout_s=timeout),
+                    observer=_Progress(console),
+                    model=model,
+                )
+                task = Task(
+                    id=f"{source}.{tool}", source=source, tool=tool, arguments=parsed, purpose=purpose
+                )
+                report = await run_subagent(
+                    task, runtime, deadline=STARTED_AT + deadline
+                )  # monotonic, as the clock
+            end_command(span, status=report.state)
+            return report
 
     report = anyio.run(running)
     Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))

@@ -6,14 +6,12 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from coordinator import chaos
 from coordinator.cli.common import (
     chaos_app,
     claude_for,
@@ -22,17 +20,17 @@ from coordinator.cli.common import (
     known_source,
     usage_error,
 )
-from sources.faults import FaultSettings
-from sources.fleet import Fleet
-from sources.settings import SourceSettings
-from sources.world import ensure_world
-from subagents.claude import ClaudeSettings
-from traces.setup import ensure_tracing
+
+if TYPE_CHECKING:
+    from subagents.claude import ClaudeSettings
 
 
-def _chaos(source: str, faults: FaultSettings) -> None:
+def _chaos(source: str, **faults: float) -> None:
+    """Set a running source's faults, given as ``FaultSettings`` fields."""
     known_source(source)
-    state = fleet_call(lambda: fleet().set_faults(source, faults))
+    from sources.faults import FaultSettings  # here, not at the top: start-up time (it imports mcp)
+
+    state = fleet_call(lambda: fleet().set_faults(source, FaultSettings(**faults)))
     typer.echo(f"{source}: faults now {state['faults'] or 'none'}")
 
 
@@ -66,7 +64,7 @@ def chaos_hang(
 
     Example: research chaos hang tickets
     """
-    _chaos(source, FaultSettings(hang=1))
+    _chaos(source, hang=1)
 
 
 @chaos_app.command("slow")
@@ -81,7 +79,7 @@ def chaos_slow(
 
     Example: research chaos slow orders --ms 800 --jitter 200
     """
-    _chaos(source, FaultSettings(latency_ms=ms, jitter_ms=jitter))
+    _chaos(source, latency_ms=ms, jitter_ms=jitter)
 
 
 @chaos_app.command("flaky")
@@ -96,7 +94,7 @@ def chaos_flaky(
 
     Example: research chaos flaky orders --rate 0.3
     """
-    _chaos(source, FaultSettings(transient=rate, seed=seed))
+    _chaos(source, transient=rate, seed=seed)
 
 
 @chaos_app.command("garbage")
@@ -108,7 +106,7 @@ def chaos_garbage(
 
     Example: research chaos garbage kb
     """
-    _chaos(source, FaultSettings(garbage=rate))
+    _chaos(source, garbage=rate)
 
 
 @chaos_app.command("run")
@@ -152,6 +150,14 @@ def chaos_run(
     if soak is not None:
         _soak(soak, seed, claude)
         return
+    # Here, not at the top: start-up time (the scenarios run the five sources in this process).
+    import anyio
+
+    from coordinator import chaos
+    from sources.settings import SourceSettings
+    from sources.world import ensure_world
+    from traces.setup import ensure_tracing
+
     chosen = [chaos.scenario_from(replay)] if replay is not None else chaos.scenarios(scenarios, seed)
     console = Console()
     with tempfile.TemporaryDirectory() as data_dir:  # a world of its own: chaos refunds stay out of yours
@@ -190,6 +196,15 @@ def chaos_run(
 
 
 def _soak(count: int, seed: int, claude: ClaudeSettings | None) -> None:
+    # Here, not at the top: start-up time.
+    import anyio
+
+    from coordinator import chaos
+    from sources.faults import FaultSettings
+    from sources.fleet import Fleet
+    from sources.settings import SourceSettings
+    from traces.setup import ensure_tracing
+
     settings = SourceSettings.from_environment()
     fleet = Fleet(settings)
     urls = fleet.urls()

@@ -1,4 +1,10 @@
-"""What every `research` command shares: the command groups, exit statuses, argument checks."""
+"""What every `research` command shares: the command groups, exit statuses, argument checks.
+
+Start-up time: every command module is imported for any command, `--help` and usage errors
+included, so the modules import only typer, rich, the standard library and light project modules
+at the top. What a command needs to do its work (mcp, the anthropic SDK, the sources, the planner,
+the fleet) it imports in its body, after its arguments are checked.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +12,18 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from mcp import StdioServerParameters
 
 from sources.catalogue import SOURCES
-from sources.fleet import Fleet, FleetError
-from sources.settings import SourceSettings
-from subagents.claude import ClaudeSettings
+
+if TYPE_CHECKING:
+    from mcp import StdioServerParameters
+
+    from sources.fleet import Fleet
+    from sources.settings import SourceSettings
+    from subagents.claude import ClaudeSettings
 
 app = typer.Typer(
     help="Research coordinator: fan a question out to five MCP sources, recover from their failures, "
@@ -46,6 +55,7 @@ _CALL_TIMEOUT_SECONDS = 15.0
 
 # Exit statuses of `research ask`.
 EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report a SIGINT
 
 
 def usage_error(message: str) -> typer.Exit:
@@ -68,6 +78,8 @@ def claude_for(llm: str) -> ClaudeSettings | None:
         raise usage_error(f"--llm must be claude, none or auto, not {llm!r}")
     if llm == "none" or (llm == "auto" and not os.environ.get("ANTHROPIC_API_KEY")):
         return None
+    from subagents.claude import ClaudeSettings  # here, not at the top: start-up time
+
     try:
         return ClaudeSettings.from_environment()
     except ValueError as exc:
@@ -75,6 +87,8 @@ def claude_for(llm: str) -> ClaudeSettings | None:
 
 
 def stdio_parameters(source: str, settings: SourceSettings) -> StdioServerParameters:
+    from mcp import StdioServerParameters  # here, not at the top: start-up time
+
     # A stdio child sees only a safe subset of this environment: pass what it needs explicitly.
     return StdioServerParameters(
         command=sys.executable, args=["-m", f"sources.{source}"], env=settings.child_environment()
@@ -100,10 +114,16 @@ def known_source(source: str) -> str:
 
 
 def fleet() -> Fleet:
+    # Here, not at the top: start-up time (the fleet module and the settings import mcp).
+    from sources.fleet import Fleet
+    from sources.settings import SourceSettings
+
     return Fleet(SourceSettings.from_environment())
 
 
 def fleet_call(action: Callable[[], Any]) -> Any:
+    from sources.fleet import FleetError  # here, not at the top: start-up time
+
     try:
         return action()
     except FleetError as exc:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from coordinator.cli.common import EXIT_COMPLETE, EXIT_PARTIAL, LLM_HELP, app, claude_for, usage_error
-from coordinator.llm import claude_plan
-from coordinator.plan import Plan
-from coordinator.planner import QueryError, plan_query
+
+if TYPE_CHECKING:
+    from coordinator.plan import Plan
 
 
 @app.command("plan")
@@ -35,10 +34,17 @@ def show_plan(
     Example: research plan "refund 45 quid on ORD-10031?"
     """
     claude = claude_for(llm)
+    from coordinator.planner import QueryError, plan_query  # here, not at the top: start-up time
+
     try:
         if claude is None:
             plan = plan_query(query)
         else:
+            # Claude mode only, so here (start-up time).
+            import anyio
+
+            from coordinator.llm import claude_plan
+
             plan, _ = anyio.run(functools.partial(claude_plan, query, claude))
     except QueryError as exc:
         raise usage_error(str(exc)) from None

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
 import typer
-from mcp import Client
-from mcp.types import CallToolResult
 from rich.console import Console
 from rich.table import Table
 
@@ -23,18 +20,43 @@ from coordinator.cli.common import (
     stdio_parameters,
     usage_error,
 )
-from sources.auth import CREDENTIAL_META_KEY, issue_credential
-from sources.catalogue import SOURCES
-from sources.contract import result_text
-from sources.settings import SourceSettings
+from sources.catalogue import SOURCES, input_schemas
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult
 
 
 @sources_app.command("list")
-def list_sources() -> None:
-    """List the five sources and their tools (each source is spawned over stdio to ask it).
+def list_sources(
+    live: Annotated[
+        bool,
+        typer.Option(
+            "--live",
+            help="Spawn each source over stdio and ask it for its tools, instead of reading the catalogue.",
+        ),
+    ] = False,
+) -> None:
+    """List the five sources and their tools, read from the catalogue: no source is started.
+
+    The catalogue (sources/tools.json) is what the planner checks arguments against; tests keep it
+    equal to what the sources answer. With --live, each source is spawned over stdio and asked.
 
     Example: research sources list
     """
+    found = _live_tools() if live else {source: list(tools) for source, tools in input_schemas().items()}
+    table = Table("source", "tools", "transport")
+    for source in SOURCES:
+        table.add_row(source, ", ".join(found[source]), f"stdio: python -m sources.{source}")
+    Console().print(table)
+
+
+def _live_tools() -> dict[str, list[str]]:
+    """Each source's tools as the source itself answers ``tools/list``, spawned over stdio."""
+    # Here, not at the top: start-up time.
+    import anyio
+    from mcp import Client
+
+    from sources.settings import SourceSettings
 
     async def listing() -> dict[str, list[str]]:
         settings = SourceSettings.from_environment()
@@ -52,12 +74,7 @@ def list_sources() -> None:
                     group.start_soon(ask, source)
         return found
 
-    table = Table("source", "tools", "transport")
-    found = anyio.run(listing)
-    for source in SOURCES:
-        tools = found[source]
-        table.add_row(source, ", ".join(tools), f"stdio: python -m sources.{source}")
-    Console().print(table)
+    return anyio.run(listing)
 
 
 @sources_app.command("call")
@@ -84,17 +101,36 @@ def call_source(
     """
     known_source(source)
     parsed = json_object(arguments)
+    # Here, not at the top: start-up time.
+    import anyio
+    from mcp import Client
+
+    from sources.auth import CREDENTIAL_META_KEY, issue_credential
+    from sources.settings import SourceSettings
+
     settings = SourceSettings.from_environment()
+    from dataclasses import replace  # the call's tracing: one trace, its run's id passed to the source
+
+    from traces.setup import start_run
+    from traces.spans import command_span, end_command
+
+    try:
+        run_id = start_run("research-coordinator", settings.traces_path, full_payloads=settings.full_payloads)
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
+    settings = replace(settings, run_id=run_id)
     meta = {CREDENTIAL_META_KEY: issue_credential(settings.key(), "research-cli", scope)} if scope else None
 
     async def calling() -> tuple[bool, Any]:
-        with anyio.fail_after(_CALL_TIMEOUT_SECONDS):
+        # One root span for the command: the handshake, tools/list and the call are its children.
+        with command_span("call", f"{source}.{tool}") as span, anyio.fail_after(_CALL_TIMEOUT_SECONDS):
             async with Client(
                 url or stdio_parameters(source, settings), read_timeout_seconds=_CALL_TIMEOUT_SECONDS
             ) as client:
                 result = await client.call_tool(
                     tool, parsed, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=meta
                 )
+            end_command(span, status="error" if result.is_error else "ok")
         if result.structured_content is not None:
             return result.is_error, result.structured_content
         return result.is_error, _json_of(result)
@@ -106,6 +142,8 @@ def call_source(
 
 def _json_of(result: CallToolResult) -> dict[str, Any]:
     """A result's text block as JSON (errors travel as text only), or the text itself when it is not JSON."""
+    from sources.contract import result_text  # here, not at the top: start-up time
+
     text = result_text(result)
     try:
         payload = json.loads(text)

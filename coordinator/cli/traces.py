@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -11,35 +11,84 @@ from coordinator.cli.common import (
     traces_app,
     usage_error,
 )
-from sources.settings import SourceSettings
-from traces.files import load_traces
-from traces.viewer import latest_trace_id, render_trace, trace_table
+
+if TYPE_CHECKING:
+    from traces.summary import TraceSummary
+
+_KINDS = ("query", "task", "call", "other")
+_KIND_HELP = "Only traces of this kind: query (research ask), task (research task), call (research sources call), other."
+
+
+def _kind(kind: str | None) -> str | None:
+    if kind is not None and kind not in _KINDS:
+        raise usage_error(f"--kind must be one of {', '.join(_KINDS)}, not {kind!r}")
+    return kind
+
+
+def _load() -> dict[str, list[dict[str, Any]]]:
+    # Here, not at the top: start-up time (the settings import mcp, the files the OpenTelemetry SDK).
+    from sources.settings import SourceSettings
+    from traces.files import load_traces
+
+    return load_traces(SourceSettings.from_environment().traces_path)
+
+
+_COMMANDS = {"query": "research ask ...", "task": "research task ...", "call": "research sources call ..."}
+
+
+def _none_yet(kind: str | None) -> str:
+    traces = f"{kind} traces" if kind else "traces"
+    return f"no {traces} yet: run `{_COMMANDS.get(kind or 'query', 'research ask ...')}` first"
 
 
 @traces_app.command("list")
-def list_traces() -> None:
-    """List the traces in the local trace files, newest first.
+def list_traces(
+    kind: Annotated[str | None, typer.Option("--kind", help=_KIND_HELP)] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many traces.")] = 20,
+) -> None:
+    """List the traces in the local trace files, newest first: what each was, when, how it ended.
 
-    Example: research traces list
+    Example: research traces list --kind query --limit 5
     """
-    traces = load_traces(SourceSettings.from_environment().traces_path)
-    if not traces:
-        typer.echo("no traces yet: run `research ask ...` first", err=True)
+    kind = _kind(kind)
+    from traces.summary import summaries
+    from traces.viewer import trace_table
+
+    found: list[TraceSummary] = summaries(_load(), kind=kind)
+    if not found:
+        typer.echo(_none_yet(kind), err=True)
         raise typer.Exit(1)
-    Console().print(trace_table(traces))
+    Console().print(trace_table(found[:limit]))
+    if len(found) > limit:
+        traces = f"{kind} traces" if kind else "traces"
+        typer.echo(f"the newest {limit} of {len(found)} {traces}; --limit N shows more", err=True)
 
 
 @traces_app.command("show")
 def show_trace(
-    trace_id: Annotated[str, typer.Argument(help="A trace id (32 hex) or 'latest'.")] = "latest",
+    trace_id: Annotated[
+        str, typer.Argument(help="A trace id (32 hex), or 'latest': the newest trace of --kind.")
+    ] = "latest",
+    kind: Annotated[str, typer.Option("--kind", help="What 'latest' means. " + _KIND_HELP)] = "query",
 ) -> None:
     """Show one trace as a tree: services, durations, status, and every recovery decision.
 
     Example: research traces show latest
     """
-    traces = load_traces(SourceSettings.from_environment().traces_path)
-    wanted = latest_trace_id(traces) if trace_id == "latest" else trace_id.lower().removeprefix("0x")
+    kind = _kind(kind) or "query"
+    from traces.summary import latest_trace_id
+    from traces.viewer import render_trace
+
+    traces = _load()
+    latest = trace_id == "latest"
+    wanted = latest_trace_id(traces, kind) if latest else trace_id.lower().removeprefix("0x")
     if wanted is None or wanted not in traces:
-        known = "no traces yet: run `research ask ...` first" if not traces else "see `research traces list`"
-        raise usage_error(f"no trace {trace_id!r} in the local trace files; {known}")
+        if not traces:
+            known = _none_yet(None)
+        elif latest:
+            known = f"{_none_yet(kind)}, or see `research traces list`"
+        else:
+            known = "see `research traces list`"
+        what = f"no {kind} trace" if latest else f"no trace {trace_id!r}"
+        raise usage_error(f"{what} in the local trace files; {known}")
     Console().print(render_trace(wanted, traces[wanted]))
