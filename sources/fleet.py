@@ -1,10 +1,15 @@
 """A fleet of the five sources as long-running streamable-HTTP services on 127.0.0.1.
 
-`research sources up` starts them (fixed default ports, overridable), waits until each answers its
-health route, and records pids and ports in a state file; `status` reads it and probes each; `down`
-stops them. Chaos acts on the fleet: `kill` sends SIGKILL, `heal` restarts a dead source where it
-was or clears a live one's faults, and `hang`/`slow`/`flaky`/`garbage` set faults at run time
-through a source's `/chaos` route (only on a fleet started with chaos control).
+`research sources up` starts them all at once (fixed default ports, overridable), waits until each
+answers its health route, and records pids and ports in a state file; `status` reads it and probes
+each; `down` stops them all at once: SIGTERM to every source, a bounded wait, SIGKILL to any still
+there. Chaos acts on the fleet: `kill` sends SIGKILL, `heal` restarts a dead source where it was or
+clears a live one's faults, and `hang`/`slow`/`flaky`/`garbage` set faults at run time through a
+source's `/chaos` route (only on a fleet started with chaos control).
+
+A stopped source counts as gone once it is dead or a zombie: the fleet's sources outlive the command
+that started them, so another process (init, or whatever reaps orphans) collects their exit status,
+and here that took up to 2 s after the process had ended.
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,19 +24,23 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
 
 from sources.catalogue import DEFAULT_PORTS, SOURCES
 from sources.faults import FaultSettings
-from sources.serve import READY_PREFIX
 from sources.settings import SourceSettings
 
 __all__ = ["Fleet", "FleetError", "Member"]
 
 _READY_TIMEOUT_S = 20.0
-_STOP_TIMEOUT_S = 5.0
+# A source exits within SHUTDOWN_S of SIGTERM (sources.serve), a hung call or an open stream included;
+# past this, it is killed.
+_TERM_GRACE_S = 1.0
+_KILL_WAIT_S = 2.0  # SIGKILL cannot be refused: this bounds only a process stuck in the kernel
+_POLL_S = 0.02  # how often a bounded wait for a process we act on looks again
 _PROBE_TIMEOUT_S = 2.0
 
 
@@ -68,6 +76,16 @@ class Member:
             return False
 
 
+@dataclass(frozen=True)
+class _Launched:
+    """A source process just started, not yet known to answer."""
+
+    source: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+
 class Fleet:
     def __init__(self, settings: SourceSettings) -> None:
         self.settings = settings
@@ -92,7 +110,7 @@ class Fleet:
 
     # --- processes ------------------------------------------------------------------------------
 
-    def _spawn(self, source: str, port: int, chaos_control: bool) -> Member:
+    def _launch(self, source: str, port: int, chaos_control: bool) -> _Launched:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{source}.log"
         args = [sys.executable, "-m", f"sources.{source}", "--http", "--port", str(port)]
@@ -104,19 +122,38 @@ class Fleet:
                 args, env={**os.environ, **self.settings.child_environment()}, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log, start_new_session=True,
             )  # fmt: skip
-        deadline = time.monotonic() + _READY_TIMEOUT_S
+        return _Launched(source, port, process, log_path)
+
+    def _await_ready(self, launched: _Launched, chaos_control: bool, deadline: float) -> Member:
+        # Here, not at the top: the server's module imports the mcp SDK and uvicorn (about a second),
+        # which `down`, `kill` and `status` never need; only starting a source reads its ready line.
+        from sources.serve import READY_PREFIX
+
+        source, process = launched.source, launched.process
         while time.monotonic() < deadline:
-            text = log_path.read_text(errors="replace")
+            text = launched.log_path.read_text(errors="replace")
             if READY_PREFIX in text:
-                member = Member(source, port, process.pid, time.time(), chaos_control)
+                member = Member(source, launched.port, process.pid, time.time(), chaos_control)
                 if self.health(member) is not None:  # bound and serving: it answers
                     return member
             if process.poll() is not None:
                 last = text.strip().splitlines()[-1] if text.strip() else f"exit status {process.returncode}"
-                raise FleetError(f"{source} did not start on port {port}: {last}")
-            time.sleep(0.05)  # a bounded wait for a process we started, not a back-off
+                raise FleetError(f"{source} did not start on port {launched.port}: {last}")
+            time.sleep(_POLL_S)  # a bounded wait for a process we started, not a back-off
         process.kill()
-        raise FleetError(f"{source} did not answer within {_READY_TIMEOUT_S:.0f} s; see {log_path}")
+        raise FleetError(f"{source} did not answer within {_READY_TIMEOUT_S:.0f} s; see {launched.log_path}")
+
+    def _spawn(self, ports: Mapping[str, int], chaos_control: bool) -> dict[str, Member]:
+        """Start these sources all at once and wait until each answers; on a failure, stop them all."""
+        launched: list[_Launched] = []
+        try:
+            for source, port in ports.items():
+                launched.append(self._launch(source, port, chaos_control))
+            deadline = time.monotonic() + _READY_TIMEOUT_S
+            return {each.source: self._await_ready(each, chaos_control, deadline) for each in launched}
+        except BaseException:  # a source that failed, or an interrupt: none is left running
+            _stop_all([each.process.pid for each in launched])
+            raise
 
     def up(self, ports: Mapping[str, int] | None = None, *, chaos_control: bool = False) -> dict[str, Member]:
         running = {source: member for source, member in self.members().items() if member.alive()}
@@ -125,25 +162,16 @@ class Fleet:
                 f"a fleet is already up ({', '.join(running)}); run `research sources down` first"
             )
         chosen = {source: (ports or {}).get(source, DEFAULT_PORTS[source]) for source in SOURCES}
-        started: dict[str, Member] = {}
-        try:
-            for source in SOURCES:
-                started[source] = self._spawn(source, chosen[source], chaos_control)
-        except FleetError:
-            for member in started.values():
-                _stop(member.pid)
-            raise
+        started = self._spawn(chosen, chaos_control)
         self._save(started)
         return started
 
     def down(self) -> list[str]:
-        stopped = []
-        for source, member in self.members().items():
-            if member.alive():
-                _stop(member.pid)
-                stopped.append(source)
+        """Stop every live source at once; the names of those that were running."""
+        running = {source: member for source, member in self.members().items() if member.alive()}
+        _stop_all([member.pid for member in running.values()])
         self.state_file.unlink(missing_ok=True)
-        return stopped
+        return list(running)
 
     def _member(self, source: str) -> Member:
         members = self.members()
@@ -158,9 +186,10 @@ class Fleet:
             raise FleetError(
                 f"{source} is not running (pid {member.pid}); `research chaos heal {source}` restarts it"
             )
-        os.kill(member.pid, signal.SIGKILL)
         with contextlib.suppress(psutil.Error):
-            psutil.Process(member.pid).wait(timeout=_STOP_TIMEOUT_S)
+            process = psutil.Process(member.pid)
+            process.kill()
+            _wait_gone([process], _KILL_WAIT_S)
         return member
 
     def heal(self, source: str) -> Member:
@@ -169,7 +198,7 @@ class Fleet:
             if member.chaos_control:
                 self.set_faults(source, FaultSettings())
             return member
-        healed = self._spawn(source, member.port, member.chaos_control)
+        healed = self._spawn({source: member.port}, member.chaos_control)[source]
         members = self.members()
         members[source] = healed
         self._save(members)
@@ -205,14 +234,37 @@ class Fleet:
             return None
 
 
-def _stop(pid: int) -> None:
-    """SIGTERM, then SIGKILL if it has not gone within the bound."""
+def _gone(process: psutil.Process) -> bool:
+    """Dead, or a zombie: it has exited, whoever has yet to collect its status."""
     try:
-        process = psutil.Process(pid)
-        process.terminate()
-        process.wait(timeout=_STOP_TIMEOUT_S)
-    except psutil.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=_STOP_TIMEOUT_S)
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
     except psutil.Error:
-        pass
+        return True
+
+
+def _wait_gone(processes: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait, bounded, until these processes are gone; those still there at the bound."""
+    deadline = time.monotonic() + timeout
+    left = [process for process in processes if not _gone(process)]
+    while left and time.monotonic() < deadline:
+        time.sleep(_POLL_S)  # a bounded wait for processes we signalled, not a back-off
+        left = [process for process in left if not _gone(process)]
+    return left
+
+
+def _stop_all(pids: list[int]) -> None:
+    """SIGTERM to all at once, a bounded wait, then SIGKILL to any still there.
+
+    ``psutil.Process`` remembers each process's start time, so a pid reused meanwhile is never signalled.
+    """
+    processes = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            processes.append(psutil.Process(pid))
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    for process in _wait_gone(processes, _TERM_GRACE_S):
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    _wait_gone(processes, _KILL_WAIT_S)

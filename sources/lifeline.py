@@ -1,11 +1,12 @@
 """A stdio source exits the moment its client hangs up, even while it is still starting.
 
 A client ends a stdio session by closing the source's stdin (MCP's shutdown), and a client that dies
-closes it too. The server itself notices the end of its input only once it serves: a source still
-importing (a second or more on a busy machine) would finish starting for nobody, and the SDK's client
-waits up to two seconds for it before a SIGTERM; one hung in a call would linger. So from its first
+closes it too. The server notices the end of its input only once it serves (``sources.serve`` then
+leaves at once): a source still importing (a second or more on a busy machine) would finish starting
+for nobody, and the SDK's client waits up to two seconds for it before a SIGTERM. So from its first
 instant a stdio source watches its stdin for a hang-up (POLLHUP: the last writer closed) without
-reading it, and ends the process at once, quietly.
+reading it, and ends the process at once, quietly. Once the server serves, the SDK points fd 0
+elsewhere and this watch falls silent: the server's own end of input takes over.
 
 Written by hand because this is a property of how our sources are spawned: no library watches a
 pipe for a hang-up without consuming it.

@@ -18,6 +18,7 @@ from sources.fleet import Fleet
 from sources.settings import SourceSettings
 from tests.conftest import HttpSource
 from tests.test_cli import research
+from tests.test_shutdown import hung_http_call, open_session, open_stream
 
 pytestmark = pytest.mark.subprocess
 
@@ -87,9 +88,15 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
     assert gap["source"] == "kb" and gap["state"] in ("deadline", "escalated")
     assert research(settings, "chaos", "heal", "kb").returncode == 0
 
+    # `down` with a call hung in kb and a client's SSE stream open: still nothing left behind.
+    assert research(settings, "chaos", "hang", "kb").returncode == 0
+    kb = Fleet(settings).members()["kb"]
+    session = open_session(kb.url)
+    call = {"name": "search_policies", "arguments": {"query": "refunds"}}
     pids = [member.pid for member in Fleet(settings).members().values()]
-    down = research(settings, "sources", "down")
-    assert down.returncode == 0
+    with hung_http_call(kb.port, session, call), open_stream(kb.port, session):
+        down = research(settings, "sources", "down")
+    assert down.returncode == 0 and all(source in down.stdout for source in SOURCES)
     assert not any(
         psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids
     )

@@ -3,7 +3,9 @@ over a real stdio subprocess and over real streamable HTTP, to the mcp Client.""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -87,8 +89,9 @@ async def test_over_http(source: str, http_source: Callable[..., HttpSource]) ->
 
 
 @pytest.mark.subprocess
-async def test_kb_warm_up_over_stdio(settings: SourceSettings) -> None:
-    parameters = stdio_parameters(settings, "kb", RESEARCH_KB_WARMUP_MS="600000")
+async def test_kb_warm_up_over_stdio(settings: SourceSettings, tmp_path: Path) -> None:
+    fresh = dataclasses.replace(settings, data_dir=tmp_path)  # a world whose kb index is not built yet
+    parameters = stdio_parameters(fresh, "kb", RESEARCH_KB_WARMUP_MS="600000")
     async with Client(parameters, read_timeout_seconds=10) as client:
         result = await client.call_tool("search_policies", {"query": "refunds"}, read_timeout_seconds=10)
     payload = wire(result)
