@@ -34,7 +34,7 @@ Target = Callable[[], "MCPServer | StdioServerParameters | str"]
 
 _OPEN_TIMEOUT_S = 20.0  # spawning a source and its handshake
 _SAFETY_MARGIN_S = 1.0  # beyond the SDK's own read timeout, in case a transport never answers at all
-_SPAWN_GRACE_S = 0.2  # how long a session still opening may finish spawning before it is cancelled
+_SPAWN_GRACE_S = 0.1  # how long a session still opening may finish spawning before it is cancelled
 
 
 def stdio_target(source: str, settings: SourceSettings, *extra_args: str) -> Target:

@@ -20,6 +20,7 @@ from coordinator.cli.common import (
     LLM_HELP,
     app,
     claude_for,
+    exit_now,
     json_object,
     known_source,
     usage_error,
@@ -49,7 +50,9 @@ def _start_tracing(settings: SourceSettings, full_payloads: bool) -> SourceSetti
 
 
 def _source_faults(specs: list[str]) -> dict[str, FaultSettings]:
-    from sources.faults import FaultSettings  # here, not at the top: start-up time (it imports mcp)
+    if not specs:
+        return {}
+    from sources.faults import FaultSettings  # here, not at the top: start-up time
 
     faults = {}
     for spec in specs:
@@ -130,16 +133,16 @@ def ask(
     import anyio
     from opentelemetry import trace
 
-    from coordinator import chaos
     from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
     from coordinator.llm import TokenBudget, claude_plan
+    from coordinator.query_chaos import kill_at, parse_query_chaos
     from coordinator.render import LiveProgress, print_report
     from coordinator.research import PLANNING_SHARE, ResearchOptions, research
     from sources.fleet import Fleet
     from sources.settings import SourceSettings
 
     try:
-        chaos_faults, kills = chaos.parse_query_chaos(chaos_spec)
+        chaos_faults, kills = parse_query_chaos(chaos_spec)
     except ValueError as exc:
         raise usage_error(str(exc)) from None
     fault_settings = {**fault_settings, **chaos_faults}
@@ -178,7 +181,7 @@ def ask(
         async with Connections.opened(targets_for(settings, options)) as connections:
             async with anyio.create_task_group() as chaos_group:
                 for source, seconds in kills:
-                    chaos_group.start_soon(chaos.kill_at, source, seconds)
+                    chaos_group.start_soon(kill_at, source, seconds)
                 report = await research(
                     query, options, settings=settings, observer=progress, plan=plan, planning=planning,
                     budget=budget, connections=connections,
@@ -206,7 +209,7 @@ def ask(
         if otlp_delivered():  # None without --otlp; False when no collector took it (one warning said so)
             Console().print(f"Jaeger: {JAEGER_UI}/trace/{report.trace_id}")
         Console().print(f"[dim]research traces show {report.trace_id}[/]")
-    raise typer.Exit(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
+    exit_now(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
 
 
 class _Progress:
