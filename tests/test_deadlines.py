@@ -191,3 +191,30 @@ def _cmdline(process: psutil.Process) -> list[str]:
         return process.cmdline()
     except psutil.Error:  # gone meanwhile
         return []
+
+
+class _Endings:
+    """Records each task's end as the coordinator announces it (what the live table shows)."""
+
+    def __init__(self) -> None:
+        self.endings: list[tuple[str, str]] = []
+
+    def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
+        pass
+
+    def decided(self, task: Task, decision: Any) -> None:
+        pass
+
+    def ended(self, task_id: str, state: str, attempts: int, decisions: Any) -> None:
+        self.endings.append((task_id, state))
+
+
+async def test_each_task_is_announced_as_it_ends_not_when_the_query_does(settings: SourceSettings) -> None:
+    """A hung source holds the query to its deadline; the tasks that ended earlier are told at once."""
+    endings = _Endings()
+    targets = in_memory(settings, {"tickets": FaultSettings(hang=1)})
+    options = ResearchOptions(deadline_s=1.5, seed=5)
+    with anyio.fail_after(30):
+        report = await research(STORY, options, settings=settings, targets=targets, observer=endings)
+    assert sorted(endings.endings) == sorted((task.id, task.state) for task in report.tasks)
+    assert endings.endings[-1] == ("tickets", "deadline")  # the others were announced before it ended
