@@ -4,22 +4,43 @@
     GET  /chaos    the fault settings in force
     POST /chaos    {"faults": "latency=300ms,jitter=50ms"} replaces them ("" heals)
 
-Chaos control is off unless the source was started with ``--chaos-control``; like the MCP endpoint
-it listens on 127.0.0.1 only.
+Chaos control is off unless the source was started with ``--chaos-control``. What protects it, in
+layers, so that nothing a web page can send reaches it:
+
+* it listens on 127.0.0.1 only;
+* the MCP endpoint's own request checks (the SDK's, with the SDK's defaults for a loopback server):
+  a POST must be ``application/json`` (a cross-site form or ``text/plain`` "simple request" is not),
+  the Host must be a loopback name (DNS rebinding), an Origin, if sent, a loopback origin;
+* a per-fleet secret: ``research sources up --chaos`` makes one, keeps it in a 0600 file beside the
+  fleet's state, passes it to each source (``RESEARCH_CHAOS_SECRET``), and ``research chaos ...``
+  sends it in ``X-Research-Chaos-Secret``. A browser can neither read the file nor, cross-site, set
+  that header without a preflight that nothing here answers.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from sources.chaos_secret import CHAOS_SECRET_ENV, CHAOS_SECRET_HEADER
 from sources.faults import FaultLayer, FaultSettings
 
 __all__ = ["add_control_routes", "fault_layer_of"]
+
+# The checks the SDK applies to the MCP endpoint of a server bound to loopback, with its own defaults.
+_LOOPBACK_ONLY = TransportSecurityMiddleware(
+    TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+)
 
 
 def fault_layer_of(server: MCPServer) -> FaultLayer:
@@ -27,7 +48,14 @@ def fault_layer_of(server: MCPServer) -> FaultLayer:
 
 
 def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> None:
+    """Add /health, and /chaos when ``chaos_control``; chaos control needs ``RESEARCH_CHAOS_SECRET``."""
     layer = fault_layer_of(server)
+    secret = os.environ.get(CHAOS_SECRET_ENV, "")
+    if chaos_control and len(secret) < 16:
+        raise ValueError(
+            f"--chaos-control needs a secret of at least 16 characters in {CHAOS_SECRET_ENV}; "
+            "`research sources up --chaos` makes one"
+        )
 
     def state() -> dict[str, Any]:
         return {
@@ -39,13 +67,24 @@ def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> 
 
     @server.custom_route("/health", methods=["GET"])
     async def health(request: Request) -> Response:
-        return JSONResponse(state())
+        refused = await _LOOPBACK_ONLY.validate_request(request)
+        return refused or JSONResponse(state())
 
     if not chaos_control:
         return
 
     @server.custom_route("/chaos", methods=["GET", "POST"])
     async def chaos(request: Request) -> Response:
+        refused = await _LOOPBACK_ONLY.validate_request(request, is_post=request.method == "POST")
+        if refused is not None:
+            return refused
+        if not hmac.compare_digest(request.headers.get(CHAOS_SECRET_HEADER, "").encode(), secret.encode()):
+            return JSONResponse(
+                {
+                    "error": f"chaos control needs the fleet's secret in {CHAOS_SECRET_HEADER}; `research chaos` sends it"
+                },
+                status_code=403,
+            )
         if request.method == "POST":
             try:
                 body = await request.json()

@@ -30,6 +30,7 @@ from typing import Any
 import psutil
 
 from sources.catalogue import DEFAULT_PORTS, SOURCES
+from sources.chaos_secret import CHAOS_SECRET_ENV, CHAOS_SECRET_HEADER, make_secret, read_secret
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 
@@ -91,6 +92,7 @@ class Fleet:
         self.settings = settings
         self.state_file = settings.data_dir / "fleet.json"
         self.log_dir = settings.data_dir / "fleet-logs"
+        self.secret_file = settings.data_dir / "fleet-chaos.secret"
 
     # --- state ----------------------------------------------------------------------------------
 
@@ -114,12 +116,14 @@ class Fleet:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{source}.log"
         args = [sys.executable, "-m", f"sources.{source}", "--http", "--port", str(port)]
+        environment = {**os.environ, **self.settings.child_environment()}
         if chaos_control:
             args.append("--chaos-control")
+            environment[CHAOS_SECRET_ENV] = self._secret()
         with log_path.open("w") as log:
             # A session of its own: the source outlives the command that started it.
             process = subprocess.Popen(  # noqa: S603  (our own module, fixed arguments)
-                args, env={**os.environ, **self.settings.child_environment()}, stdin=subprocess.DEVNULL,
+                args, env=environment, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log, start_new_session=True,
             )  # fmt: skip
         return _Launched(source, port, process, log_path)
@@ -162,6 +166,9 @@ class Fleet:
                 f"a fleet is already up ({', '.join(running)}); run `research sources down` first"
             )
         chosen = {source: (ports or {}).get(source, DEFAULT_PORTS[source]) for source in SOURCES}
+        if chaos_control:  # a new secret for each fleet: whoever held the last one holds nothing now
+            self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+            make_secret(self.secret_file)
         started = self._spawn(chosen, chaos_control)
         self._save(started)
         return started
@@ -216,7 +223,7 @@ class Fleet:
             raise FleetError(f"{source} is not running; `research chaos heal {source}` restarts it")
         request = urllib.request.Request(  # noqa: S310  (a fixed http://127.0.0.1 URL of our own)
             f"{member.base}/chaos", data=json.dumps({"faults": faults.spec()}).encode(),
-            headers={"Content-Type": "application/json"}, method="POST",
+            headers={"Content-Type": "application/json", CHAOS_SECRET_HEADER: self._secret()}, method="POST",
         )  # fmt: skip
         try:
             with urllib.request.urlopen(request, timeout=_PROBE_TIMEOUT_S) as response:  # noqa: S310
@@ -225,6 +232,12 @@ class Fleet:
             raise FleetError(f"{source} refused the faults: {exc.read().decode(errors='replace')}") from None
         except (urllib.error.URLError, TimeoutError) as exc:
             raise FleetError(f"{source} did not answer its chaos route: {exc}") from None
+
+    def _secret(self) -> str:
+        try:
+            return read_secret(self.secret_file)
+        except ValueError as exc:
+            raise FleetError(str(exc)) from None
 
     def health(self, member: Member) -> dict[str, Any] | None:
         try:

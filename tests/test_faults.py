@@ -16,6 +16,7 @@ from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
+from sources.chaos_secret import CHAOS_SECRET_HEADER
 from sources.contract import EmptyResult, to_call_tool_result
 from sources.faults import FaultLayer, FaultSettings, rolls
 from sources.settings import SourceSettings
@@ -214,9 +215,15 @@ async def _calls_over_http(url: str, count: int) -> list[str]:
     return outcomes
 
 
+CHAOS_SECRET = "a-chaos-secret-for-the-tests"
+
+
 def _set_faults(url: str, faults: str) -> None:
     control = url.removesuffix("/mcp") + "/chaos"
-    assert httpx2.post(control, json={"faults": faults}, timeout=10).json()["faults"] == faults
+    headers = {CHAOS_SECRET_HEADER: CHAOS_SECRET}
+    assert (
+        httpx2.post(control, json={"faults": faults}, headers=headers, timeout=10).json()["faults"] == faults
+    )
 
 
 @pytest.mark.subprocess
@@ -224,7 +231,7 @@ def _set_faults(url: str, faults: str) -> None:
 async def test_garbage_over_http_corrupts_exactly_the_answers_the_dice_chose(
     http_source: Callable[..., HttpSource], faults: str, calls: int
 ) -> None:
-    running = http_source("kb", "--chaos-control")
+    running = http_source("kb", "--chaos-control", RESEARCH_CHAOS_SECRET=CHAOS_SECRET)
     _set_faults(running.url, faults)
     dice = rolls(FaultSettings.parse(faults))
     chosen = [next(dice).garbage for _ in range(calls)]

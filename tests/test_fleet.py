@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import stat
 import time
 from collections.abc import Callable, Iterator
 
@@ -57,6 +58,7 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
     assert up.returncode == 0, up.stderr
     members = Fleet(settings).members()
     assert set(members) == set(SOURCES) and all(member.alive() for member in members.values())
+    assert stat.S_IMODE(Fleet(settings).secret_file.stat().st_mode) == 0o600  # the chaos secret: owner only
     status = research(settings, "sources", "status")
     assert status.returncode == 0 and status.stdout.count(" ok ") == 5
 
