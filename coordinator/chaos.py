@@ -43,6 +43,7 @@ from coordinator.run import DEADLINE_GRACE_S
 from sources import billing, customers, kb, orders, tickets
 from sources.catalogue import SOURCES
 from sources.contract import ResultPage
+from sources.domain import AUTOMATIC_REFUND_LIMIT
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.store import Store
@@ -253,7 +254,11 @@ async def run_scenario(
         key = f"chaos-{scenario.seed}-{uuid.uuid4().hex[:8]}"
         await _refund(scenario, settings, targets, policy, pre_call, hooks, key, claude)
         store = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
-        refund_rows = store.rows("SELECT * FROM refunds WHERE idempotency_key = ? OR amount > 500", (key,))
+        refund_rows = store.rows(  # this scenario's refund, and every order refunded beyond the limit
+            "SELECT * FROM refunds WHERE idempotency_key = ? OR order_id IN "
+            "(SELECT order_id FROM refunds GROUP BY order_id HAVING SUM(amount) > ?)",
+            (key, AUTOMATIC_REFUND_LIMIT),
+        )
     # The connections closed their source processes on the way out; give them a bounded moment to go.
     await anyio.to_thread.run_sync(lambda: psutil.wait_procs(_children(), timeout=2))
     result = ScenarioResult(
@@ -390,16 +395,21 @@ def check(result: ScenarioResult) -> list[tuple[str, str]]:
     if result.leaked_sockets > 0:
         found.append(("no_leak", f"{result.leaked_sockets} more sockets open than before the query"))
 
-    reached = [call for call in result.history.calls if call.tool == "issue_refund" and _amount(call) > 500]
+    limit = AUTOMATIC_REFUND_LIMIT
+    reached = [call for call in result.history.calls if call.tool == "issue_refund" and _amount(call) > limit]
     if reached:
         found.append(
-            ("refunds", f"a refund of £{_amount(reached[0]):,.2f} reached billing; the limit is £500")
+            (
+                "refunds",
+                f"a refund of £{_amount(reached[0]):,.2f} reached billing; the limit is £{limit:,.0f}",
+            )
         )
-    over_limit = [row for row in result.refund_rows if row["amount"] > 500]
+    totals: dict[str, float] = {}
+    for row in result.refund_rows:
+        totals[row["order_id"]] = totals.get(row["order_id"], 0.0) + row["amount"]
+    over_limit = sorted(order for order, total in totals.items() if total > limit)
     if over_limit:
-        found.append(
-            ("refunds", f"refunds above the limit reached billing: {[row['id'] for row in over_limit]}")
-        )
+        found.append(("refunds", f"orders refunded above the £{limit:,.0f} limit in total: {over_limit}"))
     mine = [row for row in result.refund_rows if row["idempotency_key"] == result.refund_key]
     if len(mine) > 1:
         found.append(("refunds", f"the refund with key {result.refund_key} was executed {len(mine)} times"))

@@ -1,7 +1,8 @@
 """The billing source: invoices, refund eligibility, and idempotent refunds.
 
 Natural failures: financial records need scope ``billing:read`` and refunds ``billing:refund``
-(permission); a refund above the £500 automatic limit, or above what is left to refund, is refused
+(permission); a refund that would take what an order has been refunded automatically above the £500
+limit (all its refunds together, not one call), or above what is left to refund, is refused
 by a business rule with the assessment attached as partial results; ``issue_refund`` is idempotent
 by key, and a key reused with other arguments is a validation error.
 """
@@ -16,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from sources.auth import current_principal, require_scope
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
-from sources.domain import TODAY
+from sources.domain import AUTOMATIC_REFUND_LIMIT, TODAY
 from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY_KEY, ORDER_ID
 from sources.settings import SourceSettings
 from sources.store import Store
@@ -24,8 +25,6 @@ from sources.toolkit import invalid, open_source, page_of
 from sources.wire import Wire
 
 __all__ = ["AUTOMATIC_REFUND_LIMIT", "Invoice", "Refund", "RefundAssessment", "create_server"]
-
-AUTOMATIC_REFUND_LIMIT = 500.0
 
 
 class Invoice(BaseModel):
@@ -95,12 +94,12 @@ def _assess(store: Store, order_id: str, amount: float) -> RefundAssessment | No
             False,
             f"{_pounds(amount)} is more than the refundable balance of {_pounds(balance)}",
         )
-    elif amount > AUTOMATIC_REFUND_LIMIT:
+    elif already + amount > AUTOMATIC_REFUND_LIMIT:  # the limit is the order's, over all its refunds
+        total = f" (with {_pounds(already)} already refunded, {_pounds(already + amount)})" if already else ""
         eligible, reason = (
             False,
-            (
-                f"{_pounds(amount)} exceeds the {_pounds(AUTOMATIC_REFUND_LIMIT)} automatic limit; a manager must approve it"
-            ),
+            f"{_pounds(amount)}{total} exceeds the {_pounds(AUTOMATIC_REFUND_LIMIT)} automatic limit per order; "
+            "a manager must approve it",
         )
     else:
         eligible, reason = True, f"{_pounds(amount)} is within the balance and the automatic limit"
@@ -118,7 +117,7 @@ def _assess(store: Store, order_id: str, amount: float) -> RefundAssessment | No
 
 def _refuse(assessment: RefundAssessment) -> ToolFailure:
     over_limit = (
-        assessment.requested > AUTOMATIC_REFUND_LIMIT
+        assessment.already_refunded + assessment.requested > AUTOMATIC_REFUND_LIMIT
         and assessment.requested <= assessment.refundable_balance
     )
     next_step = (
@@ -169,8 +168,8 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
     ) -> ResultPage[RefundAssessment] | EmptyResult:
         """Assess whether a refund of `amount` (GBP) on an order may be issued automatically. Needs scope billing:read.
 
-        Returns the assessment when the refund is allowed. A refund above the £500 automatic limit,
-        or above the refundable balance, is a `business` error (never retry) carrying the assessment
+        Returns the assessment when the refund is allowed. A refund that would take the order's
+        refunded total above the £500 automatic limit, or above the refundable balance, is a `business` error (never retry) carrying the assessment
         in `partial_results`: escalate to a manager. An order billing does not know is a valid
         empty result.
         """
@@ -197,8 +196,8 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         """Issue a refund of `amount` (GBP) on an order. Needs scope billing:refund. Idempotent by key.
 
         Calling again with the same key and arguments returns the refund already issued
-        (`replayed` true) and pays nothing more. A refund above the £500 automatic limit or above
-        the refundable balance is a `business` error (never retry; escalate to a manager). A key
+        (`replayed` true) and pays nothing more. A refund that would take the order's refunded total
+        above the £500 automatic limit, or above the refundable balance, is a `business` error (never retry; escalate to a manager). A key
         already used with other arguments is a `validation` error.
         """
         require_scope("billing:refund", "issuing refunds")

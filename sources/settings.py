@@ -138,6 +138,7 @@ class SourceSettings:
             "RESEARCH_TICKETS_BURST": str(self.tickets_burst),
             "RESEARCH_HTTP_SESSION_IDLE_S": str(self.http_session_idle_s),
             "RESEARCH_HTTP_MAX_SESSIONS": str(self.http_max_sessions),
+            "RESEARCH_LIFELINE": "stdin",  # a stdio child exits the moment its client hangs up
         }
         if self.signing_key:
             env["RESEARCH_SIGNING_KEY"] = self.signing_key

@@ -2,8 +2,9 @@
 
 * A **pre-call hook** sees a call before it leaves the process and may block it: a blocked call
   becomes a ``business`` error with ``attempted_query`` and never reaches the source.
-  ``RefundLimit`` guarantees that no refund above £500 is ever sent to billing (billing enforces the
-  limit too: two independent guards).
+  ``RefundLimit`` guarantees that no refund above £500 is ever sent to billing, and fails closed: an
+  amount it cannot read as a positive number of pounds is not sent either (billing enforces the limit
+  per order too: two independent guards).
 * A **post-call hook** sees every outcome before anything else does. ``TrimResults`` cuts long
   text and caps the number of records, saying what it cut, so a model gets the signal and not a wall.
 * ``redact`` (from ``traces.redact``) removes credentials and personal data from anything headed
@@ -12,11 +13,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sources.contract import AttemptedQuery, EmptyResult, ErrorCategory, ResultPage, ToolError
+from sources.domain import AUTOMATIC_REFUND_LIMIT
 from subagents.classify import Outcome
 from traces.redact import redact
 
@@ -49,15 +52,25 @@ class PostCallHook(Protocol):
 
 @dataclass(frozen=True)
 class RefundLimit:
-    """Blocks a refund above the automatic limit before it leaves the process."""
+    """Blocks a refund above the automatic limit before it leaves the process, and any amount it cannot read.
 
-    limit: float = 500.0
+    Fails closed: what is not a finite positive number (a string, a bool, null, NaN, infinity) is not
+    sent, since the hook could not tell whether it is within the limit.
+    """
+
+    limit: float = AUTOMATIC_REFUND_LIMIT
     tools: frozenset[str] = frozenset({"issue_refund"})
 
     def __call__(self, call: ToolCall) -> ToolError | None:
-        amount = call.arguments.get("amount")
-        if call.tool not in self.tools or not isinstance(amount, int | float) or isinstance(amount, bool):
+        if call.tool not in self.tools:
             return None
+        amount = call.arguments.get("amount")
+        if isinstance(amount, bool) or not isinstance(amount, int | float) or not 0 < amount < math.inf:
+            return ToolError.of(
+                ErrorCategory.VALIDATION,
+                f"Blocked before sending: amount must be a positive number of pounds, such as 45.0; got {amount!r}.",
+                attempted_query=call.attempted_query(),
+            )
         if amount <= self.limit:
             return None
         return ToolError.of(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from mcp.server import MCPServer
 
+from sources import billing
+from sources.settings import SourceSettings
 from tests.conftest import call, credential, wire
 
 pytestmark = pytest.mark.anyio
@@ -119,3 +123,27 @@ async def test_bad_amounts_are_validation_errors(server: MCPServer, amount: obje
     )
     assert payload["errorCategory"] == "validation" and "Argument 'amount'" in payload["description"]
     assert fragment in payload["description"]
+
+
+async def test_the_automatic_limit_is_per_order_over_all_its_refunds(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    """£400 then £350 on a £750 order: the second would take the order to £750, above £500 (a manager's)."""
+    fresh = billing.create_server(dataclasses.replace(settings, data_dir=tmp_path))  # refunds of its own
+
+    def refund(amount: float) -> dict[str, object]:
+        return {"order_id": "ORD-10023", "amount": amount, "idempotency_key": f"test-{uuid.uuid4().hex[:12]}"}
+
+    first = wire(await call(fresh, "issue_refund", refund(400), REFUND))
+    assert first["resultCount"] == 1
+    before = wire(await call(fresh, "refund_eligibility", {"order_id": "ORD-10023", "amount": 350}, READ))
+    second = wire(await call(fresh, "issue_refund", refund(350), REFUND))
+    for refused in (before, second):  # asked before the fact or tried, the same answer
+        assert (
+            refused["errorCategory"] == "business" and "automatic limit per order" in refused["description"]
+        )
+        assert "Escalate to a manager" in refused["description"]
+        (assessment,) = refused["partial_results"]
+        assert assessment["already_refunded"] == 400 and assessment["eligible"] is False
+    assert wire(await call(fresh, "issue_refund", refund(100), REFUND))["resultCount"] == 1  # £500 in all
+    assert wire(await call(fresh, "issue_refund", refund(0.01), REFUND))["errorCategory"] == "business"

@@ -15,7 +15,7 @@ from sources.store import Store
 from sources.world import world_path
 from subagents.broker import CredentialBroker
 from subagents.connection import Connections
-from subagents.hooks import TrimResults, redact
+from subagents.hooks import RefundLimit, ToolCall, TrimResults, redact
 from subagents.subagent import Runtime, Task, run_subagent
 from tests.conftest import TEST_KEY
 from tests.fakes import FakeClock
@@ -75,3 +75,17 @@ def test_redaction_removes_credentials_and_personal_data() -> None:
     assert clean["results"][0]["id"] == "CUST-00042" and clean["results"][0]["tier"] == "gold"
     assert clean["arguments"]["amount"] == 750
     assert clean["meta"]["research-coordinator/credential"] == "[redacted credential]"
+
+
+@pytest.mark.parametrize("amount", ["750", None, True, float("nan"), float("inf"), -5, 0, [750]])
+def test_the_refund_limit_fails_closed_on_an_amount_it_cannot_read(amount: object) -> None:
+    call = ToolCall("billing", "issue_refund", {"order_id": "ORD-10023", "amount": amount}, attempt=1)
+    blocked = RefundLimit()(call)
+    assert blocked is not None and blocked.error_category == "validation"
+    assert "Blocked before sending" in blocked.description and blocked.attempted_query is not None
+
+
+@pytest.mark.parametrize(("amount", "sent"), [(45, True), (500.0, True), (500.01, False)])
+def test_the_refund_limit_lets_readable_amounts_within_it_go(amount: float, sent: bool) -> None:
+    call = ToolCall("billing", "issue_refund", {"order_id": "ORD-10023", "amount": amount}, attempt=1)
+    assert (RefundLimit()(call) is None) is sent
