@@ -94,14 +94,16 @@ def test_every_outcome_over_http(
     check_outcomes(source, typescript_client(settings, source, ["http", running.url]))
 
 
-def test_a_nan_amount_is_a_contract_validation_error(settings: SourceSettings) -> None:
-    """JSON has no NaN: a raw client can still send one; it gets a validation error naming the field."""
+@pytest.mark.parametrize("amount", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_nan_amount_is_a_contract_validation_error(settings: SourceSettings, amount: str) -> None:
+    """JSON has no NaN, and 1e999 is too large for a float: a raw client can still send them; each gets
+    a validation error naming the field."""
     messages = [
         json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
         json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "refund_eligibility", '
-        '"arguments": {"order_id": "ORD-10031", "amount": NaN}}}',
+        '"arguments": {"order_id": "ORD-10031", "amount": ' + amount + "}}}",
     ]  # fmt: skip
     # stdin stays open until the answer is read: at end of input the source stops, answered or not.
     source = subprocess.Popen(
