@@ -189,7 +189,10 @@ def ask(
                 chaos_group.cancel_scope.cancel()
             progress.finished(report)
             progress.close()
-            typer.echo(report.to_json()) if json_output else print_report(report, Console())
+            if json_output:
+                typer.echo(report.to_json())
+            else:
+                print_report(report, Console())
         return report
 
     progress = LiveProgress(plan, console)
