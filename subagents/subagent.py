@@ -241,13 +241,14 @@ class Run:
     def query(self) -> AttemptedQuery:
         return AttemptedQuery(tool=self.tool, arguments=dict(self.arguments))
 
-    def cut_short(self) -> SubagentReport:
-        """The report of a run stopped from outside mid-step: what it sent, did and kept so far."""
+    def out_of_time_stop(self, reason: str, outcome: Outcome | None = None) -> SubagentReport:
+        """Give up because the deadline came: what the run sent, did and kept so far is reported."""
         self.out_of_time = True
-        outcome = _deadline_outcome(self)
-        return self.stop(
-            "give_up", f"the deadline passed while {self.task.source} was still working", outcome
-        )
+        return self.stop("give_up", reason, outcome or _deadline_outcome(self))
+
+    def cut_short(self) -> SubagentReport:
+        """The report of a run stopped from outside mid-step (the backstop after the deadline)."""
+        return self.out_of_time_stop(f"the deadline passed while {self.task.source} was still working")
 
     def keep_partial(self, error: ToolError) -> None:
         add_new(self.partial_results, error.partial_results or [])
@@ -352,10 +353,7 @@ async def settle(run: Run) -> SubagentReport | Settled:
             return Settled(Outcome("error", blocked, "hook_blocked"), blocked.description)
         remaining = run.deadline - runtime.clock.now()
         if remaining <= 0:
-            run.out_of_time = True
-            return run.stop(
-                "give_up", "the deadline passed before the call could be made", _deadline_outcome(run)
-            )
+            return run.out_of_time_stop("the deadline passed before the call could be made")
         if not breaker.allow(runtime.clock.now()):
             return run.report(_breaker_open(run, breaker))
 
@@ -366,8 +364,7 @@ async def settle(run: Run) -> SubagentReport | Settled:
             raise
         if outcome.error_type == "deadline":  # the call's time was clipped to the deadline, and it ran out
             breaker.abandon()  # says nothing of the source's health
-            run.out_of_time = True
-            return run.stop("give_up", f"the deadline passed before {task.source} answered", outcome)
+            return run.out_of_time_stop(f"the deadline passed before {task.source} answered", outcome)
         error = outcome.error
         breaker.record(
             source_failed=error is not None and error.error_category is ErrorCategory.TRANSIENT,
@@ -428,9 +425,8 @@ async def _retry(run: Run, outcome: Outcome, error: ToolError, breaker: Breaker)
         return run.stop("give_up", f"{run.retries} retries spent: {error.description}", outcome)
     delay = policy.backoff_s(run.retries + 1, runtime.rng, error.retry_after_ms)
     if runtime.clock.now() + delay >= run.deadline:
-        run.out_of_time = True
-        return run.stop(
-            "give_up", f"a back-off of {delay:.2f} s would pass the deadline: {error.description}", outcome
+        return run.out_of_time_stop(
+            f"a back-off of {delay:.2f} s would pass the deadline: {error.description}", outcome
         )
     run.retries += 1
     cause = outcome.error_type if outcome.error_type not in ("", "tool_error") else "a transient error"
