@@ -57,7 +57,8 @@ def parse_query_chaos(spec: str) -> tuple[dict[str, FaultSettings], list[tuple[s
 
 
 async def kill_at(source: str, seconds: float) -> None:
-    """SIGKILL the stdio process of ``source`` that this process spawned, ``seconds`` from now."""
+    """SIGKILL the stdio process of ``source`` that this process started, ``seconds`` from now:
+    spawned as ``python -m sources.SOURCE`` or forked (``sources.forked``, named alike)."""
     await anyio.sleep(seconds)
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):

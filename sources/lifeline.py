@@ -23,9 +23,11 @@ __all__ = ["exit_when_stdin_hangs_up"]
 
 
 def exit_when_stdin_hangs_up() -> None:
-    """Watch stdin, when it is a pipe, and exit the process as soon as no one can write to it."""
+    """Watch stdin, when it is a pipe or a socket (a forked source), and exit the process as soon as
+    no one can write to it."""
     try:
-        if not stat.S_ISFIFO(os.fstat(0).st_mode):
+        mode = os.fstat(0).st_mode
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
             return  # a terminal, /dev/null (a fleet member over HTTP): nothing hangs up
     except OSError:
         return

@@ -50,7 +50,7 @@ from sources.settings import SourceSettings
 from sources.wire import HttpWire, StdioWire
 from traces.setup import configure_tracing
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "READY_PREFIX", "SHUTDOWN_S", "main"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "READY_PREFIX", "SHUTDOWN_S", "main", "serve_stdio"]
 
 READY_PREFIX = "research-source ready "
 LOOPBACK = "127.0.0.1"
@@ -220,27 +220,37 @@ def main(create_server: ServerFactory) -> None:
     ) -> None:
         try:
             settings = SourceSettings.from_environment().with_faults(FaultSettings.parse(faults))
-            if settings.faults.die_at == "start":
-                os._exit(1)  # the fault layer's "dies before serving": no handshake ever answered
-            _log_plainly(name)
-            # Spans join the caller's trace through the mcp SDK's server span; a stdio source never
-            # exports to stdout (the console exporter writes to stderr).
-            configure_tracing(
-                f"research-source-{name}",
-                traces_dir=settings.traces_path,
-                run_id=settings.run_id,
-                full_payloads=settings.full_payloads,
-                eager=True,  # a source may be killed at any moment: export each span as it ends
-            )
             if http:
+                _start(name, settings)
                 wire = HttpWire() if chaos_control else None
                 server = create_server(settings, wire=wire)
                 add_control_routes(server, name, chaos_control=chaos_control)
                 anyio.run(_serve_http, server, name, port, wire, settings)
             else:
-                # A second handle on stdout, for the garbage fault: the SDK diverts fd 1 while serving.
-                _serve_stdio(create_server(settings, wire=StdioWire(os.dup(sys.stdout.fileno()))))
+                serve_stdio(create_server, name, settings)
         except ValueError as exc:  # bad settings: one plain line on stderr, never a traceback
             raise SystemExit(f"error: {exc}") from None
 
     typer.run(run)
+
+
+def serve_stdio(create_server: ServerFactory, name: str, settings: SourceSettings) -> NoReturn:
+    """Serve one source on fds 0 and 1 until its client hangs up (a spawned or a forked source)."""
+    _start(name, settings)
+    # A second handle on stdout, for the garbage fault: the SDK diverts fd 1 while serving.
+    _serve_stdio(create_server(settings, wire=StdioWire(os.dup(sys.stdout.fileno()))))
+
+
+def _start(name: str, settings: SourceSettings) -> None:
+    if settings.faults.die_at == "start":
+        os._exit(1)  # the fault layer's "dies before serving": no handshake ever answered
+    _log_plainly(name)
+    # Spans join the caller's trace through the mcp SDK's server span; a stdio source never
+    # exports to stdout (the console exporter writes to stderr).
+    configure_tracing(
+        f"research-source-{name}",
+        traces_dir=settings.traces_path,
+        run_id=settings.run_id,
+        full_payloads=settings.full_payloads,
+        eager=True,  # a source may be killed at any moment: export each span as it ends
+    )

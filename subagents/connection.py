@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -27,10 +27,11 @@ from mcp.types import CallToolResult
 from sources.settings import SourceSettings
 from subagents.classify import SourceUnavailable
 
-__all__ = ["Connections", "SourceConnection", "Target", "http_target", "stdio_target"]
+__all__ = ["Connections", "SourceConnection", "Target", "forked_target", "http_target", "stdio_target"]
 
-# What a session is opened on: an in-process server (tests), stdio parameters, or an HTTP URL.
-Target = Callable[[], "MCPServer | StdioServerParameters | str"]
+# What a session is opened on: an in-process server (tests), stdio parameters, an HTTP URL, or a
+# transport of our own (a forked source).
+Target = Callable[[], "MCPServer | StdioServerParameters | str | AbstractAsyncContextManager[Any]"]
 
 _OPEN_TIMEOUT_S = 20.0  # spawning a source and its handshake
 _SAFETY_MARGIN_S = 1.0  # beyond the SDK's own read timeout, in case a transport never answers at all
@@ -48,6 +49,14 @@ def stdio_target(source: str, settings: SourceSettings, *extra_args: str) -> Tar
         )
 
     return target
+
+
+def forked_target(source: str, settings: SourceSettings) -> Target:
+    """Fork the source from the fork server (``sources.forked``): a stdio source that starts in
+    milliseconds, since the fork server has imported it already."""
+    from subagents.forked_transport import forked_source
+
+    return lambda: forked_source(source, settings.child_environment())
 
 
 def http_target(url: str) -> Target:
@@ -87,9 +96,8 @@ class SourceConnection:
                     opening.client = client
                     opening.settled.set()
                     await opening.stop.wait()
-        except (
-            Exception
-        ) as exc:  # the transport failed: openers learn why; callers in flight have their own errors
+        # The transport failed: openers learn why; callers in flight have their own errors.
+        except Exception as exc:
             opening.failure = exc
         finally:
             opening.ended = True

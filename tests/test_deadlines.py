@@ -109,7 +109,7 @@ async def test_a_subagent_cut_short_keeps_its_history(settings: SourceSettings) 
     async with Connections.opened(in_memory(settings)) as connections:
         runtime = Runtime(
             connections=connections,
-            broker=CredentialBroker(settings.key()),
+            broker=CredentialBroker(settings.signing_key()),
             model=_StopsListening(),
         )
         task = Task("orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
@@ -175,7 +175,9 @@ def test_ctrl_c_says_what_was_still_running_and_leaves_no_source(settings: Sourc
     waiting_until = time.monotonic() + 60
     while len(sources) < 5:  # every source spawned before the interrupt
         assert time.monotonic() < waiting_until and command.poll() is None, command.stderr
-        sources = [child for child in parent.children() if "sources." in " ".join(_cmdline(child))]
+        sources = [
+            child for child in parent.children(recursive=True) if "sources." in " ".join(_cmdline(child))
+        ]
         time.sleep(0.05)
     command.send_signal(signal.SIGINT)
     _, err = command.communicate(timeout=30)

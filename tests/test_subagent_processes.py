@@ -1,7 +1,12 @@
-"""The subagent against real source processes: killed mid-call, hung, gone, restarted, never started."""
+"""The subagent against real source processes: killed mid-call, hung, gone, restarted, never started.
+
+A stdio source is either spawned (``python -m sources.NAME``) or forked from the fork server
+(``sources.forked``, what `research ask` uses): each process scenario runs against both.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 from collections.abc import Callable
@@ -10,9 +15,10 @@ from typing import Any
 import anyio
 import pytest
 
+from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
-from subagents.connection import Connections, Target, http_target, stdio_target
+from subagents.connection import Connections, Target, forked_target, http_target, stdio_target
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from tests.conftest import TEST_KEY, HttpSource
@@ -47,14 +53,26 @@ def in_turn(*targets: Target) -> Target:
     return next_target
 
 
+def spawned(source: str, settings: SourceSettings, faults: FaultSettings | None = None) -> Target:
+    return stdio_target(source, settings, *(("--faults", faults.spec()) if faults else ()))
+
+
+def forked(source: str, settings: SourceSettings, faults: FaultSettings | None = None) -> Target:
+    return forked_target(source, settings.with_faults(faults or FaultSettings()))
+
+
+stdio_launches = pytest.mark.parametrize("launch", [spawned, forked], ids=["spawned", "forked"])
+
+
 def actions(report: SubagentReport) -> list[str]:
     return [decision.action for decision in report.decisions]
 
 
-async def test_a_source_killed_mid_call_is_respawned_and_the_retry_succeeds(settings: SourceSettings) -> None:
-    target = in_turn(
-        stdio_target("orders", settings, "--faults", "crash=1"), stdio_target("orders", settings)
-    )
+@stdio_launches
+async def test_a_source_killed_mid_call_is_respawned_and_the_retry_succeeds(
+    settings: SourceSettings, launch: Callable[..., Target]
+) -> None:
+    target = in_turn(launch("orders", settings, FaultSettings(crash=1)), launch("orders", settings))
     task = Task("orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
     report, connections = await run_once({"orders": target}, task)
     assert report.state == "ok" and report.attempts == 2, report
@@ -63,10 +81,13 @@ async def test_a_source_killed_mid_call_is_respawned_and_the_retry_succeeds(sett
     assert [order["id"] for order in report.results] == ["ORD-10031", "ORD-10023", "ORD-10008"]
 
 
-async def test_a_hung_source_is_bounded_by_the_call_timeout(settings: SourceSettings) -> None:
+@stdio_launches
+async def test_a_hung_source_is_bounded_by_the_call_timeout(
+    settings: SourceSettings, launch: Callable[..., Target]
+) -> None:
     task = Task("kb", "kb", "search_policies", {"query": "refunds"})
     policy = RecoveryPolicy(call_timeout_s=0.5, max_retries=1)
-    report, _ = await run_once({"kb": stdio_target("kb", settings, "--faults", "hang=1")}, task, policy)
+    report, _ = await run_once({"kb": launch("kb", settings, FaultSettings(hang=1))}, task, policy)
     assert report.state == "escalated" and report.attempts == 2
     assert actions(report) == ["retry", "give_up"] and "timeout" in report.decisions[0].reason
     assert report.escalation is not None and report.escalation.error_category == "transient"
@@ -88,13 +109,47 @@ async def test_nothing_listening_is_a_transient_escalation() -> None:
     assert report.escalation is not None and "could not be reached" in report.escalation.message
 
 
-async def test_a_source_that_cannot_start_is_a_transient_escalation(settings: SourceSettings) -> None:
+@pytest.mark.parametrize(
+    "target",
+    [
+        lambda settings: stdio_target("no_such_source", settings),
+        lambda settings: forked_target("customers", settings.with_faults(FaultSettings(die_at="start"))),
+    ],
+    ids=["spawned-no-such-module", "forked-dies-at-start"],
+)
+async def test_a_source_that_cannot_start_is_a_transient_escalation(
+    settings: SourceSettings, target: Callable[[SourceSettings], Target]
+) -> None:
     task = Task("nowhere", "customers", "customer_lookup", {"identifier": "CUST-00042"})
-    report, _ = await run_once(
-        {"customers": stdio_target("no_such_source", settings)}, task, RecoveryPolicy(max_retries=1)
-    )
+    report, _ = await run_once({"customers": target(settings)}, task, RecoveryPolicy(max_retries=1))
     assert report.state == "escalated" and report.escalation is not None
     assert report.escalation.error_category == "transient" and actions(report) == ["retry", "give_up"]
+
+
+async def test_a_forked_source_is_named_in_ps_and_leaves_when_its_session_closes(
+    settings: SourceSettings,
+) -> None:
+    """Nothing outlives the session: the source reads the end of its input and exits, hung call or not."""
+    import psutil
+
+    task = Task("kb", "kb", "search_policies", {"query": "refunds"})
+    policy = RecoveryPolicy(call_timeout_s=0.3, max_retries=0)
+    with anyio.fail_after(BOUND_S):
+        async with Connections.opened({"kb": forked("kb", settings, FaultSettings(hang=1))}) as connections:
+            clock = FakeClock()
+            runtime = Runtime(
+                connections=connections, broker=CredentialBroker(TEST_KEY), policy=policy, clock=clock,
+                rng=random.Random(1),
+            )  # fmt: skip
+            report = await run_subagent(task, runtime, deadline=clock.now() + 30)
+            named = []
+            for child in psutil.Process().children(recursive=True):
+                with contextlib.suppress(psutil.Error):  # another test's process, gone meanwhile
+                    if "research-source sources.kb" in " ".join(child.cmdline()):
+                        named.append(child)
+            assert report.state == "escalated" and len(named) == 1  # the hung call is still in the source
+    _, alive = psutil.wait_procs(named, timeout=5)
+    assert alive == []
 
 
 async def test_a_session_dropped_mid_call_is_reopened_over_http(

@@ -1,0 +1,129 @@
+"""Stdio sources forked from a process that has already imported them.
+
+A source spawned as ``python -m sources.NAME`` spends 1.2 to 1.5 s of CPU importing the mcp SDK
+(its protocol types are pydantic models, built at import) before it can answer. A query that starts
+five sources, and the coordinator itself, import it six times: some 10 CPU-seconds, which a
+two-core machine needs 5 s for. Python's ``multiprocessing`` fork server exists for this: one server
+process imports the sources once, then forks a child per source in milliseconds.
+
+Each child is still a process of its own (killed, hung or crashed alone, with its own faults), and
+speaks MCP exactly as a spawned source does, one JSON-RPC message per line on its fds 0 and 1; here
+both are its end of a socket pair whose other end the coordinator holds. When the coordinator closes
+its end, or dies, the child reads the end of its input and leaves at once.
+
+``prestart()`` is the coordinator's first step, so the fork server's imports run on the second core
+while the coordinator imports its own. The fork server ends with the process that started it.
+
+This module stays light to import: the fork server, not the caller, imports the sources.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import multiprocessing
+import os
+import socket
+import sys
+from multiprocessing import forkserver
+from multiprocessing.process import BaseProcess
+
+from sources.catalogue import SOURCES
+
+__all__ = ["ForkedSource", "prestart", "start", "title"]
+
+# What the fork server imports once, for every child to share: the sources, how they serve, and
+# what the SDK imports only once a server starts. ``__main__`` too, as multiprocessing would import
+# it in every child otherwise (a guarded script, as ``research`` is, does nothing more).
+_PRELOAD = [
+    "__main__",
+    "anyio._backends._asyncio",
+    "rich.logging",
+    "sources.lifeline",
+    "sources.serve",
+    *(f"sources.{source}" for source in SOURCES),
+]
+# Variables a child takes from the coordinator's settings only, never from the fork server's copy
+# of the coordinator's environment (the same rule as a spawned child's cleaned environment).
+_OWN_PREFIXES = ("RESEARCH_", "OTEL_")
+
+_context = multiprocessing.get_context("forkserver")
+
+
+def title(source: str) -> str:
+    """What ``ps`` shows for a forked source: its module, as for a spawned ``python -m sources.NAME``."""
+    return f"research-source sources.{source}"
+
+
+class ForkedSource:
+    """A forked source: its process, and the coordinator's end of its socket."""
+
+    def __init__(self, source: str, process: BaseProcess, wire: socket.socket) -> None:
+        self.source = source
+        self.process = process
+        self.wire = wire
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # already gone, or closed
+            self.process.kill()
+
+    def forget(self) -> None:
+        """The source has ended: release its process handle."""
+        with contextlib.suppress(ValueError):  # still running: the handle is released with the process
+            self.process.close()
+
+
+def prestart() -> None:
+    """Start the fork server now: it imports the sources while this process goes on with its own work."""
+    _context.set_forkserver_preload(_PRELOAD)
+    forkserver.ensure_running()
+
+
+def start(source: str, environment: dict[str, str]) -> ForkedSource:
+    """Fork a source serving stdio on a socket; ``environment`` is what a spawned child would get.
+
+    Blocks until the fork server has forked the child (the first time, until it has imported the
+    sources): call it from a worker thread in async code.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"no source named {source!r}; the sources are {', '.join(SOURCES)}")
+    prestart()
+    ours, theirs = socket.socketpair()
+    process = _context.Process(
+        target=_serve, args=(source, theirs, environment), name=f"research-source-{source}", daemon=True
+    )
+    try:
+        process.start()
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()  # the child has its own copy; ours would keep its input from ever ending
+    return ForkedSource(source, process, ours)
+
+
+def _serve(source: str, wire: socket.socket, environment: dict[str, str]) -> None:
+    """In the child: become a stdio source on ``wire``."""
+    from setproctitle import setproctitle
+
+    setproctitle(title(source))
+    for name in [name for name in os.environ if name.startswith(_OWN_PREFIXES)]:
+        del os.environ[name]
+    os.environ.update(environment)
+    sys.stdout.flush()
+    os.dup2(wire.fileno(), 0)
+    os.dup2(wire.fileno(), 1)
+    wire.close()
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115  (the process's own stdin)
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    from sources.lifeline import exit_when_stdin_hangs_up
+    from sources.serve import serve_stdio
+    from sources.settings import SourceSettings
+
+    exit_when_stdin_hangs_up()
+    try:
+        settings = SourceSettings.from_environment()
+    except ValueError as exc:  # bad settings: one plain line on stderr, as a spawned source prints
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        os._exit(1)
+    serve_stdio(importlib.import_module(f"sources.{source}").create_server, source, settings)
