@@ -50,7 +50,7 @@ async def measure(
     ):
         runtime = Runtime(
             connections=connections,
-            broker=CredentialBroker(settings.key()),
+            broker=CredentialBroker(settings.signing_key()),
             model=ClaudeSubagents(claude, client, TokenBudget(10**12)),
         )
         session, _ = await connections["orders"].session()

@@ -63,7 +63,7 @@ async def measure(settings: SourceSettings, rounds: int) -> dict[str, object]:
     fanned: list[float] = []
     serial: list[float] = []
     async with Connections.opened(targets) as connections:
-        broker = CredentialBroker(settings.key(), base_scopes=frozenset({"billing:read"}))
+        broker = CredentialBroker(settings.signing_key(), base_scopes=frozenset({"billing:read"}))
         runtime = Runtime(connections=connections, broker=broker)
         for source in SOURCES:  # warm: spawn every source and open its session
             await connections[source].session()

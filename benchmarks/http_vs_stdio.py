@@ -48,7 +48,7 @@ async def measure(settings: SourceSettings, url: str, calls: int) -> dict[str, l
         Connections.opened({"orders": targets["http"]}) as over_http,
     ):
         runtimes = {
-            transport: Runtime(connections=connections, broker=CredentialBroker(settings.key()))
+            transport: Runtime(connections=connections, broker=CredentialBroker(settings.signing_key()))
             for transport, connections in (("stdio", over_stdio), ("http", over_http))
         }
         clients = {

@@ -43,7 +43,7 @@ async def measure(settings: SourceSettings, calls: int) -> tuple[list[float], li
     through: list[float] = []
     task = Task("bench", "orders", "search_orders", ARGUMENTS)
     async with Connections.opened({"orders": stdio_target("orders", settings)}) as connections:
-        runtime = Runtime(connections=connections, broker=CredentialBroker(settings.key()))
+        runtime = Runtime(connections=connections, broker=CredentialBroker(settings.signing_key()))
         client, _ = await connections["orders"].session()
         for _ in range(20):  # warm both paths: the session, the tool listing, caches
             await client.call_tool("search_orders", ARGUMENTS, read_timeout_seconds=10)

@@ -83,7 +83,7 @@ async def measure(settings: SourceSettings, traces_dir: Path, rounds: int) -> tu
     async with Connections.opened(targets) as connections:
         runtime = Runtime(
             connections=connections,
-            broker=CredentialBroker(settings.key(), base_scopes=frozenset({"billing:read"})),
+            broker=CredentialBroker(settings.signing_key(), base_scopes=frozenset({"billing:read"})),
         )
         for _ in range(5):
             await run_plan(plan, runtime, deadline_s=30)

@@ -18,7 +18,7 @@ Invariants, checked after each scenario:
 | `escalation_complete` | every escalation carries attempted_query and the partial results the source gave |
 | `deadline`         | the query finished by its deadline plus a small grace                               |
 | `no_leak`          | no source process or socket is left behind after the query                         |
-| `refunds`          | no refund above the limit reached billing; no refund was executed twice             |
+| `refunds`          | no refund above the limit reached billing; no order refunded above it in total, nor any refund issued outside the 60-day window after delivery; no refund was executed twice |
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 import anyio
@@ -43,7 +44,7 @@ from coordinator.run import DEADLINE_GRACE_S
 from sources import billing, customers, kb, orders, tickets
 from sources.catalogue import SOURCES
 from sources.contract import ResultPage
-from sources.domain import AUTOMATIC_REFUND_LIMIT
+from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, within_refund_window
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.store import Store
@@ -254,10 +255,13 @@ async def run_scenario(
         key = f"chaos-{scenario.seed}-{uuid.uuid4().hex[:8]}"
         await _refund(scenario, settings, targets, policy, pre_call, hooks, key, claude)
         store = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
-        refund_rows = store.rows(  # this scenario's refund, and every order refunded beyond the limit
-            "SELECT * FROM refunds WHERE idempotency_key = ? OR order_id IN "
-            "(SELECT order_id FROM refunds GROUP BY order_id HAVING SUM(amount) > ?)",
-            (key, AUTOMATIC_REFUND_LIMIT),
+        refund_rows = store.rows(  # this scenario's refund, every order refunded beyond the limit, and
+            # every refund issued outside the window (each row with its order's delivery date)
+            "SELECT r.*, i.delivered_on FROM refunds r LEFT JOIN invoices i ON i.order_id = r.order_id "
+            "WHERE r.idempotency_key = ? OR r.order_id IN "
+            "(SELECT order_id FROM refunds GROUP BY order_id HAVING SUM(amount) > ?) "
+            "OR julianday(r.issued_on) - julianday(i.delivered_on) > ?",
+            (key, AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS),
         )
     # The connections closed their source processes on the way out; give them a bounded moment to go.
     await anyio.to_thread.run_sync(lambda: psutil.wait_procs(_children(), timeout=2))
@@ -274,7 +278,7 @@ async def _refund(
     scenario: Scenario, settings: SourceSettings, targets: dict[str, Target], policy: RecoveryPolicy,
     pre_call: tuple[PreCallHook, ...], hooks: tuple[PostCallHook, ...], key: str, claude: ClaudeSettings | None,
 ) -> None:  # fmt: skip
-    broker = CredentialBroker(settings.key(), base_scopes=frozenset({"billing:refund"}))
+    broker = CredentialBroker(settings.signing_key(), base_scopes=frozenset({"billing:refund"}))
     async with (
         Connections.opened({"billing": targets["billing"]}) as connections,
         claude_subagents(claude) as model,
@@ -410,6 +414,15 @@ def check(result: ScenarioResult) -> list[tuple[str, str]]:
     over_limit = sorted(order for order, total in totals.items() if total > limit)
     if over_limit:
         found.append(("refunds", f"orders refunded above the £{limit:,.0f} limit in total: {over_limit}"))
+    late = sorted(
+        f"{row['id']} on {row['order_id']} ({row['issued_on']}, delivered {row['delivered_on']})"
+        for row in result.refund_rows
+        if not within_refund_window(row.get("delivered_on"), date.fromisoformat(row["issued_on"]))
+    )
+    if late:
+        found.append(
+            ("refunds", f"refunds issued outside the {REFUND_WINDOW_DAYS}-day window after delivery: {late}")
+        )
     mine = [row for row in result.refund_rows if row["idempotency_key"] == result.refund_key]
     if len(mine) > 1:
         found.append(("refunds", f"the refund with key {result.refund_key} was executed {len(mine)} times"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
@@ -14,7 +14,9 @@ from rich.text import Text
 from coordinator.plan import Plan
 from coordinator.report import ResearchReport
 from sources.contract import Decision
-from subagents.subagent import Task
+
+if TYPE_CHECKING:  # the subagent's module imports the mcp SDK, which rendering a report never needs
+    from subagents.subagent import Task
 
 __all__ = ["LiveProgress", "print_report"]
 

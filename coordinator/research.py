@@ -27,8 +27,8 @@ from sources.settings import SourceSettings
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker, Grant
 from subagents.claude import ClaudeSettings, TokenBudget
-from subagents.connection import Connections, Target, http_target, stdio_target
-from subagents.hooks import PostCallHook, TrimResults
+from subagents.connection import Connections, Target, forked_target, http_target
+from subagents.hooks import PostCallHook, TrimResults, refund_guard
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SilentObserver
 from subagents.tool_loop import claude_subagents
@@ -77,7 +77,7 @@ def targets_for(settings: SourceSettings, options: ResearchOptions) -> dict[str,
     if options.transport == "http":
         return {source: http_target(options.urls.get(source, default_url(source))) for source in SOURCES}
     return {
-        source: stdio_target(source, settings.with_faults(options.faults.get(source, FaultSettings())))
+        source: forked_target(source, settings.with_faults(options.faults.get(source, FaultSettings())))
         for source in SOURCES
     }
 
@@ -130,15 +130,20 @@ async def research(
             for source in plan.sources():  # every source the plan needs starts now, while the first tasks run
                 connections[source].open_soon()
             model = await sessions.enter_async_context(claude_subagents(claude, budget))
+            # The refund limit remembers what billing says of each order's refunds during this query, so a
+            # refund its subagents already know would break a per-order rule is not even sent.
+            refund_limit, refund_ledger = refund_guard()
+            hooks = post_call if post_call is not None else (TrimResults(),)
             runtime = Runtime(
                 connections=connections,
-                broker=CredentialBroker(settings.key(), grants=options.grants),
+                broker=CredentialBroker(settings.signing_key(), grants=options.grants),
                 policy=options.policy,
                 breakers=options.breakers if options.breakers is not None else Breakers(),
                 rng=random.Random(options.seed),  # noqa: S311  (back-off jitter, not cryptography)
                 observer=observer or SilentObserver(),
                 clock=clock or MonotonicClock(),
-                post_call=post_call if post_call is not None else (TrimResults(),),
+                pre_call=(refund_limit,),
+                post_call=(refund_ledger, *hooks),
                 model=model,
             )
             outcomes = await run_plan(plan, runtime, deadline_at - time.monotonic())

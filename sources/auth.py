@@ -1,10 +1,23 @@
 """Principals, scopes and signed credentials.
 
-A credential is a short-lived JWT (HS256) naming a subject and its scopes, signed with the key every
-source and the coordinator share (``SourceSettings.key``). It travels **per call**, in the request's
-``_meta`` under ``CREDENTIAL_META_KEY``, over stdio and HTTP alike: a subagent that is granted an
-elevated credential sends it on its next call, and no server restarts or session reopens. A call
-without a credential runs as the anonymous principal, which holds no scope.
+A credential is a short-lived JWT naming a subject, its scopes and the one source it is for. The
+coordinator signs it with its Ed25519 private key (``SourceSettings.signing_key``, made once in the
+data folder, see ``sources.keys``); a source holds only the public key (``SourceSettings.verification_key``)
+and so can verify credentials but never mint one, not even for itself.
+
+A credential travels **per call**, in the request's ``_meta`` under ``CREDENTIAL_META_KEY``, over
+stdio and HTTP alike: a subagent that is granted an elevated credential sends it on its next call,
+and no server restarts or session reopens. A call without a credential runs as the anonymous
+principal, which holds no scope.
+
+What verification guarantees, whoever signed the token:
+
+- the algorithm is ``EdDSA`` and nothing else: ``alg: none`` and a token HMAC-signed with the public
+  key's bytes as the secret (algorithm confusion) are refused;
+- the audience is this source (``research-source:<name>``, exactly one): a credential issued for
+  billing is refused by customers;
+- it carries ``iat`` and ``exp``, is not expired nor issued in the future, and lives at most
+  ``MAX_CREDENTIAL_LIFETIME_S`` (``exp - iat``): a correctly signed hundred-year token is refused.
 
 Scopes the sources enforce:
 
@@ -20,13 +33,15 @@ that is missing and the subject, never the token.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import jwt
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from sources.contract import ErrorCategory, ToolError, ToolFailure, to_call_tool_result
@@ -34,9 +49,11 @@ from sources.contract import ErrorCategory, ToolError, ToolFailure, to_call_tool
 __all__ = [
     "ANONYMOUS",
     "CREDENTIAL_META_KEY",
+    "MAX_CREDENTIAL_LIFETIME_S",
     "CredentialCheck",
     "CredentialRejected",
     "Principal",
+    "audience_of",
     "current_principal",
     "issue_credential",
     "require_scope",
@@ -44,8 +61,17 @@ __all__ = [
 ]
 
 CREDENTIAL_META_KEY = "research-coordinator/credential"
-_AUDIENCE = "research-sources"
-_ALGORITHM = "HS256"
+# The longest a credential may live, from issue to expiry; enforced when verifying, so a leaked or
+# over-long token is worth minutes at most. A subagent's call, retries included, fits well within.
+MAX_CREDENTIAL_LIFETIME_S = 300
+_ALGORITHM = "EdDSA"
+
+_log = logging.getLogger(__name__)
+
+
+def audience_of(source: str) -> str:
+    """The audience of credentials for ``source``: each source accepts its own and no other's."""
+    return f"research-source:{source}"
 
 
 @dataclass(frozen=True)
@@ -68,32 +94,63 @@ class CredentialRejected(Exception):
 
 
 def issue_credential(
-    key: str, subject: str, scopes: Iterable[str], *, ttl_seconds: int = 900, now: float | None = None
+    key: Ed25519PrivateKey,
+    subject: str,
+    scopes: Iterable[str],
+    *,
+    source: str,
+    ttl_seconds: int = MAX_CREDENTIAL_LIFETIME_S,
+    now: float | None = None,
 ) -> str:
+    """A credential for calls to ``source`` only, signed with the coordinator's private key."""
+    if not 0 < ttl_seconds <= MAX_CREDENTIAL_LIFETIME_S:
+        raise ValueError(
+            f"a credential lives between 1 and {MAX_CREDENTIAL_LIFETIME_S} seconds; got {ttl_seconds}"
+        )
     issued = int(time.time() if now is None else now)
     claims = {
         "sub": subject,
         "scope": " ".join(sorted(set(scopes))),
-        "aud": _AUDIENCE,
+        "aud": audience_of(source),
         "iat": issued,
         "exp": issued + ttl_seconds,
     }
     return jwt.encode(claims, key, algorithm=_ALGORITHM)
 
 
-def verify_credential(key: str, token: Any) -> Principal:
+def verify_credential(key: Ed25519PublicKey, token: Any, *, source: str) -> Principal:
+    """The principal ``token`` names, if it is a credential for ``source`` signed by ``key``'s pair."""
     if not isinstance(token, str) or not token:
         raise CredentialRejected("the credential is not a token string")
     try:
         claims = jwt.decode(
-            token, key, algorithms=[_ALGORITHM], audience=_AUDIENCE, options={"require": ["exp", "sub"]}
+            token,
+            key,
+            algorithms=[_ALGORITHM],  # one algorithm: never "none", never an HMAC keyed with the public key
+            audience=audience_of(source),
+            options={"require": ["exp", "iat", "sub", "aud"], "strict_aud": True},
         )
     except jwt.ExpiredSignatureError:
         raise CredentialRejected("the credential has expired") from None
+    except jwt.ImmatureSignatureError:
+        raise CredentialRejected("the credential was issued in the future") from None
+    except jwt.InvalidAlgorithmError:
+        raise CredentialRejected(
+            f"the credential is not signed with {_ALGORITHM}, the only algorithm accepted"
+        ) from None
     except jwt.InvalidSignatureError:
         raise CredentialRejected("the credential's signature is not valid") from None
+    except jwt.InvalidAudienceError:
+        raise CredentialRejected(f"the credential is not meant for {source}") from None
+    except jwt.MissingRequiredClaimError as missing:
+        raise CredentialRejected(f"the credential has no '{missing.claim}' claim") from None
     except jwt.InvalidTokenError:
-        raise CredentialRejected("the credential is malformed or not meant for these sources") from None
+        raise CredentialRejected("the credential is malformed") from None
+    lifetime = int(claims["exp"]) - int(claims["iat"])  # both checked to be integers by decode
+    if lifetime > MAX_CREDENTIAL_LIFETIME_S:
+        raise CredentialRejected(
+            f"the credential lives {lifetime} seconds, more than the {MAX_CREDENTIAL_LIFETIME_S} allowed"
+        )
     scopes = claims.get("scope", "")
     if not isinstance(scopes, str):
         raise CredentialRejected("the credential's scope claim is not a string")
@@ -121,10 +178,27 @@ def require_scope(scope: str, needed_for: str) -> None:
 
 
 class CredentialCheck:
-    """Server middleware: verifies the call's credential and makes its principal current for the call."""
+    """Server middleware: verifies the call's credential and makes its principal current for the call.
 
-    def __init__(self, key: str) -> None:
-        self._key = key
+    ``public_key`` loads the source's verification key; it is asked at start, so a bad configuration
+    fails then, and, while it answers None (no key pair made yet), again at each credentialed call.
+    """
+
+    def __init__(self, source: str, public_key: Callable[[], Ed25519PublicKey | None]) -> None:
+        self._source = source
+        self._load = public_key
+        self._key = public_key()
+
+    def _public_key(self) -> Ed25519PublicKey:
+        if self._key is None:
+            try:
+                self._key = self._load()
+            except ValueError as exc:  # say why in the log; the caller learns only that it failed
+                _log.warning("%s cannot load its public key: %s", self._source, exc)
+                raise CredentialRejected(f"{self._source} cannot load its public key") from None
+        if self._key is None:
+            raise CredentialRejected(f"{self._source} has no public key yet to verify credentials with")
+        return self._key
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "tools/call":
@@ -134,7 +208,7 @@ class CredentialCheck:
             principal = ANONYMOUS
         else:
             try:
-                principal = verify_credential(self._key, token)
+                principal = verify_credential(self._public_key(), token, source=self._source)
             except CredentialRejected as rejected:
                 return to_call_tool_result(
                     ToolError.of(

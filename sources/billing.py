@@ -1,15 +1,21 @@
 """The billing source: invoices, refund eligibility, and idempotent refunds.
 
 Natural failures: financial records need scope ``billing:read`` and refunds ``billing:refund``
-(permission); a refund that would take what an order has been refunded automatically above the £500
-limit (all its refunds together, not one call), or above what is left to refund, is refused
-by a business rule with the assessment attached as partial results; ``issue_refund`` is idempotent
-by key, and a key reused with other arguments is a validation error.
+(permission); a refund more than 60 days after the order's delivery (KB-REFUNDS), or one that would
+take what an order has been refunded automatically above the £500 limit (all its refunds together,
+not one call), or above what is left to refund, is refused by a business rule with the assessment
+attached as partial results; ``issue_refund`` is idempotent by key, and a key reused with other
+arguments is a validation error.
+
+The window counts in the world's calendar: ``create_server(today=...)`` (``TODAY`` unless a test
+injects another day), never the wall clock. An order not delivered yet is within the window, which
+starts at delivery: see ``_assess`` for why.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from datetime import date
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
@@ -17,14 +23,27 @@ from pydantic import BaseModel, Field
 
 from sources.auth import current_principal, require_scope
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
-from sources.domain import AUTOMATIC_REFUND_LIMIT, TODAY
+from sources.domain import (
+    AUTOMATIC_REFUND_LIMIT,
+    REFUND_WINDOW_DAYS,
+    TODAY,
+    days_since_delivery,
+    within_refund_window,
+)
 from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY_KEY, ORDER_ID
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.toolkit import invalid, open_source, page_of
 from sources.wire import Wire
 
-__all__ = ["AUTOMATIC_REFUND_LIMIT", "Invoice", "Refund", "RefundAssessment", "create_server"]
+__all__ = [
+    "AUTOMATIC_REFUND_LIMIT",
+    "REFUND_WINDOW_DAYS",
+    "Invoice",
+    "Refund",
+    "RefundAssessment",
+    "create_server",
+]
 
 
 class Invoice(BaseModel):
@@ -36,6 +55,9 @@ class Invoice(BaseModel):
     currency: str
     status: str
     refunded: float
+    delivered_on: str | None = Field(
+        default=None, description="When the order was delivered; absent while it has not been."
+    )
 
 
 class RefundAssessment(BaseModel):
@@ -45,6 +67,14 @@ class RefundAssessment(BaseModel):
     already_refunded: float
     refundable_balance: float
     automatic_limit: float
+    delivered_on: str | None = Field(
+        default=None,
+        description="When the order was delivered; absent while it has not been (its window has not started).",
+    )
+    days_since_delivery: int | None = Field(
+        default=None, description="Days from delivery to billing's today."
+    )
+    refund_window_days: int = Field(description="A refund may be issued this many days after delivery.")
     eligible: bool
     reason: str
 
@@ -58,6 +88,9 @@ class Refund(BaseModel):
     issued_on: str
     replayed: bool = Field(
         description="True when this key had already issued the refund: nothing new was paid."
+    )
+    order_refunded: float = Field(
+        description="All refunded on the order so far, this refund included, when billing answered."
     )
 
 
@@ -76,9 +109,17 @@ def _check_amount(amount: float) -> None:
         )
 
 
-def _assess(store: Store, order_id: str, amount: float) -> RefundAssessment | None:
-    """What may be refunded on this order, or None when billing has no invoice for it."""
-    invoice = store.row("SELECT amount, status FROM invoices WHERE order_id = ?", (order_id,))
+def _assess(store: Store, order_id: str, amount: float, today: date) -> RefundAssessment | None:
+    """What may be refunded on this order ``today``, or None when billing has no invoice for it.
+
+    The window (KB-REFUNDS: within 60 days of delivery) counts from delivery, so an order not
+    delivered yet (processing, shipped) is within it: the rule bounds how late a refund may come, not
+    how early. That is what a support desk expects: refunds before delivery are routine (an order
+    cancelled before dispatch, a goodwill refund for a late parcel) and no policy sends them to a
+    manager; the balance and the £500 limit still hold. A cancelled order's invoice is void, so
+    nothing was paid and there is nothing to refund anyway.
+    """
+    invoice = store.row("SELECT amount, status, delivered_on FROM invoices WHERE order_id = ?", (order_id,))
     if invoice is None:
         return None
     refunded = store.row(
@@ -87,8 +128,16 @@ def _assess(store: Store, order_id: str, amount: float) -> RefundAssessment | No
     already = round(refunded["total"] if refunded else 0.0, 2)
     paid = invoice["amount"] if invoice["status"] == "paid" else 0.0
     balance = round(paid - already, 2)
+    delivered_on = invoice["delivered_on"]
+    days = None if delivered_on is None else days_since_delivery(delivered_on, today)
     if paid == 0:
         eligible, reason = False, f"the invoice of {order_id} is {invoice['status']}: nothing was paid"
+    elif not within_refund_window(delivered_on, today):
+        eligible, reason = (
+            False,
+            f"{order_id} was delivered on {delivered_on}, {days} days ago, outside the "
+            f"{REFUND_WINDOW_DAYS}-day refund window (KB-REFUNDS); a manager must approve it",
+        )
     elif amount > balance:
         eligible, reason = (
             False,
@@ -102,7 +151,16 @@ def _assess(store: Store, order_id: str, amount: float) -> RefundAssessment | No
             "a manager must approve it",
         )
     else:
-        eligible, reason = True, f"{_pounds(amount)} is within the balance and the automatic limit"
+        window = (
+            f"delivered on {delivered_on}, {days} days ago"
+            if delivered_on is not None
+            else "not delivered yet: the window starts at delivery"
+        )
+        eligible, reason = (
+            True,
+            f"{_pounds(amount)} is within the balance, the automatic limit and the "
+            f"{REFUND_WINDOW_DAYS}-day refund window ({window})",
+        )
     return RefundAssessment(
         id=order_id,
         requested=amount,
@@ -110,18 +168,27 @@ def _assess(store: Store, order_id: str, amount: float) -> RefundAssessment | No
         already_refunded=already,
         refundable_balance=balance,
         automatic_limit=AUTOMATIC_REFUND_LIMIT,
+        delivered_on=delivered_on,
+        days_since_delivery=days,
+        refund_window_days=REFUND_WINDOW_DAYS,
         eligible=eligible,
         reason=reason,
     )
 
 
 def _refuse(assessment: RefundAssessment) -> ToolFailure:
+    outside_window = (
+        assessment.days_since_delivery is not None
+        and assessment.days_since_delivery > assessment.refund_window_days
+    )
     over_limit = (
         assessment.already_refunded + assessment.requested > AUTOMATIC_REFUND_LIMIT
         and assessment.requested <= assessment.refundable_balance
     )
-    next_step = (
-        "Escalate to a manager with the refund details (KB-ESCALATION)." if over_limit else "Do not retry."
+    next_step = (  # a manager may approve what the rules refuse; nobody can refund what was not paid
+        "Escalate to a manager with the refund details (KB-ESCALATION)."
+        if outside_window or over_limit
+        else "Do not retry."
     )
     return ToolFailure(
         ToolError.of(
@@ -132,7 +199,10 @@ def _refuse(assessment: RefundAssessment) -> ToolFailure:
     )
 
 
-def create_server(settings: SourceSettings | None = None, *, wire: Wire | None = None) -> MCPServer:
+def create_server(
+    settings: SourceSettings | None = None, *, wire: Wire | None = None, today: date = TODAY
+) -> MCPServer:
+    """Billing on this settings' world; ``today`` is the world's day the refund window counts to."""
     source = open_source(
         "billing",
         settings,
@@ -168,14 +238,15 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
     ) -> ResultPage[RefundAssessment] | EmptyResult:
         """Assess whether a refund of `amount` (GBP) on an order may be issued automatically. Needs scope billing:read.
 
-        Returns the assessment when the refund is allowed. A refund that would take the order's
-        refunded total above the £500 automatic limit, or above the refundable balance, is a `business` error (never retry) carrying the assessment
-        in `partial_results`: escalate to a manager. An order billing does not know is a valid
-        empty result.
+        Returns the assessment when the refund is allowed. A refund more than 60 days after the
+        order's delivery, or one that would take the order's refunded total above the £500 automatic
+        limit, or above the refundable balance, is a `business` error (never retry) carrying the
+        assessment in `partial_results`: escalate to a manager. An order not delivered yet is within
+        the window (it starts at delivery). An order billing does not know is a valid empty result.
         """
         require_scope("billing:read", "financial records")
         _check_amount(amount)
-        assessment = _assess(store, order_id, amount)
+        assessment = _assess(store, order_id, amount, today)
         if assessment is None:
             return page_of(
                 [],
@@ -196,9 +267,11 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         """Issue a refund of `amount` (GBP) on an order. Needs scope billing:refund. Idempotent by key.
 
         Calling again with the same key and arguments returns the refund already issued
-        (`replayed` true) and pays nothing more. A refund that would take the order's refunded total
-        above the £500 automatic limit, or above the refundable balance, is a `business` error (never retry; escalate to a manager). A key
-        already used with other arguments is a `validation` error.
+        (`replayed` true) and pays nothing more. A refund more than 60 days after the order's
+        delivery, or one that would take the order's refunded total above the £500 automatic limit,
+        or above the refundable balance, is a `business` error (never retry; escalate to a manager)
+        carrying the assessment in `partial_results`. A key already used with other arguments is a
+        `validation` error.
         """
         require_scope("billing:refund", "issuing refunds")
         _check_amount(amount)
@@ -208,8 +281,8 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
                 "SELECT * FROM refunds WHERE idempotency_key = ?", (idempotency_key,)
             ).fetchone()
             if earlier is not None:
-                return _replay(dict(earlier), order_id, amount)
-            assessment = _assess(store, order_id, amount)
+                return _replay(dict(earlier), order_id, amount, _refunded(connection, order_id))
+            assessment = _assess(store, order_id, amount, today)
             if assessment is None:
                 raise invalid("order_id", "names no invoiced order", received=order_id, form=ORDER_ID)
             if not assessment.eligible:
@@ -221,19 +294,29 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
                 "amount": amount,
                 "idempotency_key": idempotency_key,
                 "issued_by": current_principal().subject,
-                "issued_on": TODAY.isoformat(),
+                "issued_on": today.isoformat(),
             }
             connection.execute(
                 "INSERT INTO refunds (id, order_id, amount, idempotency_key, issued_by, issued_on) "
                 "VALUES (:id, :order_id, :amount, :idempotency_key, :issued_by, :issued_on)",
                 refund,
             )
-        return page_of([Refund(**refund, replayed=False)], empty_message="")
+            refunded = _refunded(connection, order_id)
+        return page_of([Refund(**refund, replayed=False, order_refunded=refunded)], empty_message="")
 
     return source.server
 
 
-def _replay(earlier: dict[str, Any], order_id: str, amount: float) -> ResultPage[Refund] | EmptyResult:
+def _refunded(connection: sqlite3.Connection, order_id: str) -> float:
+    total = connection.execute(
+        "SELECT COALESCE(SUM(amount), 0) FROM refunds WHERE order_id = ?", (order_id,)
+    ).fetchone()[0]
+    return round(total, 2)
+
+
+def _replay(
+    earlier: dict[str, Any], order_id: str, amount: float, refunded: float
+) -> ResultPage[Refund] | EmptyResult:
     if (earlier["order_id"], earlier["amount"]) != (order_id, amount):
         raise invalid(
             "idempotency_key",
@@ -241,7 +324,7 @@ def _replay(earlier: dict[str, Any], order_id: str, amount: float) -> ResultPage
             received=earlier["idempotency_key"],
             form=IDEMPOTENCY_KEY,
         )
-    return page_of([Refund(**earlier, replayed=True)], empty_message="")
+    return page_of([Refund(**earlier, replayed=True, order_refunded=refunded)], empty_message="")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ layers, so that nothing a web page can send reaches it:
 * the MCP endpoint's own request checks (the SDK's, with the SDK's defaults for a loopback server):
   a POST must be ``application/json`` (a cross-site form or ``text/plain`` "simple request" is not),
   the Host must be a loopback name (DNS rebinding), an Origin, if sent, a loopback origin;
-* a per-fleet secret: ``research sources up --chaos`` makes one, keeps it in a 0600 file beside the
-  fleet's state, passes it to each source (``RESEARCH_CHAOS_SECRET``), and ``research chaos ...``
-  sends it in ``X-Research-Chaos-Secret``. A browser can neither read the file nor, cross-site, set
+* a per-fleet secret: ``research sources up`` makes one, keeps it in a 0600 file beside the
+  fleet's state, passes it to each source (``RESEARCH_FLEET_SECRET``), and ``research chaos ...``
+  sends it in ``X-Research-Fleet-Secret``. A browser can neither read the file nor, cross-site, set
   that header without a preflight that nothing here answers.
 """
 
@@ -28,10 +28,10 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from sources.chaos_secret import CHAOS_SECRET_ENV, CHAOS_SECRET_HEADER
 from sources.faults import FaultLayer, FaultSettings
+from sources.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER
 
-__all__ = ["add_control_routes", "fault_layer_of"]
+__all__ = ["add_control_routes", "fault_layer_of", "refuse_unless_trusted"]
 
 # The checks the SDK applies to the MCP endpoint of a server bound to loopback, with its own defaults.
 _LOOPBACK_ONLY = TransportSecurityMiddleware(
@@ -43,17 +43,32 @@ _LOOPBACK_ONLY = TransportSecurityMiddleware(
 )
 
 
+async def refuse_unless_trusted(request: Request, *, secret: str | None) -> Response | None:
+    """The refusal for a request that a web page could have sent, or that lacks the fleet's secret
+    (when ``secret`` is given); None for a request to serve. Every route beside an MCP endpoint, a
+    source's or the coordinator service's, goes through here."""
+    refused = await _LOOPBACK_ONLY.validate_request(request, is_post=request.method == "POST")
+    if refused is not None or secret is None:
+        return refused
+    if not hmac.compare_digest(request.headers.get(FLEET_SECRET_HEADER, "").encode(), secret.encode()):
+        return JSONResponse(
+            {"error": f"this route needs the fleet's secret in {FLEET_SECRET_HEADER}; `research` sends it"},
+            status_code=403,
+        )
+    return None
+
+
 def fault_layer_of(server: MCPServer) -> FaultLayer:
     return next(layer for layer in server.middleware if isinstance(layer, FaultLayer))
 
 
 def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> None:
-    """Add /health, and /chaos when ``chaos_control``; chaos control needs ``RESEARCH_CHAOS_SECRET``."""
+    """Add /health, and /chaos when ``chaos_control``; chaos control needs ``RESEARCH_FLEET_SECRET``."""
     layer = fault_layer_of(server)
-    secret = os.environ.get(CHAOS_SECRET_ENV, "")
+    secret = os.environ.get(FLEET_SECRET_ENV, "")
     if chaos_control and len(secret) < 16:
         raise ValueError(
-            f"--chaos-control needs a secret of at least 16 characters in {CHAOS_SECRET_ENV}; "
+            f"--chaos-control needs a secret of at least 16 characters in {FLEET_SECRET_ENV}; "
             "`research sources up --chaos` makes one"
         )
 
@@ -67,7 +82,7 @@ def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> 
 
     @server.custom_route("/health", methods=["GET"])
     async def health(request: Request) -> Response:
-        refused = await _LOOPBACK_ONLY.validate_request(request)
+        refused = await refuse_unless_trusted(request, secret=None)
         return refused or JSONResponse(state())
 
     if not chaos_control:
@@ -75,16 +90,9 @@ def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> 
 
     @server.custom_route("/chaos", methods=["GET", "POST"])
     async def chaos(request: Request) -> Response:
-        refused = await _LOOPBACK_ONLY.validate_request(request, is_post=request.method == "POST")
+        refused = await refuse_unless_trusted(request, secret=secret)
         if refused is not None:
             return refused
-        if not hmac.compare_digest(request.headers.get(CHAOS_SECRET_HEADER, "").encode(), secret.encode()):
-            return JSONResponse(
-                {
-                    "error": f"chaos control needs the fleet's secret in {CHAOS_SECRET_HEADER}; `research chaos` sends it"
-                },
-                status_code=403,
-            )
         if request.method == "POST":
             try:
                 body = await request.json()

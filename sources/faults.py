@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sources.contract import ErrorCategory, ToolError, to_call_tool_result
 from sources.wire import StdioWire, Wire
 
 if TYPE_CHECKING:
@@ -246,6 +245,9 @@ class FaultLayer:
         if roll.hang:
             await anyio.sleep_forever()
         if roll.transient:
+            # Here, not at the top: the fleet's commands read fault settings without the contract's models.
+            from sources.contract import ErrorCategory, ToolError, to_call_tool_result
+
             return to_call_tool_result(
                 ToolError.of(
                     ErrorCategory.TRANSIENT,

@@ -1,7 +1,9 @@
 """A fleet of the five sources as long-running streamable-HTTP services on 127.0.0.1.
 
-`research sources up` starts them all at once (fixed default ports, overridable), waits until each
-answers its health route, and records pids and ports in a state file; `status` reads it and probes
+`research sources up` starts them all at once (fixed default ports, overridable), and beside them any
+service the caller names (the coordinator service: ``coordinator.service``, named by the command,
+never imported here), waits until each answers its health route, and records pids and ports in a
+state file; `status` reads it and probes
 each; `down` stops them all at once: SIGTERM to every source, a bounded wait, SIGKILL to any still
 there. Chaos acts on the fleet: `kill` sends SIGKILL, `heal` restarts a dead source where it was or
 clears a live one's faults, and `hang`/`slow`/`flaky`/`garbage` set faults at run time through a
@@ -25,14 +27,17 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from sources.catalogue import DEFAULT_PORTS, SOURCES
-from sources.chaos_secret import CHAOS_SECRET_ENV, CHAOS_SECRET_HEADER, make_secret, read_secret
-from sources.faults import FaultSettings
-from sources.settings import SourceSettings
+from sources.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER, make_secret, read_secret
+from sources.private_files import private_folder
+from sources.settings import SIGNING_KEY_ENV, SourceSettings
+
+if TYPE_CHECKING:
+    from sources.faults import FaultSettings
 
 __all__ = ["Fleet", "FleetError", "Member"]
 
@@ -56,10 +61,16 @@ class Member:
     pid: int
     started_at: float
     chaos_control: bool
+    module: str = ""  # a service's module (``python -m MODULE``); empty for a source
+
+    @property
+    def command_module(self) -> str:
+        return self.module or f"sources.{self.source}"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        """Where it answers: a source's MCP endpoint, a service's root."""
+        return f"{self.base}/mcp" if not self.module else self.base
 
     @property
     def base(self) -> str:
@@ -71,7 +82,7 @@ class Member:
             return (
                 process.is_running()
                 and process.status() != psutil.STATUS_ZOMBIE
-                and any(f"sources.{self.source}" in part for part in process.cmdline())
+                and any(self.command_module in part for part in process.cmdline())
             )
         except psutil.Error:
             return False
@@ -85,6 +96,7 @@ class _Launched:
     port: int
     process: subprocess.Popen[bytes]
     log_path: Path
+    module: str
 
 
 class Fleet:
@@ -92,7 +104,7 @@ class Fleet:
         self.settings = settings
         self.state_file = settings.data_dir / "fleet.json"
         self.log_dir = settings.data_dir / "fleet-logs"
-        self.secret_file = settings.data_dir / "fleet-chaos.secret"
+        self.secret_file = settings.data_dir / "fleet.secret"
 
     # --- state ----------------------------------------------------------------------------------
 
@@ -108,25 +120,36 @@ class Fleet:
         draft.replace(self.state_file)
 
     def urls(self) -> dict[str, str]:
-        return {source: member.url for source, member in self.members().items()}
+        """The sources' MCP endpoints."""
+        return {source: member.url for source, member in self.members().items() if not member.module}
+
+    def secret(self) -> str:
+        """The fleet's secret, which its services and chaos routes ask for."""
+        return self._secret()
 
     # --- processes ------------------------------------------------------------------------------
 
-    def _launch(self, source: str, port: int, chaos_control: bool) -> _Launched:
+    def _launch(self, source: str, port: int, chaos_control: bool, module: str = "") -> _Launched:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{source}.log"
-        args = [sys.executable, "-m", f"sources.{source}", "--http", "--port", str(port)]
         environment = {**os.environ, **self.settings.child_environment()}
-        if chaos_control:
+        if module:  # a service: it answers to the fleet's secret
+            args = [sys.executable, "-m", module, "--port", str(port)]
+            environment[FLEET_SECRET_ENV] = self._secret()
+        else:
+            args = [sys.executable, "-m", f"sources.{source}", "--http", "--port", str(port)]
+            # A source gets the public key only, even if this shell exported the private one.
+            environment.pop(SIGNING_KEY_ENV, None)
+        if chaos_control and not module:
             args.append("--chaos-control")
-            environment[CHAOS_SECRET_ENV] = self._secret()
+            environment[FLEET_SECRET_ENV] = self._secret()
         with log_path.open("w") as log:
             # A session of its own: the source outlives the command that started it.
             process = subprocess.Popen(  # noqa: S603  (our own module, fixed arguments)
                 args, env=environment, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log, start_new_session=True,
             )  # fmt: skip
-        return _Launched(source, port, process, log_path)
+        return _Launched(source, port, process, log_path, module)
 
     def _await_ready(self, launched: _Launched, chaos_control: bool, deadline: float) -> Member:
         # Here, not at the top: the server's module imports the mcp SDK and uvicorn (about a second),
@@ -137,7 +160,10 @@ class Fleet:
         while time.monotonic() < deadline:
             text = launched.log_path.read_text(errors="replace")
             if READY_PREFIX in text:
-                member = Member(source, launched.port, process.pid, time.time(), chaos_control)
+                member = Member(
+                    source, launched.port, process.pid, time.time(), chaos_control and not launched.module,
+                    launched.module,
+                )  # fmt: skip
                 if self.health(member) is not None:  # bound and serving: it answers
                     return member
             if process.poll() is not None:
@@ -147,29 +173,44 @@ class Fleet:
         process.kill()
         raise FleetError(f"{source} did not answer within {_READY_TIMEOUT_S:.0f} s; see {launched.log_path}")
 
-    def _spawn(self, ports: Mapping[str, int], chaos_control: bool) -> dict[str, Member]:
-        """Start these sources all at once and wait until each answers; on a failure, stop them all."""
+    def _spawn(
+        self,
+        ports: Mapping[str, int],
+        chaos_control: bool,
+        services: Mapping[str, tuple[str, int]] | None = None,
+    ) -> dict[str, Member]:
+        """Start these sources and services all at once and wait until each answers; on a failure, stop them all."""
         launched: list[_Launched] = []
         try:
             for source, port in ports.items():
                 launched.append(self._launch(source, port, chaos_control))
+            for name, (module, port) in (services or {}).items():
+                launched.append(self._launch(name, port, chaos_control, module))
             deadline = time.monotonic() + _READY_TIMEOUT_S
             return {each.source: self._await_ready(each, chaos_control, deadline) for each in launched}
         except BaseException:  # a source that failed, or an interrupt: none is left running
             _stop_all([each.process.pid for each in launched])
             raise
 
-    def up(self, ports: Mapping[str, int] | None = None, *, chaos_control: bool = False) -> dict[str, Member]:
+    def up(
+        self,
+        ports: Mapping[str, int] | None = None,
+        *,
+        chaos_control: bool = False,
+        services: Mapping[str, tuple[str, int]] | None = None,
+    ) -> dict[str, Member]:
+        """Start the sources (and ``services``: name → (module, port)); a new fleet secret each time."""
         running = {source: member for source, member in self.members().items() if member.alive()}
         if running:
             raise FleetError(
                 f"a fleet is already up ({', '.join(running)}); run `research sources down` first"
             )
         chosen = {source: (ports or {}).get(source, DEFAULT_PORTS[source]) for source in SOURCES}
-        if chaos_control:  # a new secret for each fleet: whoever held the last one holds nothing now
-            self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-            make_secret(self.secret_file)
-        started = self._spawn(chosen, chaos_control)
+        private_folder(self.settings.data_dir)  # 0700 if this makes it: the key pair and secrets go there
+        make_secret(
+            self.secret_file
+        )  # a new secret for each fleet: whoever held the last one holds nothing now
+        started = self._spawn(chosen, chaos_control, services)
         self._save(started)
         return started
 
@@ -203,9 +244,14 @@ class Fleet:
         member = self._member(source)
         if member.alive():
             if member.chaos_control:
+                from sources.faults import FaultSettings  # here, not at the top: start-up time
+
                 self.set_faults(source, FaultSettings())
             return member
-        healed = self._spawn({source: member.port}, member.chaos_control)[source]
+        if member.module:
+            healed = self._spawn({}, False, {source: (member.module, member.port)})[source]
+        else:
+            healed = self._spawn({source: member.port}, member.chaos_control)[source]
         members = self.members()
         members[source] = healed
         self._save(members)
@@ -223,7 +269,7 @@ class Fleet:
             raise FleetError(f"{source} is not running; `research chaos heal {source}` restarts it")
         request = urllib.request.Request(  # noqa: S310  (a fixed http://127.0.0.1 URL of our own)
             f"{member.base}/chaos", data=json.dumps({"faults": faults.spec()}).encode(),
-            headers={"Content-Type": "application/json", CHAOS_SECRET_HEADER: self._secret()}, method="POST",
+            headers={"Content-Type": "application/json", FLEET_SECRET_HEADER: self._secret()}, method="POST",
         )  # fmt: skip
         try:
             with urllib.request.urlopen(request, timeout=_PROBE_TIMEOUT_S) as response:  # noqa: S310

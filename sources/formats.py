@@ -12,10 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field
-
 __all__ = [
-    "AMOUNT",
+    "AMOUNT",  # noqa: F822  (built on first use: see __getattr__)
     "ARTICLE_ID",
     "CURSOR",
     "CUSTOMER_ID",
@@ -45,6 +43,8 @@ class Format:
 
     def field(self, summary: str | None = None, **constraints: Any) -> Any:
         """A pydantic ``Field`` publishing this format in a tool's input schema."""
+        from pydantic import Field  # here, not at the top: see AMOUNT below
+
         description = f"{summary} {self.expected}" if summary else self.expected
         return Field(
             description=description,
@@ -124,6 +124,8 @@ CURSOR = Format(
 
 def whole_number(summary: str, low: int, high: int, example: int) -> Any:
     """A pydantic ``Field`` for a bounded whole number, described the way formats are."""
+    from pydantic import Field  # here, not at the top: see AMOUNT below
+
     return Field(
         description=f"{summary} Expected: a whole number from {low} to {high}.",
         examples=[example],
@@ -134,6 +136,8 @@ def whole_number(summary: str, low: int, high: int, example: int) -> Any:
 
 def one_of(summary: str, choices: type[StrEnum], example: StrEnum) -> Any:
     """A pydantic ``Field`` for a choice among an enum's values, described the way formats are."""
+    from pydantic import Field  # here, not at the top: see AMOUNT below
+
     names = ", ".join(choice.value for choice in choices)
     return Field(description=f"{summary} Expected: one of {names}.", examples=[example.value])
 
@@ -141,10 +145,22 @@ def one_of(summary: str, choices: type[StrEnum], example: StrEnum) -> Any:
 AMOUNT_DESCRIPTION = (
     "an amount in pounds sterling (GBP), greater than 0 and at most 100000, with at most two decimals"
 )
-AMOUNT = Annotated[
-    float,
-    Field(description=f"Expected: {AMOUNT_DESCRIPTION}.", examples=[45.0], gt=0, le=100_000),
-]
+
+
+def __getattr__(name: str) -> Any:
+    """``AMOUNT``, the one format that is a pydantic type, built when a source first asks for it.
+
+    The planner reads these formats in every command, a usage error's included, and needs none of
+    pydantic (a tenth of a second to import); only the sources' schemas do.
+    """
+    if name == "AMOUNT":
+        from pydantic import Field
+
+        return Annotated[
+            float,
+            Field(description=f"Expected: {AMOUNT_DESCRIPTION}.", examples=[45.0], gt=0, le=100_000),
+        ]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class LookupMode(StrEnum):

@@ -12,7 +12,7 @@ from datetime import date
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from sources.contract import EmptyResult, ResultPage
 from sources.formats import CURSOR, CUSTOMER_ID, ISO_DATE, ORDER_ID, SKU, whole_number
@@ -35,6 +35,9 @@ class Order(BaseModel):
     customer_id: str
     placed_on: str
     status: str
+    delivered_on: str | None = Field(
+        default=None, description="When the order reached the customer; absent while it has not."
+    )
     total: float
     currency: str
     items: list[OrderItem]

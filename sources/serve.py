@@ -50,7 +50,16 @@ from sources.settings import SourceSettings
 from sources.wire import HttpWire, StdioWire
 from traces.setup import configure_tracing
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "READY_PREFIX", "SHUTDOWN_S", "main", "serve_stdio"]
+__all__ = [
+    "GRACEFUL_SHUTDOWN_S",
+    "READY_PREFIX",
+    "SHUTDOWN_S",
+    "BoundedShutdownServer",
+    "bind_loopback",
+    "log_plainly",
+    "main",
+    "serve_stdio",
+]
 
 READY_PREFIX = "research-source ready "
 LOOPBACK = "127.0.0.1"
@@ -94,7 +103,7 @@ class _HangUpsInOneLine(logging.Filter):
         return True
 
 
-def _log_plainly(name: str) -> None:
+def log_plainly(name: str) -> None:
     """One plain line per record on stderr, for the SDK, uvicorn and the source alike.
 
     Installed before the server is created, so the SDK's own set-up (rich, boxed tracebacks wrapped
@@ -106,7 +115,7 @@ def _log_plainly(name: str) -> None:
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
 
 
-def _bind(port: int) -> socket.socket:
+def bind_loopback(port: int) -> socket.socket:
     # IPPROTO_TCP, not the default 0: asyncio (under uvicorn) turns Nagle's algorithm off on an
     # accepted socket only when its proto is IPPROTO_TCP, and accepted sockets inherit the listener's.
     # Without it each response (headers and body are two writes) waited ~40 ms for a delayed ACK.
@@ -125,7 +134,7 @@ def _bind(port: int) -> socket.socket:
     return sock
 
 
-class _BoundedShutdownServer(uvicorn.Server):
+class BoundedShutdownServer(uvicorn.Server):
     """uvicorn with its shutdown bounded; past the bound the process ends on the SIGTERM it got."""
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -136,7 +145,7 @@ class _BoundedShutdownServer(uvicorn.Server):
 async def _serve_http(
     server: MCPServer, name: str, port: int, wire: HttpWire | None, settings: SourceSettings
 ) -> None:
-    sock = _bind(port)
+    sock = bind_loopback(port)
     url = f"http://{LOOPBACK}:{sock.getsockname()[1]}/mcp"
     # Sessions are bounded by the SDK's own options: idle ones end, and past the cap a new one is
     # refused with 503 "Too many open sessions" until some end.
@@ -152,7 +161,7 @@ async def _serve_http(
         log_level="warning",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,  # type: ignore[arg-type]  (a float works; typed int)
     )
-    runner = _BoundedShutdownServer(config)
+    runner = BoundedShutdownServer(config)
     print(
         READY_PREFIX + json.dumps({"source": name, "url": url, "pid": os.getpid()}),
         file=sys.stderr,
@@ -244,7 +253,7 @@ def serve_stdio(create_server: ServerFactory, name: str, settings: SourceSetting
 def _start(name: str, settings: SourceSettings) -> None:
     if settings.faults.die_at == "start":
         os._exit(1)  # the fault layer's "dies before serving": no handshake ever answered
-    _log_plainly(name)
+    log_plainly(name)
     # Spans join the caller's trace through the mcp SDK's server span; a stdio source never
     # exports to stdout (the console exporter writes to stderr).
     configure_tracing(

@@ -1,10 +1,11 @@
-"""Where a source finds its data and its signing key: the environment, with safe defaults.
+"""Where a source finds its data and its credential keys: the environment, with safe defaults.
 
 | variable               | meaning                                                  | default                       |
 |------------------------|----------------------------------------------------------|-------------------------------|
-| `RESEARCH_DATA_DIR`    | folder for the generated SQLite data and the signing key | the user's cache folder       |
+| `RESEARCH_DATA_DIR`    | folder (0700) for the generated SQLite data and the key pair | the user's cache folder   |
 | `RESEARCH_SEED`        | seed of the generated demo data                          | 42                            |
-| `RESEARCH_SIGNING_KEY` | key that signs and verifies credentials                  | a random key kept in the data folder |
+| `RESEARCH_SIGNING_KEY` | the coordinator's Ed25519 private key (PEM) that signs credentials; never given to a source | the pair made once in the data folder |
+| `RESEARCH_PUBLIC_KEY`  | the Ed25519 public key (PEM) a source verifies credentials with | the data folder's public key file |
 | `RESEARCH_FAULTS`      | the fault layer's settings (see `sources.faults`)        | no faults                     |
 | `RESEARCH_KB_WARMUP_MS` | how long the kb index warms up after start (transient errors meanwhile) | 1000 |
 | `RESEARCH_TICKETS_RATE` | tickets' rate limit: calls per second, and the burst allowed | 5 per second, burst 10 |
@@ -18,27 +19,29 @@ The standard `OTEL_*` variables (exporter choice, OTLP endpoint...) are passed t
 except `OTEL_SERVICE_NAME`: each process names its own service.
 
 A stdio child gets only a safe subset of its parent's environment, so a parent that spawns sources
-passes these explicitly (``SourceSettings.child_environment``).
+passes these explicitly (``SourceSettings.child_environment``): the public key, never the private one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import platformdirs
 
-from sources.faults import FaultSettings
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-__all__ = ["DEFAULT_SEED", "SourceSettings"]
+    from sources.faults import FaultSettings
+
+__all__ = ["DEFAULT_SEED", "PUBLIC_KEY_ENV", "SIGNING_KEY_ENV", "SourceSettings", "data_dir_from"]
 
 DEFAULT_SEED = 42
-_KEY_FILE = "signing.key"
+SIGNING_KEY_ENV = "RESEARCH_SIGNING_KEY"  # the private key: the coordinator's, never a source's
+PUBLIC_KEY_ENV = "RESEARCH_PUBLIC_KEY"
 
 NumberT = TypeVar("NumberT", int, float)
 
@@ -62,12 +65,27 @@ def _positive(value: NumberT, name: str) -> NumberT:
     return value
 
 
+def data_dir_from(environ: Mapping[str, str] | None = None) -> Path:
+    """The data folder: ``RESEARCH_DATA_DIR``, or the user's cache folder."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("RESEARCH_DATA_DIR") or platformdirs.user_cache_dir("research-coordinator"))
+
+
+def _no_faults() -> FaultSettings:
+    # The faults' and the keys' modules are imported when first used, not with this one: a command
+    # that only needs to know where the data folder is (asking the coordinator service) stays quick.
+    from sources.faults import FaultSettings
+
+    return FaultSettings()
+
+
 @dataclass(frozen=True)
 class SourceSettings:
     data_dir: Path
     seed: int = DEFAULT_SEED
-    signing_key: str | None = None
-    faults: FaultSettings = field(default_factory=FaultSettings)
+    signing_key_pem: str | None = None  # the private key; a source never reads it (see signing_key)
+    public_key_pem: str | None = None
+    faults: FaultSettings = field(default_factory=_no_faults)
     kb_warmup_ms: int = 1000
     tickets_rate_per_second: float = 5.0
     tickets_burst: int = 10
@@ -83,12 +101,14 @@ class SourceSettings:
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> SourceSettings:
+        from sources.faults import FaultSettings
+
         env = os.environ if environ is None else environ
-        data_dir = env.get("RESEARCH_DATA_DIR") or platformdirs.user_cache_dir("research-coordinator")
         return cls(
-            data_dir=Path(data_dir),
+            data_dir=data_dir_from(env),
             seed=_number(env, "RESEARCH_SEED", DEFAULT_SEED, int),
-            signing_key=env.get("RESEARCH_SIGNING_KEY") or None,
+            signing_key_pem=env.get(SIGNING_KEY_ENV) or None,
+            public_key_pem=env.get(PUBLIC_KEY_ENV) or None,
             faults=FaultSettings.parse(env.get("RESEARCH_FAULTS", "")),
             kb_warmup_ms=_number(env, "RESEARCH_KB_WARMUP_MS", 1000, int),
             tickets_rate_per_second=_number(env, "RESEARCH_TICKETS_RATE", 5.0, float),
@@ -111,25 +131,37 @@ class SourceSettings:
     def traces_path(self) -> Path:
         return self.traces_dir or self.data_dir / "traces"
 
-    def key(self) -> str:
-        """The credential signing key: configured, or created once at random and kept in the data folder."""
-        if self.signing_key:
-            return self.signing_key
-        path = self.data_dir / _KEY_FILE
-        if not path.exists():
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            draft = path.with_name(f"{_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
-            draft.write_text(secrets.token_hex(32))
-            draft.chmod(0o600)
-            # A hard link appears whole or not at all: of several processes starting at once,
-            # exactly one key wins and every process reads that one.
-            with contextlib.suppress(FileExistsError):
-                os.link(draft, path)
-            draft.unlink()
-        return path.read_text().strip()
+    def signing_key(self) -> Ed25519PrivateKey:
+        """The coordinator's key that signs credentials: configured, or the data folder's pair (made once).
+
+        The coordinator's side only: a source verifies with ``verification_key`` and cannot sign.
+        """
+        from sources.keys import ensure_key_pair, load_private_pem
+
+        if self.signing_key_pem:
+            return load_private_pem(self.signing_key_pem, SIGNING_KEY_ENV)
+        return ensure_key_pair(self.data_dir)
+
+    def verification_key(self) -> Ed25519PublicKey | None:
+        """The public key a source verifies credentials with: configured, or the data folder's.
+
+        None while no coordinator has made the pair (a source started first); never the private key.
+        """
+        from sources.keys import load_public_pem, read_public_key
+
+        if self.public_key_pem:
+            return load_public_pem(self.public_key_pem, PUBLIC_KEY_ENV)
+        return read_public_key(self.data_dir)
+
+    def without_signing_key(self) -> SourceSettings:
+        """These settings as a source keeps them: with no private key in them."""
+        return replace(self, signing_key_pem=None)
 
     def child_environment(self) -> dict[str, str]:
-        """The variables a spawned source needs to see the same world and trust the same credentials."""
+        """The variables a spawned source needs to see the same world and trust the same credentials.
+
+        The public key only: a source that is given this environment can verify credentials, not mint them.
+        """
         env = {
             "RESEARCH_DATA_DIR": str(self.data_dir),
             "RESEARCH_SEED": str(self.seed),
@@ -140,8 +172,11 @@ class SourceSettings:
             "RESEARCH_HTTP_MAX_SESSIONS": str(self.http_max_sessions),
             "RESEARCH_LIFELINE": "stdin",  # a stdio child exits the moment its client hangs up
         }
-        if self.signing_key:
-            env["RESEARCH_SIGNING_KEY"] = self.signing_key
+        # The public half of the key this process signs with (the pair made now if need be), so the
+        # child accepts exactly the credentials its spawner issues. Never the private half.
+        from sources.keys import public_pem
+
+        env[PUBLIC_KEY_ENV] = public_pem(self.signing_key())
         if self.faults.active:
             env["RESEARCH_FAULTS"] = self.faults.spec()
         if self.traces_dir is not None:  # otherwise the child derives the same folder from the data folder

@@ -46,6 +46,7 @@ from sources.contract import (
 )
 from sources.faults import FaultLayer
 from sources.formats import Format
+from sources.private_files import private_folder
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.wire import Wire
@@ -122,15 +123,16 @@ def open_source(
     wire: Wire | None = None,
 ) -> Source:
     """A source's server with the shared middleware, and its data (generated on first start)."""
-    settings = settings or SourceSettings.from_environment()
-    world = ensure_world(settings.data_dir, settings.seed)
+    # A source keeps no private key, even one its environment carried by mistake: it verifies, never signs.
+    settings = (settings or SourceSettings.from_environment()).without_signing_key()
+    world = ensure_world(private_folder(settings.data_dir), settings.seed)
     server = MCPServer(
         name,
         instructions=instructions,
         version=SOURCE_VERSION,
         middleware=[
             FaultLayer(settings.faults, source=name, wire=wire),
-            CredentialCheck(settings.key()),
+            CredentialCheck(name, settings.verification_key),
         ],
         log_level="WARNING",
     )

@@ -1,7 +1,14 @@
 """The demo world: generated from a fixed seed into one SQLite file per source, plus the story records.
 
 Same seed, same data, on every machine: Faker is pinned and seeded per instance, every other choice
-comes from one ``random.Random(seed)``, and the calendar is fixed (``TODAY``), never the clock.
+comes from one ``random.Random(seed)`` (delivery dates from a second one, so that adding them left
+every other row as it was), and the calendar is fixed (``TODAY``), never the clock.
+
+Every order delivered (``delivered``, ``delivered_damaged``, and ``returned``, which was delivered
+first) has a delivery date, ``delivered_on``, in the orders source and on its invoice in billing (a
+billing system learns of deliveries from fulfilment; the sources share no database). Orders not
+delivered (``processing``, ``shipped``, ``cancelled``) have none. The story orders are delivered
+within the 60-day refund window of ``TODAY``, except the one whose story is being outside it.
 
 The story records have fixed identifiers that docs, examples and checks rely on:
 
@@ -9,6 +16,7 @@ The story records have fixed identifiers that docs, examples and checks rely on:
 |-----------------------------------------------------|----------------------------------------------------|
 | damaged order, £750 refund requested, open ticket   | jane.doe@example.com = CUST-00042, ORD-10023, SKU-4417-BLK |
 | a small refund within the £500 limit                | CUST-00042, ORD-10031, £45                         |
+| too late: delivered 101 days ago, outside 60 days  | old.order@example.com = CUST-00460, ORD-12460, £129 |
 | erased on request (GDPR)                            | CUST-00013 / erased.user@example.com               |
 | restricted VIP, needs customers:restricted          | CUST-00001 / vip@example.com                       |
 | no orders, no tickets, no invoices                  | CUST-00077 / new.customer@example.com              |
@@ -39,7 +47,7 @@ from sources.domain import TODAY
 
 __all__ = ["SOURCES", "TODAY", "World", "build_world", "ensure_world", "world_path"]
 
-WORLD_VERSION = 1
+WORLD_VERSION = 2  # 2: delivery dates (orders.delivered_on, invoices.delivered_on), CUST-00460
 
 _CUSTOMERS = 400
 _TICKETS = 600
@@ -55,7 +63,7 @@ _SCHEMA: dict[str, str] = {
     "orders": """
         CREATE TABLE orders (
             id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, placed_on TEXT NOT NULL, status TEXT NOT NULL,
-            total REAL NOT NULL, currency TEXT NOT NULL);
+            delivered_on TEXT, total REAL NOT NULL, currency TEXT NOT NULL);
         CREATE INDEX orders_by_customer ON orders (customer_id, placed_on);
         CREATE TABLE order_items (
             order_id TEXT NOT NULL, sku TEXT NOT NULL, description TEXT NOT NULL,
@@ -65,7 +73,8 @@ _SCHEMA: dict[str, str] = {
     "billing": """
         CREATE TABLE invoices (
             id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, order_id TEXT NOT NULL UNIQUE,
-            issued_on TEXT NOT NULL, amount REAL NOT NULL, currency TEXT NOT NULL, status TEXT NOT NULL);
+            issued_on TEXT NOT NULL, amount REAL NOT NULL, currency TEXT NOT NULL, status TEXT NOT NULL,
+            delivered_on TEXT);
         CREATE INDEX invoices_by_customer ON invoices (customer_id);
         CREATE TABLE refunds (
             id TEXT PRIMARY KEY, order_id TEXT NOT NULL, amount REAL NOT NULL,
@@ -152,6 +161,16 @@ _STORY_CUSTOMERS = [
         "restricted": 0,
         "erased_on": None,
     },
+    {  # above the generated customers' numbers (1 to _CUSTOMERS): adding it changed none of theirs
+        "id": "CUST-00460",
+        "email": "old.order@example.com",
+        "name": "Olive Oldham",
+        "tier": "standard",
+        "country": "GB",
+        "created_on": "2024-04-08",
+        "restricted": 0,
+        "erased_on": None,
+    },
 ]
 _STORY_ORDERS = [
     (
@@ -160,6 +179,7 @@ _STORY_ORDERS = [
             "customer_id": "CUST-00042",
             "placed_on": "2026-10-12",
             "status": "delivered_damaged",
+            "delivered_on": "2026-10-14",  # 18 days before TODAY
             "total": 750.0,
             "currency": "GBP",
         },
@@ -178,6 +198,7 @@ _STORY_ORDERS = [
             "customer_id": "CUST-00042",
             "placed_on": "2026-10-20",
             "status": "delivered",
+            "delivered_on": "2026-10-22",  # 10 days before TODAY
             "total": 45.0,
             "currency": "GBP",
         },
@@ -194,8 +215,9 @@ _STORY_ORDERS = [
         {
             "id": "ORD-10008",
             "customer_id": "CUST-00042",
-            "placed_on": "2026-06-03",
+            "placed_on": "2026-09-14",
             "status": "delivered",
+            "delivered_on": "2026-09-17",  # 45 days before TODAY: small refunds on it are issued
             "total": 64.5,
             "currency": "GBP",
         },
@@ -205,6 +227,25 @@ _STORY_ORDERS = [
                 "description": "Coffee beans, house blend 1kg",
                 "quantity": 3,
                 "unit_price": 21.5,
+            }
+        ],
+    ),
+    (  # numbered above the generated orders: adding it shifted none of their numbers
+        {
+            "id": "ORD-12460",
+            "customer_id": "CUST-00460",
+            "placed_on": "2026-07-20",
+            "status": "delivered",
+            "delivered_on": "2026-07-23",  # 101 days before TODAY: outside the 60-day refund window
+            "total": 129.0,
+            "currency": "GBP",
+        },
+        [
+            {
+                "sku": "SKU-1311-SLV",
+                "description": "Burr coffee grinder, silver",
+                "quantity": 1,
+                "unit_price": 129.0,
             }
         ],
     ),
@@ -233,6 +274,19 @@ _STORY_TICKETS = [
         "status": "pending",
         "priority": "low",
         "opened_on": "2026-10-22",
+    },
+    {
+        "id": "TCK-20060",
+        "customer_id": "CUST-00460",
+        "order_id": "ORD-12460",
+        "subject": "Burr grinder too noisy - refund of £129 requested",
+        "body": (
+            "The burr coffee grinder (SKU-1311-SLV) from order ORD-12460, delivered on 2026-07-23, is "
+            "louder than the customer expected. The customer asks for a full refund of £129."
+        ),
+        "status": "open",
+        "priority": "normal",
+        "opened_on": "2026-10-28",
     },
 ]
 _POLICIES = [
@@ -326,6 +380,10 @@ _PRODUCTS = [
 ]
 _COLOURS = ["BLK", "WHT", "RED", "GRN", "BLU", "SLV", "BRN"]
 _ORDER_STATUSES = ["delivered", "delivered", "delivered", "shipped", "processing", "returned", "cancelled"]
+# Statuses of orders that reached the customer, and so have a delivery date ("returned": delivered,
+# then sent back). Processing, shipped and cancelled orders have none.
+_DELIVERED = {"delivered", "delivered_damaged", "returned"}
+_DELIVERY_DAYS = (2, 7)  # KB-SHIPPING: 3 to 5 working days, in calendar days
 _TICKET_TOPICS = [
     ("Late delivery", "has not arrived yet; tracking shows no movement for several days"),
     ("Wrong colour received", "arrived in the wrong colour and the customer wants an exchange"),
@@ -352,6 +410,9 @@ def build_world(seed: int) -> World:
     from faker import Faker
 
     rng = random.Random(seed)  # noqa: S311  (demo data, not cryptography)
+    # Delivery dates from a generator of their own: drawing them from ``rng`` would have changed every
+    # row generated after the first order (names, tickets), which tests and docs quote.
+    deliveries = random.Random(f"{seed}:deliveries")  # noqa: S311
     fake = Faker("en_GB")
     fake.seed_instance(seed)
     world = World()
@@ -409,13 +470,18 @@ def build_world(seed: int) -> World:
                 )
             placed = TODAY - timedelta(days=rng.randint(1, 720))
             total = round(sum(item["quantity"] * item["unit_price"] for item in items), 2)
+            status = rng.choice(_ORDER_STATUSES)
+            delivered = None
+            if status in _DELIVERED:  # never after the world's today
+                delivered = min(placed + timedelta(days=deliveries.randint(*_DELIVERY_DAYS)), TODAY)
             orders.append(
                 (
                     {
                         "id": order_id,
                         "customer_id": customer["id"],
                         "placed_on": placed.isoformat(),
-                        "status": rng.choice(_ORDER_STATUSES),
+                        "status": status,
+                        "delivered_on": delivered.isoformat() if delivered else None,
                         "total": total,
                         "currency": "GBP",
                     },
@@ -438,6 +504,7 @@ def build_world(seed: int) -> World:
                 "amount": order["total"],
                 "currency": "GBP",
                 "status": "void" if order["status"] == "cancelled" else "paid",
+                "delivered_on": order["delivered_on"],
             },
         )
 

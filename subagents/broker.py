@@ -3,6 +3,10 @@
 A subagent that meets a permission error asks the broker for the one scope the source named
 (``requiredScope``), for the task's purpose. The broker grants only what a configured ``Grant``
 allows, and issues a short-lived credential holding the base scopes plus that one.
+
+The broker holds the coordinator's private key (``SourceSettings.signing_key``); each credential it
+issues names the one source the call goes to as its audience, so a credential granted for billing is
+worth nothing at customers.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from sources.auth import CREDENTIAL_META_KEY, issue_credential
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from sources.auth import CREDENTIAL_META_KEY, MAX_CREDENTIAL_LIFETIME_S, issue_credential
 
 __all__ = ["CredentialBroker", "Elevation", "Grant"]
 
@@ -35,23 +41,24 @@ class Elevation:
 
 @dataclass
 class CredentialBroker:
-    key: str
+    key: Ed25519PrivateKey
     subject: str = "research-agent"
     base_scopes: frozenset[str] = field(default_factory=frozenset)
     grants: tuple[Grant, ...] = ()
-    ttl_seconds: int = 300
+    ttl_seconds: int = MAX_CREDENTIAL_LIFETIME_S
 
-    def base_meta(self) -> dict[str, str] | None:
-        """The ``_meta`` of an ordinary call: the base credential, or none when there are no base scopes."""
+    def base_meta(self, source: str) -> dict[str, str] | None:
+        """The ``_meta`` of an ordinary call to ``source``: the base credential, or none without base scopes."""
         if not self.base_scopes:
             return None
         return {
             CREDENTIAL_META_KEY: issue_credential(
-                self.key, self.subject, self.base_scopes, ttl_seconds=self.ttl_seconds
+                self.key, self.subject, self.base_scopes, source=source, ttl_seconds=self.ttl_seconds
             )
         }
 
-    def elevate(self, scope: str | None, purpose: str, held: Iterable[str] = ()) -> Elevation:
+    def elevate(self, scope: str | None, purpose: str, held: Iterable[str] = (), *, source: str) -> Elevation:
+        """A credential for calls to ``source`` holding ``scope`` too, if a grant allows it for ``purpose``."""
         if scope is None:
             return Elevation(False, "the source did not say which scope would allow the call")
         if not any(grant.scope == scope and grant.purpose in (None, purpose) for grant in self.grants):
@@ -59,5 +66,7 @@ class CredentialBroker:
                 False, f"no grant allows '{scope}' for {purpose or 'this purpose'} (deny by default)"
             )
         scopes = {*self.base_scopes, *held, scope}
-        credential = issue_credential(self.key, self.subject, scopes, ttl_seconds=self.ttl_seconds)
+        credential = issue_credential(
+            self.key, self.subject, scopes, source=source, ttl_seconds=self.ttl_seconds
+        )
         return Elevation(True, f"'{scope}' granted for {purpose}", credential)

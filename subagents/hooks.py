@@ -4,7 +4,12 @@
   becomes a ``business`` error with ``attempted_query`` and never reaches the source.
   ``RefundLimit`` guarantees that no refund above £500 is ever sent to billing, and fails closed: an
   amount it cannot read as a positive number of pounds is not sent either (billing enforces the limit
-  per order too: two independent guards).
+  per order too: two independent guards). Given a ``RefundLedger`` it also holds to the per-order
+  rules from what billing has told this runtime: a refund that would take the order's known refunds
+  above the limit, or on an order billing said is outside the 60-day window, is not sent either.
+* ``RefundLedger`` is a post-call hook that only listens: what billing said was already refunded on
+  each order (eligibility assessments, refused ones' partial results too; invoices; refunds issued),
+  and which orders it said are outside the window.
 * A **post-call hook** sees every outcome before anything else does. ``TrimResults`` cuts long
   text and caps the number of records, saying what it cut, so a model gets the signal and not a wall.
 * ``redact`` (from ``traces.redact``) removes credentials and personal data from anything headed
@@ -15,15 +20,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sources.contract import AttemptedQuery, EmptyResult, ErrorCategory, ResultPage, ToolError
-from sources.domain import AUTOMATIC_REFUND_LIMIT
+from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS
 from subagents.classify import Outcome
 from traces.redact import redact
 
-__all__ = ["PostCallHook", "PreCallHook", "RefundLimit", "ToolCall", "TrimResults", "redact"]
+__all__ = [
+    "PostCallHook",
+    "PreCallHook",
+    "RefundLedger",
+    "RefundLimit",
+    "ToolCall",
+    "TrimResults",
+    "redact",
+    "refund_guard",
+]
 
 
 @dataclass(frozen=True)
@@ -50,16 +64,91 @@ class PostCallHook(Protocol):
     def __call__(self, call: ToolCall, outcome: Outcome) -> Outcome: ...
 
 
+@dataclass
+class RefundLedger:
+    """What billing told one runtime about orders' refunds: a post-call hook that changes nothing.
+
+    ``refunded`` holds, per order, the largest total billing reported refunded on it: an assessment's
+    ``already_refunded`` (allowed or refused), an invoice's ``refunded``, an issued refund's
+    ``order_refunded``. Each was the true total when billing answered, and totals only grow, so the
+    largest is a lower bound of the truth however the answers interleave: the hook may miss refunds
+    it was not told of (billing still refuses those), never count one twice. ``issued_keys`` are the
+    keys billing answered an issued refund for: the same call again is a replay that pays nothing,
+    billing's to answer. ``late`` holds the orders billing said are outside the window, with its
+    figures: time only moves on, so they stay outside.
+    """
+
+    refunded: dict[str, float] = field(default_factory=dict)
+    late: dict[str, tuple[str, int]] = field(default_factory=dict)  # order -> (delivered on, days ago)
+    issued_keys: set[str] = field(default_factory=set)
+
+    def __call__(self, call: ToolCall, outcome: Outcome) -> Outcome:
+        if call.source != "billing":
+            return outcome
+        result = outcome.result
+        records = result.results if isinstance(result, ResultPage) else []
+        if isinstance(result, ToolError):
+            records = result.partial_results or []
+        for record in records:
+            if isinstance(record, Mapping):
+                self._observe(call.tool, record)
+        return outcome
+
+    def _observe(self, tool: str, record: Mapping[str, Any]) -> None:
+        if tool == "issue_refund" and isinstance(record.get("idempotency_key"), str):  # a refund
+            self.issued_keys.add(record["idempotency_key"])
+            order, total = record.get("order_id"), _number(record.get("order_refunded"))
+        elif "already_refunded" in record:  # an assessment: its order is ``id``
+            order, total = record.get("id"), _number(record.get("already_refunded"))
+            days, window = record.get("days_since_delivery"), record.get("refund_window_days")
+            if isinstance(order, str) and isinstance(days, int) and isinstance(window, int) and days > window:
+                self.late[order] = (str(record.get("delivered_on")), days)
+        elif "refunded" in record:  # an invoice
+            order, total = record.get("order_id"), _number(record.get("refunded"))
+        else:
+            return
+        if isinstance(order, str):
+            self.refunded[order] = max(self.refunded.get(order, 0.0), total)
+
+    def blocks(self, call: ToolCall, amount: float, limit: float) -> str | None:
+        """Why this refund must not be sent, from what billing said; None when nothing said so."""
+        order, key = call.arguments.get("order_id"), call.arguments.get("idempotency_key")
+        if not isinstance(order, str) or key in self.issued_keys:  # a replay pays nothing: billing answers it
+            return None
+        if order in self.late:
+            delivered_on, days = self.late[order]
+            return (
+                f"billing reported {order} delivered on {delivered_on}, {days} days ago, outside the "
+                f"{REFUND_WINDOW_DAYS}-day refund window (KB-REFUNDS)"
+            )
+        already = self.refunded.get(order, 0.0)
+        if already and already + amount > limit:
+            return (
+                f"with £{already:,.2f} already refunded on {order} (as billing reported), a refund of "
+                f"£{amount:,.2f} would take it to £{already + amount:,.2f}, above the £{limit:,.2f} "
+                "automatic limit per order"
+            )
+        return None
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
 @dataclass(frozen=True)
 class RefundLimit:
     """Blocks a refund above the automatic limit before it leaves the process, and any amount it cannot read.
 
     Fails closed: what is not a finite positive number (a string, a bool, null, NaN, infinity) is not
-    sent, since the hook could not tell whether it is within the limit.
+    sent, since the hook could not tell whether it is within the limit. With a ``ledger`` (the same
+    one among the runtime's post-call hooks, see ``refund_guard``) it also blocks what the order's
+    refunds as billing reported them rule out: above the limit in total, or outside the window.
+    Without one it sees only the call, and billing alone enforces the per-order rules.
     """
 
     limit: float = AUTOMATIC_REFUND_LIMIT
     tools: frozenset[str] = frozenset({"issue_refund"})
+    ledger: RefundLedger | None = None
 
     def __call__(self, call: ToolCall) -> ToolError | None:
         if call.tool not in self.tools:
@@ -72,13 +161,27 @@ class RefundLimit:
                 attempted_query=call.attempted_query(),
             )
         if amount <= self.limit:
-            return None
+            reason = None if self.ledger is None else self.ledger.blocks(call, amount, self.limit)
+            if reason is None:
+                return None
+            return ToolError.of(
+                ErrorCategory.BUSINESS,
+                f"Blocked before sending: {reason}. Escalate to a manager with the refund details (KB-ESCALATION).",
+                attempted_query=call.attempted_query(),
+            )
         return ToolError.of(
             ErrorCategory.BUSINESS,
             f"Blocked before sending: a refund of £{amount:,.2f} exceeds the £{self.limit:,.2f} automatic limit. "
             "Escalate to a manager with the refund details (KB-ESCALATION).",
             attempted_query=call.attempted_query(),
         )
+
+
+def refund_guard() -> tuple[RefundLimit, RefundLedger]:
+    """A refund limit that knows what billing told this runtime: the first is a pre-call hook, the
+    second a post-call one (put it before ``TrimResults``, so it sees every record)."""
+    ledger = RefundLedger()
+    return RefundLimit(ledger=ledger), ledger
 
 
 @dataclass(frozen=True)

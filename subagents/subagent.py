@@ -280,7 +280,7 @@ class Run:
 
 async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> SubagentReport:
     """Carry one task to a report by ``deadline`` (on ``runtime.clock``), recovering what can be recovered."""
-    run = Run(task, runtime, deadline, task.tool, dict(task.arguments), runtime.broker.base_meta())
+    run = Run(task, runtime, deadline, task.tool, dict(task.arguments), runtime.broker.base_meta(task.source))
     with subagent_span(task.id, task.source, task.tool, task.arguments) as span:
         run.span = span
         report: SubagentReport | None = None
@@ -467,7 +467,9 @@ def _elevate(run: Run, outcome: Outcome, error: ToolError) -> str | None:
     if run.elevations >= run.runtime.policy.max_elevations:
         why = f"{run.elevations} elevation already used"
         return f"elevation refused ({why}): {error.description}"
-    elevation = run.runtime.broker.elevate(error.required_scope, run.task.purpose, run.held_scopes)
+    elevation = run.runtime.broker.elevate(
+        error.required_scope, run.task.purpose, run.held_scopes, source=run.task.source
+    )
     if not elevation.granted:
         return f"elevation refused ({elevation.reason}): {error.description}"
     run.elevations += 1

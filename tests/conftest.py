@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client, StdioServerParameters
 from mcp.server import MCPServer
 from mcp.types import CallToolResult
@@ -25,12 +26,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from sources import billing, customers, kb, orders, tickets
 from sources.auth import CREDENTIAL_META_KEY, issue_credential
+from sources.keys import private_pem, public_pem
 from sources.serve import READY_PREFIX
 from sources.settings import SourceSettings
 from sources.world import ensure_world
 from traces.client_status import ClientSpanStatus
 
-TEST_KEY = "test-signing-key-" + "0" * 48
+# The tests' coordinator key: it signs every credential the tests send; sources get its public half.
+TEST_KEY = Ed25519PrivateKey.generate()
 MODULES = {"customers": customers, "orders": orders, "billing": billing, "tickets": tickets, "kb": kb}
 CALL_TIMEOUT = 10.0
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +50,8 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> SourceSettings:
     data_dir = tmp_path_factory.mktemp("data")
     result = SourceSettings(
         data_dir=data_dir,
-        signing_key=TEST_KEY,
+        signing_key_pem=private_pem(TEST_KEY),
+        public_key_pem=public_pem(TEST_KEY),  # what in-memory sources verify with
         kb_warmup_ms=0,
         tickets_rate_per_second=1000,
         tickets_burst=1000,
@@ -66,9 +70,9 @@ def server_for(settings: SourceSettings) -> Callable[..., MCPServer]:
     return make
 
 
-def credential(*scopes: str, subject: str = "research-agent", **options: Any) -> dict[str, str]:
-    """The ``_meta`` of a call made with a credential holding these scopes."""
-    return {CREDENTIAL_META_KEY: issue_credential(TEST_KEY, subject, scopes, **options)}
+def credential(*scopes: str, source: str, subject: str = "research-agent", **options: Any) -> dict[str, str]:
+    """The ``_meta`` of a call to ``source`` made with a credential holding these scopes."""
+    return {CREDENTIAL_META_KEY: issue_credential(TEST_KEY, subject, scopes, source=source, **options)}
 
 
 async def call(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -110,6 +113,27 @@ async def test_a_missing_refund_hook_is_caught(chaos_settings: SourceSettings) -
         Scenario(seed=5, query=ERASED, faults={}, refund_amount=750.0), chaos_settings, pre_call=()
     )
     assert "refunds" in {kind for kind, _ in result.violations}, result.violations
+
+
+async def test_a_refund_issued_outside_the_window_is_caught(
+    chaos_settings: SourceSettings, tmp_path: Path
+) -> None:
+    """As if billing had broken the rule: a refund on ORD-12460 on the world's today, 101 days after delivery."""
+    own = dataclasses.replace(chaos_settings, data_dir=tmp_path)  # a world of its own: the row stays here
+    with contextlib.closing(sqlite3.connect(ensure_world(tmp_path, own.seed) / "billing.db")) as db:
+        db.execute(
+            "INSERT INTO refunds (id, order_id, amount, idempotency_key, issued_by, issued_on) "
+            "VALUES ('RFD-59999', 'ORD-12460', 10.0, 'broken-billing', 'research-agent', '2026-11-01')"
+        )
+        db.commit()
+    result = await run(Scenario(seed=6, query=ERASED, faults={}, refund_amount=5.0), own)
+    assert result.violations == [
+        (
+            "refunds",
+            "refunds issued outside the 60-day window after delivery: "
+            "['RFD-59999 on ORD-12460 (2026-11-01, delivered 2026-07-23)']",
+        )
+    ]
 
 
 async def test_the_same_seed_gives_the_same_scenarios() -> None:

@@ -20,10 +20,20 @@ pytestmark = pytest.mark.subprocess
 
 
 def research(settings: SourceSettings, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `research ARGS...` to its end, as a user does."""
     environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", *args],
         env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def research_process(settings: SourceSettings, *args: str) -> subprocess.Popen[str]:
+    """Start `research ARGS...` and return at once: for a test that interrupts it."""
+    environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
+    return subprocess.Popen(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", *args],
+        env=environment, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
 

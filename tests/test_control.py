@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from sources.chaos_secret import CHAOS_SECRET_HEADER, make_secret, read_secret
+from sources.fleet_secret import FLEET_SECRET_HEADER, make_secret, read_secret
 from sources.settings import SourceSettings
 from tests.conftest import PROJECT_ROOT, HttpSource, child_environment
 
@@ -28,7 +28,7 @@ HANG = '{"faults": "hang=1"}'
 @pytest.fixture
 def controlled(http_source: Callable[..., HttpSource]) -> str:
     """The base URL of a kb source started with chaos control and the secret."""
-    return http_source("kb", "--chaos-control", RESEARCH_CHAOS_SECRET=SECRET).url.removesuffix("/mcp")
+    return http_source("kb", "--chaos-control", RESEARCH_FLEET_SECRET=SECRET).url.removesuffix("/mcp")
 
 
 def faults_in_force(base: str) -> str:
@@ -40,12 +40,12 @@ def faults_in_force(base: str) -> str:
     [
         # The "simple" cross-site request a page can send without a preflight: text/plain, from its origin.
         (
-            {"Content-Type": "text/plain", "Origin": "http://evil.example", CHAOS_SECRET_HEADER: SECRET},
+            {"Content-Type": "text/plain", "Origin": "http://evil.example", FLEET_SECRET_HEADER: SECRET},
             HANG,
             400,
         ),
         (
-            {"Content-Type": "application/x-www-form-urlencoded", CHAOS_SECRET_HEADER: SECRET},
+            {"Content-Type": "application/x-www-form-urlencoded", FLEET_SECRET_HEADER: SECRET},
             "faults=hang%3D1",
             400,
         ),
@@ -53,18 +53,18 @@ def faults_in_force(base: str) -> str:
             {
                 "Content-Type": "application/json",
                 "Origin": "http://evil.example",
-                CHAOS_SECRET_HEADER: SECRET,
+                FLEET_SECRET_HEADER: SECRET,
             },
             HANG,
             403,
         ),
         (
-            {"Content-Type": "application/json", "Host": "evil.example", CHAOS_SECRET_HEADER: SECRET},
+            {"Content-Type": "application/json", "Host": "evil.example", FLEET_SECRET_HEADER: SECRET},
             HANG,
             421,
         ),
         ({"Content-Type": "application/json"}, HANG, 403),  # no secret
-        ({"Content-Type": "application/json", CHAOS_SECRET_HEADER: "a-guess-at-the-secret"}, HANG, 403),
+        ({"Content-Type": "application/json", FLEET_SECRET_HEADER: "a-guess-at-the-secret"}, HANG, 403),
     ],
     ids=["text-plain-cross-site", "form", "foreign-origin", "foreign-host", "no-secret", "wrong-secret"],
 )
@@ -77,7 +77,7 @@ def test_chaos_control_refuses_and_changes_nothing(
 
 
 def test_chaos_control_with_the_secret_applies_the_faults(controlled: str) -> None:
-    headers = {CHAOS_SECRET_HEADER: SECRET}
+    headers = {FLEET_SECRET_HEADER: SECRET}
     applied = httpx2.post(f"{controlled}/chaos", json={"faults": "latency=5ms"}, headers=headers, timeout=10)
     assert applied.status_code == 200 and applied.json()["faults"] == "latency=5ms"
     assert faults_in_force(controlled) == "latency=5ms"
@@ -94,15 +94,15 @@ def test_chaos_control_without_a_secret_does_not_start(settings: SourceSettings)
         timeout=60,
     )  # fmt: skip
     assert done.returncode != 0
-    assert "RESEARCH_CHAOS_SECRET" in done.stderr and "Traceback" not in done.stderr
+    assert "RESEARCH_FLEET_SECRET" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_the_secret_file_is_made_private_and_a_readable_one_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "fleet-chaos.secret"
+    path = tmp_path / "fleet.secret"
     secret = make_secret(path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert read_secret(path) == secret and len(secret) >= 32
     assert make_secret(path) != secret  # each fleet gets a new one
     path.chmod(0o644)
-    with pytest.raises(ValueError, match="readable by others"):
+    with pytest.raises(ValueError, match=r"open to other users.*chmod 600"):
         read_secret(path)

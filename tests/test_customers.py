@@ -111,14 +111,22 @@ async def test_restricted_customer_needs_the_restricted_scope(server: MCPServer)
     assert "results" not in payload and "Victoria" not in denied.content[0].text  # type: ignore[union-attr]
 
     elevated = await call(
-        server, "customer_lookup", {"identifier": "vip@example.com"}, credential("customers:restricted")
+        server,
+        "customer_lookup",
+        {"identifier": "vip@example.com"},
+        credential("customers:restricted", source="customers"),
     )
     assert elevated.is_error is False
     assert wire(elevated)["results"][0]["id"] == "CUST-00001"
 
 
 async def test_a_credential_without_the_scope_is_still_refused(server: MCPServer) -> None:
-    result = await call(server, "customer_lookup", {"identifier": "CUST-00001"}, credential("billing:read"))
+    result = await call(
+        server,
+        "customer_lookup",
+        {"identifier": "CUST-00001"},
+        credential("billing:read", source="customers"),
+    )
     assert wire(result)["errorCategory"] == "permission"
     assert "research-agent" in wire(result)["description"]
 
@@ -126,7 +134,7 @@ async def test_a_credential_without_the_scope_is_still_refused(server: MCPServer
 @pytest.mark.parametrize(
     ("meta", "reason"),
     [
-        (credential("customers:restricted", now=0), "expired"),
+        (credential("customers:restricted", source="customers", now=0), "expired"),
         ({"research-coordinator/credential": "not-a-token"}, "malformed"),
         ({"research-coordinator/credential": 42}, "not a token"),
     ],
@@ -142,9 +150,12 @@ async def test_a_bad_credential_is_rejected_without_being_echoed(
 
 
 async def test_a_credential_signed_with_another_key_is_rejected(server: MCPServer) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     from sources.auth import CREDENTIAL_META_KEY, issue_credential
 
-    forged = issue_credential("another-key-" + "1" * 52, "intruder", ["customers:restricted"])
+    another_key = Ed25519PrivateKey.generate()
+    forged = issue_credential(another_key, "intruder", ["customers:restricted"], source="customers")
     result = await call(
         server, "customer_lookup", {"identifier": "CUST-00001"}, {CREDENTIAL_META_KEY: forged}
     )
@@ -220,7 +231,9 @@ async def test_a_restricted_match_needs_the_restricted_scope(server: MCPServer) 
     text = denied.content[0].text  # type: ignore[union-attr]
     assert "results" not in payload and "CUST-00001" not in text and "Ives" not in text
 
-    elevated = await call(server, "find_customers", {"name": "victoria"}, credential("customers:restricted"))
+    elevated = await call(
+        server, "find_customers", {"name": "victoria"}, credential("customers:restricted", source="customers")
+    )
     assert elevated.is_error is False and "CUST-00001" in ids(wire(elevated))
 
 

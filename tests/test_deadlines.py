@@ -6,10 +6,7 @@ Real processes and real time where the deadline meets spawning and hung calls; e
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -25,7 +22,7 @@ from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
 from subagents.connection import Connections, Target, stdio_target
 from subagents.subagent import Run, Runtime, SubagentReport, Task, run_subagent, settle
-from tests.conftest import PROJECT_ROOT
+from tests.test_cli import research_process
 from tests.test_coordinator import STORY, in_memory
 
 pytestmark = pytest.mark.anyio
@@ -142,18 +139,10 @@ async def test_every_source_the_plan_needs_starts_at_once(settings: SourceSettin
     assert report.status == "partial"  # the £750 refund needs a manager: a gap, as in the story
 
 
-def _research(settings: SourceSettings, *args: str) -> subprocess.Popen[str]:
-    environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
-    return subprocess.Popen(
-        [sys.executable, "-c", "from coordinator.cli import app; app()", *args],
-        env=environment, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-
-
 @pytest.mark.subprocess
 def test_ask_with_a_hung_source_prints_its_report_by_the_deadline(settings: SourceSettings) -> None:
     began = time.monotonic()
-    command = _research(
+    command = research_process(
         settings, "ask", STORY, "--json", "--llm", "none", "--deadline", "8", "--chaos", "hang:tickets"
     )
     out, err = command.communicate(timeout=60)
@@ -167,7 +156,7 @@ def test_ask_with_a_hung_source_prints_its_report_by_the_deadline(settings: Sour
 
 @pytest.mark.subprocess
 def test_ctrl_c_says_what_was_still_running_and_leaves_no_source(settings: SourceSettings) -> None:
-    command = _research(
+    command = research_process(
         settings, "ask", STORY, "--llm", "none", "--deadline", "60", "--chaos", "hang:tickets"
     )
     parent = psutil.Process(command.pid)

@@ -16,9 +16,9 @@ from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
-from sources.chaos_secret import CHAOS_SECRET_HEADER
 from sources.contract import EmptyResult, to_call_tool_result
 from sources.faults import FaultLayer, FaultSettings, rolls
+from sources.fleet_secret import FLEET_SECRET_HEADER
 from sources.settings import SourceSettings
 from subagents.classify import classify_exception
 from tests.conftest import MODULES, PROJECT_ROOT, HttpSource, call, child_environment, stdio_parameters, wire
@@ -179,7 +179,9 @@ def test_http_refuses_garbage_and_a_taken_port(
 
 def test_settings_reach_a_child_process(settings: SourceSettings) -> None:
     faulty = dataclasses.replace(settings, faults=FaultSettings(transient=0.5, seed=9))
-    assert SourceSettings.from_environment(faulty.child_environment()) == faulty
+    # Everything reaches the child but the private key: it gets the public half, to verify and not to sign.
+    child = SourceSettings.from_environment(faulty.child_environment())
+    assert child == dataclasses.replace(faulty, signing_key_pem=None)
 
 
 @pytest.mark.subprocess
@@ -220,7 +222,7 @@ CHAOS_SECRET = "a-chaos-secret-for-the-tests"
 
 def _set_faults(url: str, faults: str) -> None:
     control = url.removesuffix("/mcp") + "/chaos"
-    headers = {CHAOS_SECRET_HEADER: CHAOS_SECRET}
+    headers = {FLEET_SECRET_HEADER: CHAOS_SECRET}
     assert (
         httpx2.post(control, json={"faults": faults}, headers=headers, timeout=10).json()["faults"] == faults
     )
@@ -231,7 +233,7 @@ def _set_faults(url: str, faults: str) -> None:
 async def test_garbage_over_http_corrupts_exactly_the_answers_the_dice_chose(
     http_source: Callable[..., HttpSource], faults: str, calls: int
 ) -> None:
-    running = http_source("kb", "--chaos-control", RESEARCH_CHAOS_SECRET=CHAOS_SECRET)
+    running = http_source("kb", "--chaos-control", RESEARCH_FLEET_SECRET=CHAOS_SECRET)
     _set_faults(running.url, faults)
     dice = rolls(FaultSettings.parse(faults))
     chosen = [next(dice).garbage for _ in range(calls)]

@@ -38,9 +38,13 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
+FLEET = (*SOURCES, "coordinator")  # the sources and the coordinator service
+
+
 @pytest.fixture
 def fleet(settings: SourceSettings) -> Iterator[list[str]]:
-    ports = [f"--port={source}={port}" for source, port in zip(SOURCES, _free_ports(5), strict=True)]
+    """`--port` options putting every member of a fleet on a free port; the fleet is stopped after."""
+    ports = [f"--port={name}={port}" for name, port in zip(FLEET, _free_ports(len(FLEET)), strict=True)]
     yield ports
     Fleet(settings).down()
 
@@ -57,10 +61,10 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
     up = research(settings, "sources", "up", "--chaos", *fleet)
     assert up.returncode == 0, up.stderr
     members = Fleet(settings).members()
-    assert set(members) == set(SOURCES) and all(member.alive() for member in members.values())
-    assert stat.S_IMODE(Fleet(settings).secret_file.stat().st_mode) == 0o600  # the chaos secret: owner only
+    assert set(members) == set(FLEET) and all(member.alive() for member in members.values())
+    assert stat.S_IMODE(Fleet(settings).secret_file.stat().st_mode) == 0o600  # the fleet's secret: owner only
     status = research(settings, "sources", "status")
-    assert status.returncode == 0 and status.stdout.count(" ok ") == 5
+    assert status.returncode == 0 and status.stdout.count(" ok ") == 6
 
     before = ask(settings)
     assert before["status"] == "complete" and {task["state"] for task in before["tasks"]} == {"ok"}
@@ -98,7 +102,7 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
     pids = [member.pid for member in Fleet(settings).members().values()]
     with hung_http_call(kb.port, session, call), open_stream(kb.port, session):
         down = research(settings, "sources", "down")
-    assert down.returncode == 0 and all(source in down.stdout for source in SOURCES)
+    assert down.returncode == 0 and all(name in down.stdout for name in FLEET)
     assert not any(
         psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids
     )
@@ -110,7 +114,7 @@ def test_a_taken_port_is_reported(settings: SourceSettings, fleet: list[str]) ->
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        ports = [*fleet[:-1], f"--port=kb={port}"]
+        ports = [*(option for option in fleet if not option.startswith("--port=kb=")), f"--port=kb={port}"]
         up = research(settings, "sources", "up", *ports)
     assert up.returncode == 1 and f"port {port} on 127.0.0.1 is already in use" in up.stderr
     assert Fleet(settings).members() == {}  # the sources already started were stopped again
@@ -127,7 +131,7 @@ def test_every_connection_a_source_accepts_sends_at_once() -> None:
     and with it on the body waited ~40 ms for the client's delayed ACK. uvicorn serves our listening
     socket through asyncio's ``create_server(sock=...)``, which turns Nagle off only on sockets whose
     proto is TCP, so the test drives that very call (asyncio here is the mechanism under test)."""
-    listener = serve._bind(0)
+    listener = serve.bind_loopback(0)
 
     async def accept_one() -> int:
         accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from sources import tickets
+from sources import billing, tickets
 from sources.auth import issue_credential
+from sources.contract import ErrorCategory, ResultPage, ToolError
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import world_path
 from subagents.broker import CredentialBroker
+from subagents.classify import Outcome
 from subagents.connection import Connections
-from subagents.hooks import RefundLimit, ToolCall, TrimResults, redact
+from subagents.hooks import RefundLimit, ToolCall, TrimResults, redact, refund_guard
 from subagents.subagent import Runtime, Task, run_subagent
-from tests.conftest import TEST_KEY
+from tests.conftest import TEST_KEY, call, credential, wire
 from tests.fakes import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -60,7 +64,7 @@ def test_trimming_caps_the_number_of_records_and_says_so() -> None:
 
 
 def test_redaction_removes_credentials_and_personal_data() -> None:
-    token = issue_credential(TEST_KEY, "agent", ["billing:read"])
+    token = issue_credential(TEST_KEY, "agent", ["billing:read"], source="billing")
     payload = {
         "arguments": {"identifier": "jane.doe@example.com", "amount": 750},
         "meta": {"research-coordinator/credential": token},
@@ -89,3 +93,121 @@ def test_the_refund_limit_fails_closed_on_an_amount_it_cannot_read(amount: objec
 def test_the_refund_limit_lets_readable_amounts_within_it_go(amount: float, sent: bool) -> None:
     call = ToolCall("billing", "issue_refund", {"order_id": "ORD-10023", "amount": amount}, attempt=1)
     assert (RefundLimit()(call) is None) is sent
+
+
+# --- the refund limit with what billing said: the order's refunds and its window --------------------
+
+
+def _billing(tool: str, arguments: dict[str, Any]) -> ToolCall:
+    return ToolCall("billing", tool, arguments, attempt=1)
+
+
+def _assessment(order: str, already: float, **extra: Any) -> dict[str, Any]:
+    return {"id": order, "requested": 10.0, "already_refunded": already, "refund_window_days": 60, **extra}
+
+
+def _refund(order: str, amount: float, key: str) -> ToolCall:
+    return _billing("issue_refund", {"order_id": order, "amount": amount, "idempotency_key": key})
+
+
+def test_without_a_ledger_the_hook_sees_only_the_call() -> None:
+    assert RefundLimit()(_refund("ORD-10023", 150, "k-1")) is None  # billing holds the order's total
+
+
+def test_the_hook_blocks_what_would_take_the_orders_reported_refunds_above_the_limit() -> None:
+    limit, ledger = refund_guard()
+    page = ResultPage[Any](result_count=1, results=[_assessment("ORD-10023", 400.0, eligible=True)])
+    ledger(_billing("refund_eligibility", {"order_id": "ORD-10023", "amount": 10}), Outcome("ok", page))
+    blocked = limit(_refund("ORD-10023", 150, "k-1"))
+    assert blocked is not None and blocked.error_category == "business"
+    assert blocked.description == (
+        "Blocked before sending: with £400.00 already refunded on ORD-10023 (as billing reported), a refund "
+        "of £150.00 would take it to £550.00, above the £500.00 automatic limit per order. Escalate to a "
+        "manager with the refund details (KB-ESCALATION)."
+    )
+    assert blocked.attempted_query is not None and blocked.attempted_query.arguments["amount"] == 150
+    assert limit(_refund("ORD-10023", 100, "k-2")) is None  # £500 in all: billing decides the rest
+    assert limit(_refund("ORD-10031", 150, "k-3")) is None  # nothing known of another order
+
+
+def test_the_ledger_learns_from_refusals_invoices_and_refunds_and_never_counts_one_twice() -> None:
+    limit, ledger = refund_guard()
+    refused = ToolError.of(
+        ErrorCategory.BUSINESS, "refused", partial_results=[_assessment("ORD-10023", 100.0, eligible=False)]
+    )
+    ledger(_billing("issue_refund", {}), Outcome("error", refused))
+    invoices = ResultPage[Any](
+        result_count=2,
+        results=[{"order_id": "ORD-10023", "refunded": 50.0}, {"order_id": "ORD-10008", "refunded": 20.0}],
+    )
+    ledger(_billing("list_invoices", {"customer_id": "CUST-00042"}), Outcome("ok", invoices))
+    issued = {"order_id": "ORD-10023", "amount": 300.0, "idempotency_key": "k-1", "replayed": False}
+    for answered in (issued, {**issued, "replayed": True}):  # the answer, then a replay of it
+        page = ResultPage[Any](result_count=1, results=[{**answered, "order_refunded": 400.0}])
+        ledger(_refund("ORD-10023", 300, "k-1"), Outcome("ok", page))
+    assert ledger.refunded == {"ORD-10023": 400.0, "ORD-10008": 20.0}  # the largest total reported
+    assert limit(_refund("ORD-10023", 300, "k-1")) is None  # the same call again: a replay, billing's
+    assert limit(_refund("ORD-10023", 100.01, "k-2")) is not None
+    # Another source's records say nothing about refunds.
+    other = ResultPage[Any](result_count=1, results=[{"order_id": "ORD-10031", "refunded": 499.0}])
+    ledger(ToolCall("orders", "search_orders", {}, attempt=1), Outcome("ok", other))
+    assert "ORD-10031" not in ledger.refunded
+
+
+def test_the_hook_blocks_a_refund_on_an_order_billing_said_is_outside_the_window() -> None:
+    limit, ledger = refund_guard()
+    late = _assessment("ORD-12460", 0.0, eligible=False, delivered_on="2026-07-23", days_since_delivery=101)
+    ledger(
+        _billing("refund_eligibility", {"order_id": "ORD-12460", "amount": 10}),
+        Outcome("error", ToolError.of(ErrorCategory.BUSINESS, "refused", partial_results=[late])),
+    )
+    blocked = limit(_refund("ORD-12460", 1, "k-1"))
+    assert blocked is not None and blocked.error_category == "business"
+    assert blocked.description == (
+        "Blocked before sending: billing reported ORD-12460 delivered on 2026-07-23, 101 days ago, outside "
+        "the 60-day refund window (KB-REFUNDS). Escalate to a manager with the refund details (KB-ESCALATION)."
+    )
+    inside = _assessment("ORD-10031", 0.0, eligible=True, delivered_on="2026-09-02", days_since_delivery=60)
+    ledger(
+        _billing("refund_eligibility", {}), Outcome("ok", ResultPage[Any](result_count=1, results=[inside]))
+    )
+    assert limit(_refund("ORD-10031", 1, "k-2")) is None  # the last day is inside the window
+
+
+async def test_a_subagent_that_was_told_the_orders_refunds_does_not_send_one_above_the_limit(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    """Billing reported £400 refunded on ORD-10023 and ORD-12460 outside the window; the refunds that
+    break a rule by what it said are blocked in the process, and billing's refunds stay as they were."""
+    own = dataclasses.replace(settings, data_dir=tmp_path)  # refunds of its own
+    server = billing.create_server(own)
+    meta = credential("billing:read", "billing:refund", source="billing")
+    first = {"order_id": "ORD-10023", "amount": 400, "idempotency_key": "hooks-first-400"}
+    assert wire(await call(server, "issue_refund", first, meta))["resultCount"] == 1
+    limit, ledger = refund_guard()
+    clock = FakeClock()
+    tasks = [
+        Task("ask", "billing", "refund_eligibility", {"order_id": "ORD-10023", "amount": 50}),
+        Task("refund", "billing", "issue_refund", {"order_id": "ORD-10023", "amount": 150, "idempotency_key": "hooks-150"}),
+        Task("ask-late", "billing", "refund_eligibility", {"order_id": "ORD-12460", "amount": 10}),
+        Task("refund-late", "billing", "issue_refund", {"order_id": "ORD-12460", "amount": 10, "idempotency_key": "hooks-late"}),
+    ]  # fmt: skip
+    with anyio.fail_after(30):
+        async with Connections.opened({"billing": lambda: server}) as connections:
+            runtime = Runtime(
+                connections=connections, clock=clock, rng=random.Random(1), pre_call=(limit,),
+                broker=CredentialBroker(TEST_KEY, base_scopes=frozenset({"billing:read", "billing:refund"})),
+                post_call=(ledger, TrimResults()),
+            )  # fmt: skip
+            reports = {
+                task.id: await run_subagent(task, runtime, deadline=clock.now() + 30) for task in tasks
+            }
+    assert reports["ask"].state == "ok" and reports["ask-late"].state == "escalated"  # billing's answers
+    for blocked in (reports["refund"], reports["refund-late"]):
+        assert blocked.state == "escalated" and blocked.attempts == 0
+        assert [decision.action for decision in blocked.decisions] == ["hook_blocked"]
+        assert blocked.message is not None and blocked.message.startswith("Blocked before sending: ")
+    assert "£550.00, above the £500.00 automatic limit per order" in (reports["refund"].message or "")
+    assert "101 days ago, outside the 60-day refund window" in (reports["refund-late"].message or "")
+    rows = Store(world_path(tmp_path, own.seed) / "billing.db").rows("SELECT idempotency_key FROM refunds")
+    assert rows == [{"idempotency_key": "hooks-first-400"}]

@@ -41,7 +41,7 @@ def typescript_client(settings: SourceSettings, source: str, transport: list[str
         "the TypeScript SDK is not installed: run `make test` (it runs `npm ci --prefix tests/interop`)"
     )
     calls = [
-        {"name": tool, "arguments": arguments, "meta": credential(*scopes) if scopes else None}
+        {"name": tool, "arguments": arguments, "meta": credential(*scopes, source=source) if scopes else None}
         for tool, arguments, scopes, _ in OUTCOMES[source]
     ]
     environment = {**os.environ, **child_environment(settings, **PROCESS_ENVIRONMENT.get(source, {}))}

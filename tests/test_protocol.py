@@ -15,6 +15,7 @@ from mcp import Client
 
 from sources import contract
 from sources.catalogue import TOOLS
+from sources.keys import private_pem
 from sources.settings import SourceSettings
 from tests.conftest import MODULES, TEST_KEY, HttpSource, credential, stdio_parameters, wire
 from tests.outcomes import OUTCOMES, PROCESS_ENVIRONMENT, VALID_CALLS
@@ -45,7 +46,7 @@ async def check_source(client: Client, source: str) -> None:
             assert set(tool.output_schema["required"]) == {"resultCount", "results"}
 
         for tool, arguments, scopes, expected in OUTCOMES[source]:
-            meta = credential(*scopes) if scopes else None
+            meta = credential(*scopes, source=source) if scopes else None
             result = await client.call_tool(tool, arguments, read_timeout_seconds=10, meta=meta)
             payload = wire(result)
             where = f"{tool}({arguments}) with {scopes}"
@@ -107,7 +108,10 @@ async def test_an_elevated_credential_needs_no_restart(http_source: Callable[...
         refused = await client.call_tool("list_invoices", arguments, read_timeout_seconds=10)
         assert wire(refused)["errorCategory"] == "permission"
         served = await client.call_tool(
-            "list_invoices", arguments, read_timeout_seconds=10, meta=credential("billing:read")
+            "list_invoices",
+            arguments,
+            read_timeout_seconds=10,
+            meta=credential("billing:read", source="billing"),
         )
         assert served.is_error is False and wire(served)["resultCount"] == 3
-    assert TEST_KEY not in str(wire(served))
+    assert private_pem(TEST_KEY) not in str(wire(served)) and "PRIVATE KEY" not in str(wire(served))

@@ -208,7 +208,7 @@ async def test_no_credential_and_no_email_in_any_attribute(
     await run_task(settings, "billing", "list_invoices", {"customer_id": "CUST-00042"})
     text = _all_values(spans.get_finished_spans())
     assert "@example.com" not in text and "Jane Doe" not in text
-    assert "eyJ" not in text and TEST_KEY not in text
+    assert "eyJ" not in text and "PRIVATE KEY" not in text
     assert "[redacted email]" in text  # the query named an email: it was there, and it was removed
 
 
@@ -222,7 +222,7 @@ async def test_full_payloads_are_an_explicit_switch(
         set_full_payloads(False)
     (span,) = named(spans.get_finished_spans(), "subagent customers")
     assert json.loads(str((span.attributes or {})[names.ARGUMENTS])) == {"identifier": "jane.doe@example.com"}
-    assert credential("billing:read")["research-coordinator/credential"] not in _all_values(
+    assert credential("billing:read", source="billing")["research-coordinator/credential"] not in _all_values(
         spans.get_finished_spans()
     )
 

@@ -7,13 +7,14 @@ import sys
 import threading
 from pathlib import Path
 
+from sources.domain import REFUND_WINDOW_DAYS, TODAY, days_since_delivery, within_refund_window
 from sources.settings import SourceSettings
 from sources.store import Store
-from sources.world import build_world, ensure_world, world_path
+from sources.world import WORLD_VERSION, build_world, ensure_world, world_path
 
 # The digest of every row for seed 42. It changes only when the generator changes on purpose;
 # a different value on another machine means the data is not reproducible there.
-SEED_42_FINGERPRINT = "c768f1c843abf64f068fd27edfc891736e1a13af3b85150b45f236b8f5316f98"
+SEED_42_FINGERPRINT = "d41800dc7b82b69c9fda7883878957cced7afb85a6aeaa68f25b558adc768075"
 
 
 def test_same_seed_same_data_in_another_process() -> None:
@@ -52,6 +53,54 @@ def test_story_records(settings: SourceSettings) -> None:
     assert all(any(article in link for link in links) for article in story)
 
 
+def test_delivered_orders_have_a_delivery_date_that_billing_sees_too(settings: SourceSettings) -> None:
+    folder = world_path(settings.data_dir, settings.seed)
+    orders = Store(folder / "orders.db").rows("SELECT id, status, placed_on, delivered_on FROM orders")
+    invoices = {
+        row["order_id"]: row
+        for row in Store(folder / "billing.db").rows("SELECT order_id, status, delivered_on FROM invoices")
+    }
+    statuses = {order["status"] for order in orders}
+    assert {"delivered", "delivered_damaged", "returned", "shipped", "processing", "cancelled"} <= statuses
+    for order in orders:
+        delivered = order["status"] in {"delivered", "delivered_damaged", "returned"}
+        assert (order["delivered_on"] is not None) is delivered, order
+        if delivered:
+            assert order["placed_on"] < order["delivered_on"] <= TODAY.isoformat(), order
+        assert invoices[order["id"]]["delivered_on"] == order["delivered_on"]  # billing's copy agrees
+    # Paid and not delivered yet (processing, shipped): billing refunds them, the window not started.
+    assert any(
+        invoices[order["id"]]["status"] == "paid" and order["delivered_on"] is None for order in orders
+    )
+    # Both sides of the window among the generated orders, not only in the story.
+    assert any(not within_refund_window(order["delivered_on"], TODAY) for order in orders)
+    assert (
+        sum(within_refund_window(order["delivered_on"], TODAY) for order in orders if order["delivered_on"])
+        > 10
+    )
+
+
+def test_story_orders_within_the_refund_window_but_the_late_one(settings: SourceSettings) -> None:
+    folder = world_path(settings.data_dir, settings.seed)
+    orders = Store(folder / "orders.db")
+    days = {
+        row["id"]: days_since_delivery(row["delivered_on"], TODAY)
+        for row in orders.rows(
+            "SELECT id, delivered_on FROM orders WHERE id IN ('ORD-10008', 'ORD-10023', 'ORD-10031', 'ORD-12460')"
+        )
+    }
+    assert days == {"ORD-10023": 18, "ORD-10031": 10, "ORD-10008": 45, "ORD-12460": 101}
+    assert all(days[story] <= REFUND_WINDOW_DAYS for story in ("ORD-10008", "ORD-10023", "ORD-10031"))
+    late = orders.row("SELECT customer_id, status, total FROM orders WHERE id = 'ORD-12460'")
+    assert late == {"customer_id": "CUST-00460", "status": "delivered", "total": 129.0}  # within the £500
+    customers = Store(folder / "customers.db")
+    assert customers.row("SELECT id FROM customers WHERE email = 'old.order@example.com'") == {
+        "id": "CUST-00460"
+    }
+    ticket = Store(folder / "tickets.db").row("SELECT id, subject FROM tickets WHERE order_id = 'ORD-12460'")
+    assert ticket is not None and ticket["id"] == "TCK-20060" and "£129" in ticket["subject"]
+
+
 def test_sources_starting_at_once_share_one_world(tmp_path: Path) -> None:
     found: list[Path] = []
     threads = [threading.Thread(target=lambda: found.append(ensure_world(tmp_path, 5))) for _ in range(4)]
@@ -60,7 +109,7 @@ def test_sources_starting_at_once_share_one_world(tmp_path: Path) -> None:
     for thread in threads:
         thread.join(timeout=120)
     assert found == [world_path(tmp_path, 5)] * 4
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["world-v1-seed5"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [f"world-v{WORLD_VERSION}-seed5"]
     assert (found[0] / "fingerprint").read_text() == build_world(5).fingerprint()
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import os
+import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -123,6 +124,16 @@ def ask(
         raise usage_error(f"--deadline must be a positive number of seconds, e.g. 30; got {deadline:g}")
     fault_settings = _source_faults(faults or [])
     claude = claude_for(llm)
+    if (
+        transport == "http"
+        and claude is None
+        and not (fault_settings or chaos_spec or otlp or trace_payloads)
+    ):
+        _ask_the_coordinator_service(query, deadline, seed, json_output)  # returns when there is none
+    if transport == "stdio" and query.strip():
+        from sources.forked import prestart
+
+        prestart()  # the sources' imports run on another core while this process plans and imports
     from coordinator.planner import QueryError, plan_query  # light: reading a query imports no SDK
 
     try:
@@ -215,6 +226,47 @@ def ask(
     exit_now(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
 
 
+def _ask_the_coordinator_service(query: str, deadline: float, seed: int | None, json_output: bool) -> None:
+    """Against a running fleet, its coordinator service (``coordinator.service``) answers warm: this
+    process imports neither the mcp SDK nor the sources. Returns only when there is no such service,
+    or it does not answer (then this process researches itself, within what is left of the deadline)."""
+    from coordinator import ask_service
+    from coordinator.cli import STARTED_AT
+    from sources.fleet import Fleet
+    from sources.settings import SourceSettings, data_dir_from
+
+    fleet = Fleet(SourceSettings(data_dir=data_dir_from()))
+    service = fleet.members().get(ask_service.NAME)
+    if service is None:  # no fleet: researching here says what is missing
+        return
+    if not service.alive():
+        Console(stderr=True).print(
+            f"[dim]the coordinator service is not running (`research chaos heal {ask_service.NAME}` restarts it); "
+            "researching in this process[/]"
+        )
+        return
+    console = Console()
+    output = {"json": json_output, "width": console.width, "terminal": console.is_terminal}
+    output["color_system"] = console.color_system
+    try:
+        answer = ask_service.ask(
+            service.url, fleet.secret(), query, deadline_s=max(STARTED_AT + deadline - time.monotonic(), 0.01),
+            seed=seed, output=output,
+        )  # fmt: skip
+    except ask_service.QueryRefused as refused:
+        raise usage_error(str(refused)) from None
+    except (ask_service.ServiceUnavailable, ValueError) as exc:  # ValueError: an unreadable fleet secret
+        Console(stderr=True).print(f"[dim]{exc}; researching in this process[/]")
+        return
+    except KeyboardInterrupt:  # the service cancels the query when this process hangs up
+        Console(stderr=True).print("interrupted: the query was cancelled; nothing was reported")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    sys.stdout.write(answer.output if answer.output.endswith("\n") else answer.output + "\n")
+    if not json_output:
+        console.print(f"[dim]research traces show {answer.trace_id}[/]")
+    exit_now(EXIT_COMPLETE if answer.status == "complete" else EXIT_PARTIAL)
+
+
 class _Progress:
     """Prints each attempt and decision of a subagent as it happens."""
 
@@ -298,7 +350,7 @@ def run_task(
                 runtime = Runtime(
                     connections=connections,
                     broker=CredentialBroker(
-                        settings.key(), grants=tuple(Grant(scope, purpose) for scope in grant or [])
+                        settings.signing_key(), grants=tuple(Grant(scope, purpose) for scope in grant or [])
                     ),
                     policy=RecoveryPolicy(call_timeout_s=timeout),
                     observer=_Progress(console),

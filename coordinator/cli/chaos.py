@@ -17,6 +17,7 @@ from coordinator.cli.common import (
     claude_for,
     fleet,
     fleet_call,
+    known_member,
     known_source,
     usage_error,
 )
@@ -35,23 +36,25 @@ def _chaos(source: str, **faults: float) -> None:
 
 
 @chaos_app.command("kill")
-def chaos_kill(source: Annotated[str, typer.Argument(help="The source to SIGKILL.")]) -> None:
-    """SIGKILL one source of the fleet.
+def chaos_kill(
+    source: Annotated[str, typer.Argument(help="The source (or the coordinator service) to SIGKILL.")],
+) -> None:
+    """SIGKILL one source of the fleet, or its coordinator service.
 
     Example: research chaos kill customers
     """
-    known_source(source)
+    known_member(source)
     member = fleet_call(lambda: fleet().kill(source))
     typer.echo(f"{source}: killed (pid {member.pid})")
 
 
 @chaos_app.command("heal")
 def chaos_heal(source: Annotated[str, typer.Argument(help="The source to bring back to normal.")]) -> None:
-    """Back to normal: restart a dead source where it was, or clear a live one's faults.
+    """Back to normal: restart a dead source (or coordinator service) where it was, or clear a live one's faults.
 
     Example: research chaos heal customers
     """
-    known_source(source)
+    known_member(source)
     member = fleet_call(lambda: fleet().heal(source))
     typer.echo(f"{source}: healthy (pid {member.pid}, {member.url})")
 

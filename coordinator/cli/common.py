@@ -127,6 +127,17 @@ def known_source(source: str) -> str:
     return source
 
 
+def known_member(name: str) -> str:
+    """A member of the fleet: a source, or the coordinator service (which can be killed and healed)."""
+    from coordinator.ask_service import NAME  # light
+
+    if name not in (*SOURCES, NAME):
+        raise typer.BadParameter(
+            f"unknown fleet member {name!r}; choose one of {', '.join((*SOURCES, NAME))}"
+        )
+    return name
+
+
 def fleet() -> Fleet:
     # Here, not at the top: start-up time (the fleet module and the settings import mcp).
     from sources.fleet import Fleet

@@ -119,7 +119,11 @@ def call_source(
     except ValueError as exc:
         raise usage_error(str(exc)) from None
     settings = replace(settings, run_id=run_id)
-    meta = {CREDENTIAL_META_KEY: issue_credential(settings.key(), "research-cli", scope)} if scope else None
+    meta = (
+        {CREDENTIAL_META_KEY: issue_credential(settings.signing_key(), "research-cli", scope, source=source)}
+        if scope
+        else None
+    )
 
     async def calling() -> tuple[bool, Any]:
         # One root span for the command: the handshake, tools/list and the call are its children.
@@ -153,12 +157,14 @@ def _json_of(result: CallToolResult) -> dict[str, Any]:
 
 
 def _ports(specs: list[str]) -> dict[str, int]:
+    from coordinator.ask_service import NAME  # light
+
     ports = {}
     for spec in specs:
         source, sep, port = spec.partition("=")
-        if not sep or source not in SOURCES or not port.isdigit() or not 0 < int(port) < 65536:
+        if not sep or source not in (*SOURCES, NAME) or not port.isdigit() or not 0 < int(port) < 65536:
             raise usage_error(
-                f"--port takes SOURCE=PORT with a source among {', '.join(SOURCES)}, e.g. kb=9105; got {spec!r}"
+                f"--port takes NAME=PORT with a name among {', '.join((*SOURCES, NAME))}, e.g. kb=9105; got {spec!r}"
             )
         ports[source] = int(port)
     return ports
@@ -172,15 +178,21 @@ def fleet_up(
     ] = False,
     port: Annotated[
         list[str] | None,
-        typer.Option("--port", help="SOURCE=PORT to move a source off its default port (repeatable)."),
+        typer.Option(
+            "--port", help="NAME=PORT to move a source or the coordinator off its default port (repeatable)."
+        ),
     ] = None,
 ) -> None:
-    """Start the five sources as streamable-HTTP services on 127.0.0.1:8101-8105 and wait until each answers.
+    """Start the five sources as streamable-HTTP services on 127.0.0.1:8101-8105, and the coordinator
+    service on 8100 (`ask --transport http` is answered there, warm), and wait until each answers.
 
     Example: research sources up --chaos
     """
+    from coordinator import ask_service  # light
+
     ports = _ports(port or [])
-    members = fleet_call(lambda: fleet().up(ports, chaos_control=chaos))
+    service = {ask_service.NAME: (ask_service.MODULE, ports.pop(ask_service.NAME, ask_service.DEFAULT_PORT))}
+    members = fleet_call(lambda: fleet().up(ports, chaos_control=chaos, services=service))
     for member in members.values():
         typer.echo(f"{member.source:10} pid {member.pid:<7} {member.url}")
 

@@ -1,0 +1,229 @@
+"""A long-lived coordinator beside the fleet: `research ask --transport http` answered warm.
+
+Every `research` command is a fresh process, and before it can send one MCP request it imports the
+mcp SDK: 1.2 to 1.5 s of CPU (its protocol types are pydantic models, built at import). Against a
+fleet that is already serving, that import is most of what a user waits for. So `research sources
+up` also starts this service: one process that has imported the coordinator once, keeps a session
+with each source of the fleet open across queries, and shares its circuit breakers across them, as
+a production coordinator would. `research ask --transport http` sends it the query and prints what
+comes back; the command imports neither the SDK nor the sources.
+
+    POST /ask     {"query": "...", "deadline_s": 29.6, "seed": null, "output": {...}}
+                  200 {"status": "partial", "trace_id": "...", "output": "<the report, as asked>"}
+                  400 {"error": "..."}  the query or a field is not usable (the asker's usage error)
+    GET  /health  {"service": "coordinator", "pid": 1234, "queries_in_flight": 0,
+                   "sessions_opened": {"customers": 1, ...}}
+
+``output`` says how the asker prints: ``{"json": true}`` for the report's JSON, otherwise the
+rendered report for its terminal (``width``, ``terminal``, ``color_system``), so that the asker need
+not import the report's models to print it. An asker that hangs up (Ctrl-C) cancels its query.
+
+Protected as chaos control is (``sources.control``): loopback only, the SDK's Host and Origin checks,
+JSON only, and the fleet's secret in a header. Deterministic mode only: Claude mode runs in the
+asking process, with the asker's own API key.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import typer
+import uvicorn
+from rich.console import Console
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from coordinator.ask_service import NAME
+from coordinator.planner import QueryError, plan_query
+from coordinator.render import print_report
+from coordinator.report import ResearchReport
+from coordinator.research import ResearchOptions, research
+from sources.catalogue import SOURCES, default_url
+from sources.control import refuse_unless_trusted
+from sources.fleet import Fleet
+from sources.fleet_secret import FLEET_SECRET_ENV
+from sources.serve import READY_PREFIX, BoundedShutdownServer, bind_loopback, log_plainly
+from sources.settings import SourceSettings
+from subagents.breaker import Breakers
+from subagents.connection import Connections, Target
+from traces.setup import start_run
+
+__all__ = ["create_app", "main"]
+
+
+def create_app(settings: SourceSettings, secret: str) -> Starlette:
+    """The service: one set of sessions and breakers, for every query it is sent."""
+    fleet = Fleet(settings)
+    breakers = Breakers()
+    held: dict[str, Connections] = {}
+    in_flight: set[anyio.CancelScope] = set()
+
+    def where(source: str) -> Target:
+        # Read each time a session opens, so that a source healed elsewhere is found again.
+        return lambda: fleet.urls().get(source) or default_url(source)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with Connections.opened({source: where(source) for source in SOURCES}) as connections:
+            held["connections"] = connections
+            for source in SOURCES:  # the first query finds its sessions open, as every later one does
+                connections[source].open_soon()
+            yield
+
+    async def health(request: Request) -> Response:
+        refused = await refuse_unless_trusted(request, secret=None)
+        if refused is not None:
+            return refused
+        connections = held.get("connections")
+        return JSONResponse(
+            {
+                "service": NAME,
+                "pid": os.getpid(),
+                "queries_in_flight": len(in_flight),
+                # Sessions opened per source since the service started: one each while all is well.
+                "sessions_opened": {source: connections[source].opened for source in SOURCES}
+                if connections
+                else {},
+            }
+        )
+
+    async def ask(request: Request) -> Response:
+        refused = await refuse_unless_trusted(request, secret=secret)
+        if refused is not None:
+            return refused
+        try:
+            asked = _Asked.of(_json_body(await request.body()))
+            plan = plan_query(asked.query)
+        except (ValueError, QueryError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        options = ResearchOptions(
+            deadline_s=asked.deadline_s, transport="http", seed=asked.seed, breakers=breakers
+        )
+        answered: list[ResearchReport] = []
+        async with anyio.create_task_group() as group:
+            in_flight.add(group.cancel_scope)
+            try:
+                group.start_soon(_cancel_when_gone, request, group.cancel_scope)
+                connections = held["connections"]
+                answered.append(
+                    await research(
+                        asked.query, options, settings=settings, plan=plan, connections=connections
+                    )
+                )
+                group.cancel_scope.cancel()
+            finally:
+                in_flight.discard(group.cancel_scope)
+        if not answered:  # the asker hung up and its query was cancelled: no one reads an answer
+            return Response(status_code=499)
+        report = answered[0]
+        return JSONResponse(
+            {"status": report.status, "trace_id": report.trace_id, "output": asked.render(report)}
+        )
+
+    return Starlette(
+        routes=[Route("/health", health, methods=["GET"]), Route("/ask", ask, methods=["POST"])],
+        lifespan=lifespan,
+    )
+
+
+async def _cancel_when_gone(request: Request, scope: anyio.CancelScope) -> None:
+    """Cancel the query when the asker hangs up: the body is read, so the next message is the hang-up."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+_EXAMPLE = '{"query": "Refund £45 on ORD-10031?", "deadline_s": 30}'
+
+
+def _json_body(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise ValueError(f"the body must be a JSON object such as {_EXAMPLE} ({exc})") from None
+
+
+class _Asked:
+    """What an asker sends, checked: each field named in the error when it is not usable."""
+
+    def __init__(self, query: str, deadline_s: float, seed: int | None, output: dict[str, Any]) -> None:
+        self.query, self.deadline_s, self.seed, self.output = query, deadline_s, seed, output
+
+    @classmethod
+    def of(cls, body: Any) -> _Asked:
+        if not isinstance(body, dict):
+            raise ValueError(f"the body must be a JSON object such as {_EXAMPLE}")
+        query, deadline_s = body.get("query"), body.get("deadline_s", 30.0)
+        seed, output = body.get("seed"), body.get("output") or {}
+        if not isinstance(query, str):
+            raise ValueError('"query" must be the question as a string')
+        if (
+            isinstance(deadline_s, bool)
+            or not isinstance(deadline_s, int | float)
+            or not 0 < deadline_s <= 3600
+        ):
+            raise ValueError('"deadline_s" must be the seconds left for the query, above 0 and at most 3600')
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError('"seed" must be a whole number or null')
+        if not isinstance(output, dict):
+            raise ValueError('"output" must be an object such as {"json": true}')
+        return cls(query, float(deadline_s), seed, output)
+
+    def render(self, report: ResearchReport) -> str:
+        if self.output.get("json"):
+            return str(report.to_json())
+        width = self.output.get("width")
+        buffer = io.StringIO()
+        console = Console(
+            file=buffer,
+            width=width if isinstance(width, int) and 20 <= width <= 1000 else 80,
+            force_terminal=bool(self.output.get("terminal")),
+            color_system=self.output.get("color_system") if self.output.get("terminal") else None,
+        )
+        print_report(report, console)
+        return buffer.getvalue()
+
+
+def main() -> None:
+    def run(
+        port: int = typer.Option(0, "--port", min=0, max=65535, help="HTTP port; 0 picks a free one."),
+    ) -> None:
+        try:
+            settings = SourceSettings.from_environment()
+            secret = os.environ.get(FLEET_SECRET_ENV, "")
+            if len(secret) < 16:
+                raise ValueError(
+                    f"the service needs the fleet's secret in {FLEET_SECRET_ENV}; `research sources up` passes it"
+                )
+        except ValueError as exc:
+            raise SystemExit(f"error: {exc}") from None
+        log_plainly(NAME)
+        start_run("research-coordinator", settings.traces_path)
+        anyio.run(_serve, create_app(settings, secret), port)
+
+    typer.run(run)
+
+
+async def _serve(app: Starlette, port: int) -> None:
+    sock = bind_loopback(port)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    runner = BoundedShutdownServer(uvicorn.Config(app, lifespan="on", log_config=None, log_level="warning"))
+    print(
+        READY_PREFIX + json.dumps({"source": NAME, "url": url, "pid": os.getpid()}),
+        file=sys.stderr,
+        flush=True,
+    )
+    await runner.serve(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""The coordinator service with real processes: it answers as the command does, warm, only to its
+fleet's owner, names what is wrong with a request, and cancels the query of an asker that hangs up."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import pytest
+
+from sources.catalogue import SOURCES
+from sources.fleet import Fleet, Member
+from sources.fleet_secret import FLEET_SECRET_HEADER
+from sources.settings import SourceSettings
+from tests.test_cli import research, research_process
+from tests.test_fleet import FLEET, _free_ports
+
+pytestmark = pytest.mark.subprocess
+
+QUERY = (
+    "Investigate CUST-00042: recent orders, open tickets, and whether a £45 refund on ORD-10031 is allowed"
+)
+BOUND_S = 20.0  # every wait below ends well within this, or the test fails rather than hangs
+
+
+@pytest.fixture(scope="module")
+def service(settings: SourceSettings) -> Iterator[Member]:
+    """One fleet for the module (each test leaves it as it found it), on free ports."""
+    ports = [f"--port={name}={port}" for name, port in zip(FLEET, _free_ports(len(FLEET)), strict=True)]
+    up = research(settings, "sources", "up", "--chaos", *ports)
+    assert up.returncode == 0, up.stderr
+    member = Fleet(settings).members()["coordinator"]
+    assert member.alive() and member.module == "coordinator.service"
+    yield member
+    Fleet(settings).down()
+
+
+def health(member: Member) -> dict[str, Any]:
+    return httpx2.get(f"{member.base}/health", timeout=5).json()
+
+
+def ask(settings: SourceSettings, *args: str) -> subprocess.CompletedProcess[str]:
+    return research(settings, "ask", QUERY, "--transport", "http", "--json", "--seed", "1", *args)
+
+
+def _comparable(report: dict[str, Any]) -> dict[str, Any]:
+    """What a report says, without what differs between any two runs (its trace, its timings)."""
+    return {
+        "status": report["status"],
+        "answer": report["answer"],
+        "findings": report["findings"],
+        "gaps": [{key: value for key, value in gap.items() if key != "trace_id"} for gap in report["gaps"]],
+        "tasks": [(task["id"], task["state"], task["attempts"]) for task in report["tasks"]],
+    }
+
+
+def test_the_service_answers_as_the_command_does_and_keeps_its_sessions(
+    settings: SourceSettings, service: Member
+) -> None:
+    first = ask(settings)
+    opened = health(service)["sessions_opened"]
+    second = ask(settings)
+    assert first.returncode == second.returncode == 0, first.stderr
+    assert "researching in this process" not in first.stderr + second.stderr  # the service answered
+    assert set(opened) == set(SOURCES) and health(service)["sessions_opened"] == opened  # warm: reused
+
+    killed = research(settings, "chaos", "kill", "coordinator")
+    assert killed.returncode == 0, killed.stderr
+    in_process = ask(settings)  # no service: this process researches itself, and says so
+    assert in_process.returncode == 0 and "researching in this process" in in_process.stderr
+    assert _comparable(json.loads(first.stdout)) == _comparable(json.loads(in_process.stdout))
+    assert _comparable(json.loads(first.stdout)) == _comparable(json.loads(second.stdout))
+
+    healed = research(settings, "chaos", "heal", "coordinator")  # where it was: asking it works again
+    assert healed.returncode == 0, healed.stderr
+    again = ask(settings)
+    assert again.returncode == 0 and "researching in this process" not in again.stderr
+    assert _comparable(json.loads(again.stdout)) == _comparable(json.loads(first.stdout))
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"Content-Type": "text/plain"}, 400),  # a cross-site "simple request" from a web page
+        ({"Content-Type": "application/x-www-form-urlencoded"}, 400),
+        ({"Content-Type": "application/json", "Origin": "http://evil.example"}, 403),
+        ({"Content-Type": "application/json", "Host": "evil.example"}, 421),  # DNS rebinding
+        ({"Content-Type": "application/json"}, 403),  # no secret: another process on the machine
+        ({"Content-Type": "application/json", FLEET_SECRET_HEADER: "a-guess-at-the-secret"}, 403),
+    ],
+    ids=["text-plain", "form", "foreign-origin", "foreign-host", "no-secret", "wrong-secret"],
+)
+def test_only_the_fleets_owner_can_ask(
+    settings: SourceSettings, service: Member, headers: dict[str, str], expected: int
+) -> None:
+    answer = httpx2.post(
+        f"{service.base}/ask", content=json.dumps({"query": QUERY}), headers=headers, timeout=BOUND_S
+    )
+    assert answer.status_code == expected, answer.text
+    assert "CUST-00042" not in answer.text and "findings" not in answer.text  # nothing was researched
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        ("not json", "JSON object"),
+        ('["a list"]', "JSON object"),
+        ('{"query": 42}', '"query"'),
+        ('{"query": "refund £45 on ORD-10031", "deadline_s": -1}', '"deadline_s"'),
+        ('{"query": "refund £45 on ORD-10031", "deadline_s": "soon"}', '"deadline_s"'),
+        ('{"query": "refund £45 on ORD-10031", "seed": 1.5}', '"seed"'),
+        ('{"query": "what is the weather"}', "names nothing to research"),
+    ],
+)
+def test_a_request_that_cannot_be_served_names_what_is_wrong(
+    settings: SourceSettings, service: Member, body: str, named: str
+) -> None:
+    headers = {"Content-Type": "application/json", FLEET_SECRET_HEADER: Fleet(settings).secret()}
+    answer = httpx2.post(f"{service.base}/ask", content=body, headers=headers, timeout=BOUND_S)
+    assert answer.status_code == 400 and named in answer.json()["error"], answer.text
+
+
+def test_a_bad_query_is_the_askers_usage_error(settings: SourceSettings, service: Member) -> None:
+    done = research(settings, "ask", "what is the weather", "--transport", "http")
+    assert done.returncode == 2 and done.stderr.startswith("error: the query names nothing to research")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_an_asker_that_hangs_up_cancels_its_query(settings: SourceSettings, service: Member) -> None:
+    assert research(settings, "chaos", "hang", "tickets").returncode == 0
+    asking = research_process(settings, "ask", QUERY, "--transport", "http", "--deadline", "60")
+    _wait_until(lambda: health(service)["queries_in_flight"] == 1, asking)
+    asking.send_signal(signal.SIGINT)
+    _, err = asking.communicate(timeout=BOUND_S)
+    assert asking.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    # Cancelled at once, not when its 60 s deadline comes: the service is free for the next query.
+    _wait_until(lambda: health(service)["queries_in_flight"] == 0, None)
+    assert research(settings, "chaos", "heal", "tickets").returncode == 0
+    again = ask(settings)
+    assert again.returncode == 0 and json.loads(again.stdout)["status"] == "complete"
+
+
+def _wait_until(condition: Any, process: subprocess.Popen[str] | None) -> None:
+    """Poll a condition of processes we started, within BOUND_S."""
+    deadline = time.monotonic() + BOUND_S
+    while not condition():
+        assert time.monotonic() < deadline, "the condition did not hold in time"
+        assert process is None or process.poll() is None, process.communicate()
+        time.sleep(0.05)  # a bounded wait for another process, not a back-off
