@@ -3,9 +3,12 @@
 Every figure is one whole command as a user runs it (a fresh `research` process), the median of
 ``--runs``, all in one run so that machine noise falls on all alike:
 
-    floor           python -c "import mcp"   (what any command that talks MCP pays to start)
-    story, stdio    the story query, spawning its five sources (cold)
-    story, http     the story query against a fleet already serving (`research sources up`)
+    floor           python -c "import mcp"   (what any process that talks MCP pays to start)
+    story, stdio    the story query, starting its five sources (cold: forked from a fork server that
+                    imports them while the command imports its own, see sources.forked)
+    story, http     the story query against a fleet already serving (`research sources up`),
+                    answered by the fleet's coordinator service (warm, see coordinator.service)
+    ..., in process the same with the coordinator service killed: the command researches itself
     deadline D      the story query with tickets hung (--chaos hang:tickets) and --deadline D:
                     the exit time and how far past D it came
 
@@ -64,6 +67,13 @@ def main() -> None:
         try:
             rows.append(
                 ("story, http (warm fleet)", median([*ask, "--transport", "http"], environment, options.runs))
+            )
+            timed([*RESEARCH, "chaos", "kill", "coordinator"], environment)
+            rows.append(
+                (
+                    "story, http, in process",
+                    median([*ask, "--transport", "http"], environment, options.runs),
+                )
             )
         finally:
             timed([*RESEARCH, "sources", "down"], environment)

@@ -7,12 +7,12 @@ Natural failures: the search index warms up for a moment after the source first 
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import networkx as nx
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
@@ -22,6 +22,9 @@ from sources.settings import SourceSettings
 from sources.store import Store, match_any_word
 from sources.toolkit import open_source, page_of
 from sources.wire import Wire
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = ["Policy", "RelatedPolicy", "create_server"]
 
@@ -44,6 +47,10 @@ class RelatedPolicy(BaseModel):
 
 
 def _policy_graph(store: Store) -> nx.DiGraph:
+    # Here, not at the top: networkx takes a quarter of a second to import, which every kb process
+    # would pay at start for a tool that few queries call.
+    import networkx as nx
+
     graph = nx.DiGraph()
     for policy in store.rows("SELECT id, title, summary FROM policies"):
         graph.add_node(policy["id"], **policy)
@@ -64,7 +71,7 @@ def create_server(
         wire=wire,
         instructions="Policy articles. Search them, and follow the links between them.",
     )
-    graph = _policy_graph(source.store)
+    policy_graph = functools.cache(lambda: _policy_graph(source.store))  # built on first use
     # The index is built once per world and kept beside it, as a search engine keeps its index on
     # disk: only a kb that builds it warms up (the first start), not every process a query spawns.
     built = source.store.path.parent / "kb-index.built"
@@ -120,7 +127,10 @@ def create_server(
         An unknown article, or one without links, is a valid empty result. Just after the source
         starts, its index warms up: calls then fail with a `transient` error carrying `retryAfterMs`.
         """
+        import networkx as nx  # loaded with the graph: see _policy_graph
+
         require_warm_index()
+        graph = policy_graph()
         if article_id not in graph:
             return page_of(
                 [],

@@ -133,7 +133,9 @@ def ask(
     if transport == "stdio" and query.strip():
         from sources.forked import prestart
 
-        prestart()  # the sources' imports run on another core while this process plans and imports
+        # Before planning, so the sources' imports overlap this process's from the start. A query the
+        # planner then refuses leaves the fork server to finish importing and leave on its own.
+        prestart()
     from coordinator.planner import QueryError, plan_query  # light: reading a query imports no SDK
 
     try:
