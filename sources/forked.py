@@ -36,6 +36,7 @@ __all__ = ["ForkedSource", "prestart", "start", "title"]
 # what the SDK imports only once a server starts. ``__main__`` too, as multiprocessing would import
 # it in every child otherwise (a guarded script, as ``research`` is, does nothing more).
 _PRELOAD = [
+    "sources.fork_server_exit",
     "__main__",
     "anyio._backends._asyncio",
     "rich.logging",
