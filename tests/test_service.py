@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx2
+import psutil
 import pytest
 
 from sources.catalogue import SOURCES
@@ -81,6 +82,20 @@ def test_the_service_answers_as_the_command_does_and_keeps_its_sessions(
     again = ask(settings)
     assert again.returncode == 0 and "researching in this process" not in again.stderr
     assert _comparable(json.loads(again.stdout)) == _comparable(json.loads(first.stdout))
+
+
+def test_every_member_of_the_fleet_listens_on_loopback_only(
+    settings: SourceSettings, service: Member
+) -> None:
+    members = Fleet(settings).members()
+    assert set(members) == set(FLEET)
+    for member in members.values():
+        listening = [
+            connection.laddr
+            for connection in psutil.Process(member.pid).net_connections(kind="inet")
+            if connection.status == psutil.CONN_LISTEN
+        ]
+        assert listening == [("127.0.0.1", member.port)], (member.source, listening)
 
 
 @pytest.mark.parametrize(
