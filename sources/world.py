@@ -44,6 +44,7 @@ from typing import Any
 
 from sources.catalogue import SOURCES
 from sources.domain import TODAY
+from sources.private_files import private_folder
 
 __all__ = ["SOURCES", "TODAY", "World", "build_world", "ensure_world", "world_path"]
 
@@ -570,7 +571,7 @@ def ensure_world(data_dir: Path, seed: int) -> Path:
     target = world_path(data_dir, seed)
     if target.is_dir():
         return target
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_folder(data_dir)  # 0700 if this makes it: the key pair and the fleet's secret go there too
     draft = data_dir / f".{target.name}.{os.getpid()}.{random.SystemRandom().getrandbits(32):08x}"
     try:
         _write(build_world(seed), draft)

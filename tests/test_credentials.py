@@ -234,6 +234,18 @@ async def test_a_source_started_before_the_key_pair_accepts_credentials_once_it_
 # --- key files ---------------------------------------------------------------------------------
 
 
+def test_a_data_folder_first_made_for_the_traces_is_private_too(tmp_path: Path) -> None:
+    """A command configures its tracing before it needs a key: the folders that makes are 0700 as well."""
+    from traces.files import file_exporter
+
+    data_dir = tmp_path / "fresh" / "data"
+    file_exporter(data_dir / "traces", "research-coordinator").shutdown()
+    for folder in (tmp_path / "fresh", data_dir, data_dir / "traces"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+    SourceSettings(data_dir=data_dir).signing_key()
+    assert stat.S_IMODE(data_dir.stat().st_mode) == 0o700
+
+
 def test_the_key_pair_is_private_from_the_start(tmp_path: Path) -> None:
     data_dir = tmp_path / "nested" / "data"
     key = SourceSettings(data_dir=data_dir).signing_key()

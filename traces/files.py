@@ -30,8 +30,16 @@ class _FileSpanExporter(ConsoleSpanExporter):
         self.out.close()
 
 
+def _make_private(folder: Path) -> None:
+    """Create ``folder`` and whichever of its parents are missing, each 0700: traces hold what queries
+    asked and found, and the data folder above them (often made first here) holds the keys."""
+    for missing in reversed([each for each in (folder, *folder.parents) if not each.exists()]):
+        missing.mkdir(mode=0o700, exist_ok=True)
+        missing.chmod(0o700)  # mkdir's mode passes through the umask
+
+
 def file_exporter(traces_dir: Path, service_name: str) -> ConsoleSpanExporter:
-    traces_dir.mkdir(parents=True, exist_ok=True)
+    _make_private(traces_dir)
     handle = (traces_dir / f"{service_name}-{os.getpid()}.jsonl").open("a", encoding="utf-8", buffering=1)
     return _FileSpanExporter(service_name=service_name, out=handle, formatter=_line)
 
