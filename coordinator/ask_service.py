@@ -41,10 +41,17 @@ class Answer:
 
 
 def ask(
-    base_url: str, secret: str, query: str, *, deadline_s: float, seed: int | None, output: dict[str, Any]
+    base_url: str,
+    secret: str,
+    query: str,
+    *,
+    deadline_s: float,
+    seed: int | None,
+    output: dict[str, Any],
+    grants: list[str] | None = None,
 ) -> Answer:
     """Send one query; ``deadline_s`` is what is left of the asker's own deadline."""
-    body = {"query": query, "deadline_s": deadline_s, "seed": seed, "output": output}
+    body = {"query": query, "deadline_s": deadline_s, "seed": seed, "output": output, "grants": grants or []}
     request = urllib.request.Request(  # noqa: S310  (a http://127.0.0.1 URL from the fleet's state)
         f"{base_url}/ask",
         data=json.dumps(body).encode(),

@@ -33,6 +33,9 @@ _ACTION_WORDS = {
 }  # fmt: skip
 
 
+_WIDE_COLUMNS = 100  # the progress table names each task's tool from this width up
+
+
 class LiveProgress:
     """A subagent observer that keeps one line per task up to date on the terminal."""
 
@@ -42,15 +45,23 @@ class LiveProgress:
             task.id: ("waiting", f"after {', '.join(task.depends_on)}" if task.depends_on else "")
             for task in plan.order()
         }
-        self._live = Live(self._table(), console=console, refresh_per_second=8, transient=False)
+        self._live = Live(console=console, refresh_per_second=8, transient=False)
+        self._live.update(self._table())
 
     def _table(self) -> Table:
-        table = Table("task", "source", "tool", "state", "last step", box=None, pad_edge=False)
+        # At 80 columns (a pipe, CI, a small terminal) the tool's name would wrap every row: the task
+        # and its source say enough there.
+        wide = self._live.console.width >= _WIDE_COLUMNS
+        columns = (
+            ["task", "source", "tool", "state", "last step"]
+            if wide
+            else ["task", "source", "state", "last step"]
+        )
+        table = Table(*columns, box=None, pad_edge=False)
         for task in self._plan.order():
             state, detail = self._status[task.id]
-            table.add_row(
-                task.id, task.source, task.tool, Text(state, style=_STATE_STYLE.get(state, "")), detail
-            )
+            cells = [task.id, task.source, task.tool] if wide else [task.id, task.source]
+            table.add_row(*cells, Text(state, style=_STATE_STYLE.get(state, "")), detail)
         return table
 
     def _set(self, task_id: str, state: str, detail: str) -> None:
@@ -130,7 +141,7 @@ def print_report(report: ResearchReport, console: Console) -> None:
         console.print(Text(f"    why:   {item.why}", style="dim"))
     for gap in report.gaps:
         head = f"  {gap.task} ({gap.source}): {gap.state}, {gap.error_category or 'no category'}"
-        console.print(Text.assemble((head, _STATE_STYLE[gap.state]), " -> ", (gap.next_step, "bold")))
+        console.print(Text.assemble((head, _STATE_STYLE[gap.state]), " -> ", (gap.way_out, "bold")))
         tried = json.dumps(gap.attempted_query.arguments, ensure_ascii=False)
         console.print(Text(f"    tried: {gap.attempted_query.tool} {tried}", style="dim"))
         console.print(Text(f"    why:   {gap.message}", style="dim"))

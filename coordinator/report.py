@@ -83,6 +83,15 @@ class Gap(_Model):
     partial_results: list[Any]
     next_step: NextStep
     blocked_by: str | None = None
+    # A permission gap: the scope that would allow the call; `--grant SCOPE` lets the broker grant it.
+    required_scope: str | None = Field(default=None, alias="requiredScope")
+
+    @property
+    def way_out(self) -> str:
+        """The next step, with the option that takes it where there is one."""
+        if self.required_scope:
+            return f"{self.next_step}: ask again with --grant {self.required_scope}"
+        return self.next_step
 
 
 class NotResearched(_Model):

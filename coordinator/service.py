@@ -8,7 +8,7 @@ with each source of the fleet open across queries, and shares its circuit breake
 a production coordinator would. `research ask --transport http` sends it the query and prints what
 comes back; the command imports neither the SDK nor the sources.
 
-    POST /ask     {"query": "...", "deadline_s": 29.6, "seed": null, "output": {...}}
+    POST /ask     {"query": "...", "deadline_s": 29.6, "seed": null, "grants": [], "output": {...}}
                   200 {"status": "partial", "trace_id": "...", "output": "<the report, as asked>"}
                   400 {"error": "..."}  the query or a field is not usable (the asker's usage error)
     GET  /health  {"service": "coordinator", "pid": 1234, "queries_in_flight": 0,
@@ -46,7 +46,7 @@ from coordinator.ask_service import NAME
 from coordinator.planner import QueryError, plan_query
 from coordinator.render import print_report
 from coordinator.report import ResearchReport
-from coordinator.research import ResearchOptions, research
+from coordinator.research import DEFAULT_GRANTS, ResearchOptions, research
 from sources.catalogue import SOURCES, default_url
 from sources.control import refuse_unless_trusted
 from sources.fleet import Fleet
@@ -54,6 +54,7 @@ from sources.fleet_secret import FLEET_SECRET_ENV
 from sources.serve import READY_PREFIX, BoundedShutdownServer, bind_loopback, log_plainly
 from sources.settings import SourceSettings
 from subagents.breaker import Breakers
+from subagents.broker import Grant
 from subagents.connection import Connections, Target
 from traces.setup import start_run
 
@@ -106,8 +107,9 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
         except (ValueError, QueryError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         options = ResearchOptions(
-            deadline_s=asked.deadline_s, transport="http", seed=asked.seed, breakers=breakers
-        )
+            deadline_s=asked.deadline_s, transport="http", seed=asked.seed, breakers=breakers,
+            grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in asked.grants)),
+        )  # fmt: skip
         answered: list[ResearchReport] = []
         async with anyio.create_task_group() as group:
             in_flight.add(group.cancel_scope)
@@ -155,8 +157,11 @@ def _json_body(body: bytes) -> Any:
 class _Asked:
     """What an asker sends, checked: each field named in the error when it is not usable."""
 
-    def __init__(self, query: str, deadline_s: float, seed: int | None, output: dict[str, Any]) -> None:
+    def __init__(
+        self, query: str, deadline_s: float, seed: int | None, output: dict[str, Any], grants: list[str]
+    ) -> None:
         self.query, self.deadline_s, self.seed, self.output = query, deadline_s, seed, output
+        self.grants = grants
 
     @classmethod
     def of(cls, body: Any) -> _Asked:
@@ -176,7 +181,10 @@ class _Asked:
             raise ValueError('"seed" must be a whole number or null')
         if not isinstance(output, dict):
             raise ValueError('"output" must be an object such as {"json": true}')
-        return cls(query, float(deadline_s), seed, output)
+        grants = body.get("grants") or []
+        if not isinstance(grants, list) or not all(isinstance(scope, str) and scope for scope in grants):
+            raise ValueError('"grants" must be a list of scopes such as ["billing:read"]')
+        return cls(query, float(deadline_s), seed, output, grants)
 
     def render(self, report: ResearchReport) -> str:
         if self.output.get("json"):

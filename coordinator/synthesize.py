@@ -129,6 +129,7 @@ def _gap(outcome: TaskOutcome) -> Gap:
         partial_results=outcome.partial_results,
         next_step=_NEXT_STEP[outcome.category],
         blocked_by=outcome.blocked_by,
+        required_scope=outcome.report.required_scope if outcome.report else None,
     )
 
 
@@ -147,7 +148,7 @@ def _brief(
             lines.append(f"{task.why or task.id}: none found [{task.source}:{task.tool}:none]")
     for gap in gaps:
         lines.append(
-            f"GAP {gap.task} ({gap.source}, {gap.state}, {gap.error_category or 'n/a'}): {gap.message} -> {gap.next_step}"
+            f"GAP {gap.task} ({gap.source}, {gap.state}, {gap.error_category or 'n/a'}): {gap.message} -> {gap.way_out}"
         )
     for item in unplanned:
         lines.append(f"GAP not researched: {item.what}: {item.why} -> {item.next_step}")

@@ -3,6 +3,9 @@
     GET  /health   {"source": "kb", "pid": 1234, "faults": "hang=1", "chaos_control": true}
     GET  /chaos    the fault settings in force
     POST /chaos    {"faults": "latency=300ms,jitter=50ms"} replaces them ("" heals)
+                   {"faults": "transient=0.3", "mode": "merge"} changes only the faults named
+                   (``FaultSettings.merged``): a fault added to those in force, or one cleared
+                   ("transient=0"); merged here in one step, so two callers never undo each other's
 
 Chaos control is off unless the source was started with ``--chaos-control``. What protects it, in
 layers, so that nothing a web page can send reaches it:
@@ -96,8 +99,12 @@ def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> 
         if request.method == "POST":
             try:
                 body = await request.json()
-                layer.apply(FaultSettings.parse(str(body.get("faults", ""))))
+                change = FaultSettings.parse(str(body.get("faults", "")))
+                mode = body.get("mode", "replace")
+                if mode not in ("replace", "merge"):
+                    raise ValueError(f'mode must be "replace" or "merge", not {mode!r}')
+                layer.apply(layer.settings.merged(change) if mode == "merge" else change)
             except (ValueError, AttributeError) as exc:
-                message = str(exc) or 'the body must be JSON such as {"faults": "hang=1"}'
+                message = str(exc) or 'the body must be JSON such as {"faults": "hang=1", "mode": "merge"}'
                 return JSONResponse({"error": message}, status_code=400)
         return JSONResponse(state())

@@ -118,14 +118,29 @@ class FaultSettings(BaseModel):
                 f"fault setting {problem['loc'][0]}: {problem['msg']}; e.g. transient=0.2 (a probability 0..1)"
             ) from None
 
-    def spec(self) -> str:
-        """The ``name=value`` form that ``parse`` reads back to these settings."""
+    def spec(self, *, as_change: bool = False) -> str:
+        """The ``name=value`` form that ``parse`` reads back to these settings: the fields not at zero.
+
+        With ``as_change``, the fields given on purpose (``model_fields_set``) and only those, zeros
+        included: the change that ``merged`` applies, once ``parse`` has read it back.
+        """
         parts = []
         for name, field in _SPEC_FIELDS.items():
             value = getattr(self, field)
-            if value:
+            if field in self.model_fields_set if as_change else value:
                 parts.append(f"{name}={value:g}ms" if field.endswith("_ms") else f"{name}={value}")
         return ",".join(parts)
+
+    def merged(self, change: FaultSettings) -> FaultSettings:
+        """These settings with the fields ``change`` was given (its ``model_fields_set``) taken from it.
+
+        How a fault is added to those in force: ``FaultSettings(transient=0.3)`` adds the transient
+        fault and keeps the latency, ``FaultSettings(transient=0)`` clears that one fault alone, and
+        settings given in full (as ``merged`` returns them) replace every field.
+        """
+        return FaultSettings.model_validate(
+            {**self.model_dump(), **change.model_dump(include=change.model_fields_set)}
+        )
 
 
 _SPEC_FIELDS = {

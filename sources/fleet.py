@@ -6,8 +6,9 @@ never imported here), waits until each answers its health route, and records pid
 state file; `status` reads it and probes
 each; `down` stops them all at once: SIGTERM to every source, a bounded wait, SIGKILL to any still
 there. Chaos acts on the fleet: `kill` sends SIGKILL, `heal` restarts a dead source where it was or
-clears a live one's faults, and `hang`/`slow`/`flaky`/`garbage` set faults at run time through a
-source's `/chaos` route (only on a fleet started with chaos control).
+clears a live one's faults (`heal_all`: every member, the dead restarted all at once), and
+`hang`/`slow`/`flaky`/`garbage` add faults at run time through a source's `/chaos` route (only on a
+fleet started with chaos control).
 
 A stopped source counts as gone once it is dead or a zombie: the fleet's sources outlive the command
 that started them, so another process (init, or whatever reaps orphans) collects their exit status,
@@ -241,25 +242,70 @@ class Fleet:
         return member
 
     def heal(self, source: str) -> Member:
+        """Restart a dead member where it was, or clear a live source's faults (a live service: as it is)."""
         member = self._member(source)
         if member.alive():
-            if member.chaos_control:
-                from sources.faults import FaultSettings  # here, not at the top: start-up time
-
-                self.set_faults(source, FaultSettings())
-            return member
-        if member.module:
-            healed = self._spawn({}, False, {source: (member.module, member.port)})[source]
-        else:
-            healed = self._spawn({source: member.port}, member.chaos_control)[source]
-        members = self.members()
-        members[source] = healed
-        self._save(members)
+            return self._clear_faults(member)
+        healed = self._restart({source: member})[source]
+        if isinstance(healed, FleetError):
+            raise healed
         return healed
+
+    def heal_all(self) -> dict[str, Member | FleetError]:
+        """Heal every member: the live ones' faults cleared, the dead restarted all at once.
+
+        Each member's outcome, in the fleet's order: its member as healed, or the ``FleetError`` saying
+        why not; one member that cannot be healed does not stop the others.
+        """
+        members = self.members()
+        if not members:
+            raise FleetError("no fleet: `research sources up --chaos` starts one")
+        outcomes: dict[str, Member | FleetError] = {}
+        dead = {}
+        for name, member in members.items():
+            if member.alive():
+                try:
+                    outcomes[name] = self._clear_faults(member)
+                except FleetError as exc:
+                    outcomes[name] = exc
+            else:
+                dead[name] = member
+        outcomes.update(self._restart(dead))
+        return {name: outcomes[name] for name in members}
+
+    def _clear_faults(self, member: Member) -> Member:
+        if member.chaos_control:
+            from sources.faults import FaultSettings  # here, not at the top: start-up time
+
+            self.set_faults(member.source, FaultSettings())
+        return member
+
+    def _restart(self, dead: Mapping[str, Member]) -> dict[str, Member | FleetError]:
+        """Start these dead members again where they were, all at once, and record those that answer."""
+        launched: list[_Launched] = []
+        outcomes: dict[str, Member | FleetError] = {}
+        try:
+            for name, member in dead.items():
+                launched.append(self._launch(name, member.port, member.chaos_control, member.module))
+            deadline = time.monotonic() + _READY_TIMEOUT_S
+            for each in launched:
+                try:
+                    outcomes[each.source] = self._await_ready(each, dead[each.source].chaos_control, deadline)
+                except FleetError as exc:  # it is stopped already; the others go on
+                    outcomes[each.source] = exc
+        except BaseException:  # an interrupt: none of these is left running unrecorded
+            _stop_all([each.process.pid for each in launched])
+            raise
+        members = self.members()
+        members.update({name: healed for name, healed in outcomes.items() if isinstance(healed, Member)})
+        self._save(members)
+        return outcomes
 
     # --- run-time faults ------------------------------------------------------------------------
 
-    def set_faults(self, source: str, faults: FaultSettings) -> dict[str, Any]:
+    def set_faults(self, source: str, faults: FaultSettings, *, merge: bool = False) -> dict[str, Any]:
+        """Set a live source's faults; its state after (``/health``'s). ``merge``: change only the fields
+        ``faults`` was given (``FaultSettings.merged``, done by the source), the others stay in force."""
         member = self._member(source)
         if not member.chaos_control:
             raise FleetError(
@@ -268,7 +314,10 @@ class Fleet:
         if not member.alive():
             raise FleetError(f"{source} is not running; `research chaos heal {source}` restarts it")
         request = urllib.request.Request(  # noqa: S310  (a fixed http://127.0.0.1 URL of our own)
-            f"{member.base}/chaos", data=json.dumps({"faults": faults.spec()}).encode(),
+            f"{member.base}/chaos",
+            data=json.dumps(
+                {"faults": faults.spec(as_change=merge), "mode": "merge" if merge else "replace"}
+            ).encode(),
             headers={"Content-Type": "application/json", FLEET_SECRET_HEADER: self._secret()}, method="POST",
         )  # fmt: skip
         try:

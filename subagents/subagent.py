@@ -147,6 +147,8 @@ class SubagentReport(BaseModel):
     decisions: list[Decision]
     attempted_query: AttemptedQuery
     escalation: Escalation | None = None
+    # Escalated on a permission error: the scope the source said would allow the call (the way out).
+    required_scope: str | None = None
     out_of_time: bool = False  # escalated because the deadline came, not because recovery ran out
     # Claude mode: records of the source's other tools the model called, by tool, and what the model cost.
     other_results: dict[str, list[Any]] = {}
@@ -275,7 +277,11 @@ class Run:
             attempts=self.attempts,
             decisions=self.decisions,
         )
-        return SubagentReport(state="escalated", message=result.description, escalation=escalation, **common)
+        return SubagentReport(
+            state="escalated", message=result.description, escalation=escalation,
+            required_scope=result.required_scope if result.error_category == ErrorCategory.PERMISSION else None,
+            **common,
+        )  # fmt: skip
 
 
 async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> SubagentReport:

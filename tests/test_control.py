@@ -78,9 +78,20 @@ def test_chaos_control_refuses_and_changes_nothing(
 
 def test_chaos_control_with_the_secret_applies_the_faults(controlled: str) -> None:
     headers = {FLEET_SECRET_HEADER: SECRET}
-    applied = httpx2.post(f"{controlled}/chaos", json={"faults": "latency=5ms"}, headers=headers, timeout=10)
+
+    def post(body: dict[str, str]) -> httpx2.Response:
+        return httpx2.post(f"{controlled}/chaos", json=body, headers=headers, timeout=10)
+
+    applied = post({"faults": "latency=5ms"})
     assert applied.status_code == 200 and applied.json()["faults"] == "latency=5ms"
     assert faults_in_force(controlled) == "latency=5ms"
+    # A merge changes only the faults it names; a plain POST replaces them all.
+    assert post({"faults": "transient=0.3", "mode": "merge"}).json()["faults"] == "latency=5ms,transient=0.3"
+    assert post({"faults": "latency=0ms", "mode": "merge"}).json()["faults"] == "transient=0.3"
+    refused = post({"faults": "hang=1", "mode": "sideways"})
+    assert refused.status_code == 400 and "mode" in refused.json()["error"]
+    assert faults_in_force(controlled) == "transient=0.3"
+    assert post({"faults": "hang=1"}).json()["faults"] == "hang=1.0"
 
 
 def test_health_refuses_a_rebound_host(controlled: str) -> None:

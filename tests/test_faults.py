@@ -38,6 +38,23 @@ def test_settings_read_and_write_the_same_spec() -> None:
     assert FaultSettings.parse("") == FaultSettings() and not FaultSettings().active
 
 
+def test_a_fault_merged_in_adds_to_those_in_force() -> None:
+    slow = FaultSettings.parse("latency=300ms,jitter=50ms,seed=7")
+    flaky = slow.merged(FaultSettings(transient=0.3))
+    assert flaky == FaultSettings(latency_ms=300, jitter_ms=50, transient=0.3, seed=7)
+    assert flaky.spec() == "latency=300ms,jitter=50ms,transient=0.3,seed=7"
+    # A change says which fields it sets, zeros included, and reads back as the same change.
+    change = FaultSettings(latency_ms=100, jitter_ms=0)
+    assert change.spec(as_change=True) == "latency=100ms,jitter=0ms"
+    assert flaky.merged(FaultSettings.parse(change.spec(as_change=True))) == FaultSettings(
+        latency_ms=100, transient=0.3, seed=7
+    )
+    assert flaky.merged(FaultSettings(transient=0)) == slow  # one fault cleared, the others stay
+    assert flaky.merged(FaultSettings()) == flaky  # no change
+    assert slow.merged(flaky).merged(FaultSettings()).merged(FaultSettings(hang=1)).hang == 1
+    assert FaultSettings().merged(slow) == slow  # settings given in full replace every field
+
+
 @pytest.mark.parametrize(
     ("spec", "fragment"),
     [

@@ -86,6 +86,38 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
         again = ask(settings)  # the healed source is used again without restarting anything
         assert again["status"] == "complete"
 
+    # Chaos commands compose: each adds its fault to those in force, and says what is in force now.
+    assert research(settings, "chaos", "slow", "orders", "--ms", "300").returncode == 0
+    flaky = research(settings, "chaos", "flaky", "orders", "--rate", "0.3")
+    assert flaky.returncode == 0 and "orders: faults now latency=300ms,transient=0.3" in flaky.stdout
+    assert chaos_status(settings)["orders"]["faults"] == "latency=300ms,transient=0.3"
+    table = research(settings, "chaos", "status")
+    assert table.returncode == 0 and "latency=300ms,transient=0.3" in table.stdout
+    assert research(settings, "chaos", "heal", "orders").returncode == 0
+    assert chaos_status(settings)["orders"]["faults"] == ""  # heal clears them all
+
+    # `heal --all`: the dead restarted where they were, the live ones' faults cleared, a line each.
+    assert research(settings, "chaos", "slow", "kb", "--ms", "50").returncode == 0
+    before = Fleet(settings).members()
+    for victim in ("tickets", "coordinator"):
+        assert research(settings, "chaos", "kill", victim).returncode == 0
+    assert {name for name, row in chaos_status(settings).items() if not row["alive"]} == {
+        "tickets",
+        "coordinator",
+    }
+    healed = research(settings, "chaos", "heal", "--all")
+    assert healed.returncode == 0, healed.stderr
+    lines = healed.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == list(before)
+    assert {line.split(":")[0] for line in lines if "restarted" in line} == {"tickets", "coordinator"}
+    after = Fleet(settings).members()
+    assert all(member.alive() for member in after.values())
+    assert {name for name in after if after[name].pid != before[name].pid} == {"tickets", "coordinator"}
+    status = chaos_status(settings)
+    assert all(row["alive"] and row["faults"] in ("", None) for row in status.values())
+    assert status["kb"]["faults"] == "" and status["coordinator"]["faults"] is None
+    assert ask(settings)["status"] == "complete"  # the restarted service answers again
+
     slowed = research(settings, "chaos", "hang", "kb")
     assert slowed.returncode == 0 and "hang=1" in slowed.stdout
     hung = research(settings, "ask", QUERY, "--transport", "http", "--json", "--deadline", "3", "--seed", "1")
@@ -107,6 +139,28 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
         psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids
     )
     assert not Fleet(settings).state_file.exists()
+
+
+def chaos_status(settings: SourceSettings) -> dict[str, dict]:
+    """`research chaos status --json`, by member."""
+    done = research(settings, "chaos", "status", "--json")
+    assert done.returncode == 0, done.stderr
+    return {row["name"]: row for row in json.loads(done.stdout)}
+
+
+def test_chaos_without_a_fleet_or_a_target_says_what_to_do(settings: SourceSettings) -> None:
+    status = research(settings, "chaos", "status")
+    assert (
+        status.returncode == 1
+        and status.stderr.strip() == "no fleet: `research sources up --chaos` starts one"
+    )
+    heal = research(settings, "chaos", "heal")
+    assert heal.returncode == 2 and heal.stderr.strip().splitlines() == [
+        "error: name a source to heal, or pass --all to heal the whole fleet"
+    ]
+    healed = research(settings, "chaos", "heal", "--all")
+    assert healed.returncode == 1 and len(healed.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in healed.stderr + heal.stderr + status.stderr
 
 
 def test_a_taken_port_is_reported(settings: SourceSettings, fleet: list[str]) -> None:

@@ -18,7 +18,12 @@ from coordinator.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_PARTIAL,
     JAEGER_UI,
-    LLM_HELP,
+    FaultsOption,
+    GrantOption,
+    Llm,
+    LlmOption,
+    SeedOption,
+    Transport,
     app,
     claude_for,
     exit_now,
@@ -72,24 +77,26 @@ def _source_faults(specs: list[str]) -> dict[str, FaultSettings]:
 @app.command("ask")
 def ask(
     query: Annotated[
-        str, typer.Argument(help="The question, naming a customer (email or CUST-NNNNN) and what to know.")
+        str,
+        typer.Argument(
+            help="The question, naming a customer (email, CUST-NNNNN or name) and what to know; - reads it "
+            "from stdin (a pasted email, say)."
+        ),
     ],
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the report as JSON (the stable interface for scripts).")
     ] = False,
     deadline: Annotated[float, typer.Option(help="Seconds for the whole query.")] = 30.0,
     transport: Annotated[
-        str, typer.Option(help="stdio (spawn the sources, the default) or http (use running sources).")
-    ] = "stdio",
-    faults: Annotated[
-        list[str] | None,
+        Transport,
         typer.Option(
-            "--faults",
-            help="Inject faults into one spawned source, e.g. 'tickets:transient=0.5,seed=13' (repeatable).",
+            help="stdio (start the sources for this query) or http (the running fleet: `research sources up`)."
         ),
-    ] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed of the back-off jitter, to replay a run.")] = None,
-    llm: Annotated[str, typer.Option("--llm", help=LLM_HELP)] = "auto",
+    ] = Transport.stdio,
+    faults: FaultsOption = None,
+    seed: SeedOption = None,
+    llm: LlmOption = Llm.auto,
+    grant: GrantOption = None,
     chaos_spec: Annotated[
         str,
         typer.Option(
@@ -118,8 +125,7 @@ def ask(
 
     Example: research ask "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
     """
-    if transport not in ("stdio", "http"):
-        raise usage_error(f"--transport must be stdio or http, not {transport!r}")
+    query = _query_text(query)
     if not deadline > 0:
         raise usage_error(f"--deadline must be a positive number of seconds, e.g. 30; got {deadline:g}")
     fault_settings = _source_faults(faults or [])
@@ -129,7 +135,7 @@ def ask(
         and claude is None
         and not (fault_settings or chaos_spec or otlp or trace_payloads)
     ):
-        _ask_the_coordinator_service(query, deadline, seed, json_output)  # returns when there is none
+        _ask_the_coordinator_service(query, deadline, seed, json_output, grant or [])  # returns if none
     if transport == "stdio" and query.strip():
         from sources.forked import prestart
 
@@ -150,9 +156,9 @@ def ask(
     from coordinator.llm import TokenBudget, claude_plan
     from coordinator.query_chaos import kill_at, parse_query_chaos
     from coordinator.render import LiveProgress, print_report
-    from coordinator.research import PLANNING_SHARE, ResearchOptions, research
-    from sources.fleet import Fleet
+    from coordinator.research import DEFAULT_GRANTS, PLANNING_SHARE, ResearchOptions, research
     from sources.settings import SourceSettings
+    from subagents.broker import Grant
 
     try:
         chaos_faults, kills = parse_query_chaos(chaos_spec)
@@ -169,7 +175,7 @@ def ask(
             filter(None, [os.environ.get("OTEL_TRACES_EXPORTER", "file"), "otlp"])
         )
     settings = _start_tracing(SourceSettings.from_environment(), trace_payloads)
-    urls = Fleet(settings).urls() if transport == "http" else {}
+    urls = _fleet_urls(settings) if transport == "http" else {}
     budget, planning = None, None
     if claude is not None:
         budget = TokenBudget(claude.token_budget)
@@ -182,6 +188,7 @@ def ask(
         )
     options = ResearchOptions(
         deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed, urls=urls, claude=claude,
+        grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in grant or [])),
         started_at=STARTED_AT,  # the deadline covers this command's start-up and planning too
     )  # fmt: skip
     console = Console(stderr=True)
@@ -228,7 +235,36 @@ def ask(
     exit_now(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
 
 
-def _ask_the_coordinator_service(query: str, deadline: float, seed: int | None, json_output: bool) -> None:
+def _query_text(query: str) -> str:
+    """The query as given, or read from stdin for ``-`` (a query too long for a command line)."""
+    if query != "-":
+        return query
+    if sys.stdin.isatty():
+        raise usage_error(
+            "`research ask -` reads the query from stdin: pipe it in, e.g. research ask - < email.txt"
+        )
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError:
+        raise usage_error("the query on stdin is not UTF-8 text") from None
+
+
+def _fleet_urls(settings: SourceSettings) -> dict[str, str]:
+    """The running fleet's sources; no fleet at all is the way out named, not five unreachable gaps."""
+    from sources.fleet import Fleet
+
+    fleet = Fleet(settings)
+    if not any(member.alive() for member in fleet.members().values()):
+        raise usage_error(
+            "no fleet is running for --transport http: start one with `research sources up`, "
+            "or leave out --transport http to start the sources for this query"
+        )
+    return fleet.urls()
+
+
+def _ask_the_coordinator_service(
+    query: str, deadline: float, seed: int | None, json_output: bool, grants: list[str]
+) -> None:
     """Against a running fleet, its coordinator service (``coordinator.service``) answers warm: this
     process imports neither the mcp SDK nor the sources. Returns only when there is no such service,
     or it does not answer (then this process researches itself, within what is left of the deadline)."""
@@ -253,7 +289,7 @@ def _ask_the_coordinator_service(query: str, deadline: float, seed: int | None, 
     try:
         answer = ask_service.ask(
             service.url, fleet.secret(), query, deadline_s=max(STARTED_AT + deadline - time.monotonic(), 0.01),
-            seed=seed, output=output,
+            seed=seed, output=output, grants=grants,
         )  # fmt: skip
     except ask_service.QueryRefused as refused:
         raise usage_error(str(refused)) from None
@@ -297,16 +333,12 @@ def run_task(
     purpose: Annotated[
         str, typer.Option(help="What the task is for; the broker grants scopes by purpose.")
     ] = "research",
-    grant: Annotated[
-        list[str] | None,
-        typer.Option("--grant", help="Let the broker grant this scope for this task's purpose (repeatable)."),
-    ] = None,
-    faults: Annotated[
-        str, typer.Option(help="Fault layer settings for the spawned source, e.g. 'transient=0.5,seed=3'.")
-    ] = "",
+    grant: GrantOption = None,
+    faults: FaultsOption = None,
     timeout: Annotated[float, typer.Option(help="Seconds per call.", min=0.1)] = 5.0,
     deadline: Annotated[float, typer.Option(help="Seconds for the whole task.", min=0.1)] = 30.0,
-    llm: Annotated[str, typer.Option("--llm", help=LLM_HELP)] = "none",
+    seed: SeedOption = None,
+    llm: LlmOption = Llm.auto,
 ) -> None:
     """Run one task through a subagent, showing every recovery decision, then its report as JSON.
 
@@ -318,18 +350,23 @@ def run_task(
     """
     known_source(source)
     parsed = json_object(arguments)
+    fault_settings = _source_faults(faults or [])
+    if set(fault_settings) - {source}:
+        raise usage_error(
+            f"--faults names {', '.join(sorted(set(fault_settings) - {source}))}; this task calls {source}"
+        )
     # Here, after the source and the arguments are checked, not at the top: start-up time.
+    import random
+
     import anyio
 
     from sources.faults import FaultSettings
     from sources.settings import SourceSettings
 
-    try:
-        fault_settings = FaultSettings.parse(faults)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
     # Traced like a query: this process's spans and the source's join one trace (the run's id goes to it).
-    settings = _start_tracing(SourceSettings.from_environment().with_faults(fault_settings), False)
+    settings = _start_tracing(
+        SourceSettings.from_environment().with_faults(fault_settings.get(source, FaultSettings())), False
+    )
     claude = claude_for(llm)
     from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
     from subagents.broker import CredentialBroker, Grant
@@ -355,6 +392,7 @@ def run_task(
                         settings.signing_key(), grants=tuple(Grant(scope, purpose) for scope in grant or [])
                     ),
                     policy=RecoveryPolicy(call_timeout_s=timeout),
+                    rng=random.Random(seed),  # noqa: S311  (back-off jitter, not cryptography)
                     observer=_Progress(console),
                     model=model,
                 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections import Counter
@@ -23,16 +24,68 @@ from coordinator.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from sources.fleet import Member
     from subagents.claude import ClaudeSettings
 
 
 def _chaos(source: str, **faults: float) -> None:
-    """Set a running source's faults, given as ``FaultSettings`` fields."""
+    """Add a fault to those a running source has in force: set these ``FaultSettings`` fields, keep the
+    others; print all its faults after."""
     known_source(source)
     from sources.faults import FaultSettings  # here, not at the top: start-up time (it imports mcp)
 
-    state = fleet_call(lambda: fleet().set_faults(source, FaultSettings(**faults)))
+    state = fleet_call(lambda: fleet().set_faults(source, FaultSettings(**faults), merge=True))
     typer.echo(f"{source}: faults now {state['faults'] or 'none'}")
+
+
+def _healed(name: str, before: Member | None, after: Member) -> str:
+    restarted = "restarted; " if before is not None and before.pid != after.pid else ""
+    return f"{name}: healthy ({restarted}pid {after.pid}, {after.url})"
+
+
+@chaos_app.command("status")
+def chaos_status(
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list, one object per member.")] = False,
+) -> None:
+    """Show each member of the fleet: alive or dead, and the faults in force.
+
+    Example: research chaos status
+    """
+    running = fleet()
+    members = running.members()
+    if not members:
+        typer.echo("no fleet: `research sources up --chaos` starts one", err=True)
+        raise typer.Exit(1)
+    rows = []
+    for name, member in members.items():
+        alive = member.alive()
+        health = running.health(member) if alive else None
+        faults = health.get("faults") if health is not None else None  # a service has none to report
+        rows.append(
+            {
+                "name": name,
+                "alive": alive,
+                "answering": health is not None,
+                "pid": member.pid,
+                "url": member.url,
+                "chaos_control": member.chaos_control,
+                "faults": faults,
+            }
+        )
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("member", "state", "pid", "chaos control", "faults")
+    for row in rows:
+        state = "dead" if not row["alive"] else ("alive" if row["answering"] else "alive, not answering")
+        table.add_row(
+            row["name"],
+            state,
+            str(row["pid"]),
+            "on" if row["chaos_control"] else "off",
+            "-" if row["faults"] is None else (row["faults"] or "none"),
+        )
+    Console().print(table)
 
 
 @chaos_app.command("kill")
@@ -49,14 +102,39 @@ def chaos_kill(
 
 
 @chaos_app.command("heal")
-def chaos_heal(source: Annotated[str, typer.Argument(help="The source to bring back to normal.")]) -> None:
+def chaos_heal(
+    source: Annotated[
+        str | None, typer.Argument(help="The source (or the coordinator service) to bring back to normal.")
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Heal every member of the fleet: one line each.")
+    ] = False,
+) -> None:
     """Back to normal: restart a dead source (or coordinator service) where it was, or clear a live one's faults.
 
-    Example: research chaos heal customers
+    Example: research chaos heal customers; research chaos heal --all
     """
-    known_member(source)
-    member = fleet_call(lambda: fleet().heal(source))
-    typer.echo(f"{source}: healthy (pid {member.pid}, {member.url})")
+    if (source is None) == (not every):
+        raise usage_error(
+            "name a source to heal, or pass --all to heal the whole fleet"
+            if source is None
+            else "name a source or pass --all, not both"
+        )
+    if source is not None:
+        known_member(source)
+        before = fleet_call(lambda: fleet().members().get(source))
+        member = fleet_call(lambda: fleet().heal(source))
+        typer.echo(_healed(source, before, member))
+        return
+    before_all = fleet_call(lambda: fleet().members())
+    failed = False
+    for name, outcome in fleet_call(lambda: fleet().heal_all()).items():
+        if isinstance(outcome, Exception):
+            typer.echo(f"error: {name}: {outcome}", err=True)
+            failed = True
+        else:
+            typer.echo(_healed(name, before_all.get(name), outcome))
+    raise typer.Exit(1 if failed else 0)
 
 
 @chaos_app.command("hang")
@@ -64,6 +142,8 @@ def chaos_hang(
     source: Annotated[str, typer.Argument(help="The source that will accept calls and never answer.")],
 ) -> None:
     """Make a source accept every call and never answer.
+
+    Added to the faults in force (`research chaos status` shows them, `research chaos heal` clears them).
 
     Example: research chaos hang tickets
     """
@@ -80,6 +160,8 @@ def chaos_slow(
 ) -> None:
     """Add latency (with jitter) to every call of a source.
 
+    Added to the faults in force (`research chaos status` shows them, `research chaos heal` clears them).
+
     Example: research chaos slow orders --ms 800 --jitter 200
     """
     _chaos(source, latency_ms=ms, jitter_ms=jitter)
@@ -91,13 +173,17 @@ def chaos_flaky(
     rate: Annotated[
         float, typer.Option("--rate", min=0, max=1, help="Probability of a transient failure per call.")
     ] = 0.5,
-    seed: Annotated[int, typer.Option(help="Seed of the fault dice.")] = 0,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of the fault dice (by default, the one in force: 0 at first).")
+    ] = None,
 ) -> None:
     """Fail a share of a source's calls with a transient error.
 
+    Added to the faults in force (`research chaos status` shows them, `research chaos heal` clears them).
+
     Example: research chaos flaky orders --rate 0.3
     """
-    _chaos(source, transient=rate, seed=seed)
+    _chaos(source, transient=rate, **({} if seed is None else {"seed": seed}))
 
 
 @chaos_app.command("garbage")
@@ -106,6 +192,8 @@ def chaos_garbage(
     rate: Annotated[float, typer.Option("--rate", min=0, max=1, help="Probability per call.")] = 1.0,
 ) -> None:
     """Corrupt a source's answers on the wire.
+
+    Added to the faults in force (`research chaos status` shows them, `research chaos heal` clears them).
 
     Example: research chaos garbage kb
     """

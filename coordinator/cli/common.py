@@ -13,7 +13,8 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -30,16 +31,19 @@ app = typer.Typer(
     help="Research coordinator: fan a question out to five MCP sources, recover from their failures, "
     'annotate every gap.\n\nExample: research ask "Investigate jane.doe@example.com: recent orders and open tickets"',
     no_args_is_help=True,
+    rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
 )
 sources_app = typer.Typer(
     help="The five MCP sources: list them, call one.\n\nExample: research sources call customers customer_lookup "
     '\'{"identifier": "CUST-00042"}\'',
     no_args_is_help=True,
+    rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
 )
 app.add_typer(sources_app, name="sources")
 traces_app = typer.Typer(
     help="Traces written by research runs to the local files.\n\nExample: research traces show latest",
     no_args_is_help=True,
+    rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
 )
 app.add_typer(traces_app, name="traces")
 
@@ -49,6 +53,7 @@ chaos_app = typer.Typer(
     help="Break a running fleet on purpose: kill, hang, slow, flaky, garbage, heal.\n\n"
     "Example: research sources up --chaos && research chaos kill customers",
     no_args_is_help=True,
+    rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
 )
 app.add_typer(chaos_app, name="chaos")
 
@@ -78,16 +83,56 @@ def usage_error(message: str) -> typer.Exit:
     return typer.Exit(EXIT_USAGE)
 
 
+class Llm(StrEnum):
+    """Who decides (``--llm``), the same in every command that can use a model."""
+
+    auto = "auto"
+    claude = "claude"
+    none = "none"
+
+
+class Transport(StrEnum):
+    """How `research ask` reaches the sources (``--transport``)."""
+
+    stdio = "stdio"
+    http = "http"
+
+
 LLM_HELP = (
-    "Who decides: claude (Claude plans, drives the subagents and writes the brief, through the Messages "
-    "API: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), none (the deterministic mode), or auto (claude when "
-    "ANTHROPIC_API_KEY is set). Limits: RESEARCH_CLAUDE_MODEL, RESEARCH_CLAUDE_MAX_TOKENS, "
-    "RESEARCH_CLAUDE_MAX_TURNS, RESEARCH_CLAUDE_TOKEN_BUDGET."
+    "Who decides: claude (Claude, through the Messages API: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL; limits "
+    "RESEARCH_CLAUDE_MODEL, RESEARCH_CLAUDE_MAX_TOKENS, RESEARCH_CLAUDE_MAX_TURNS, "
+    "RESEARCH_CLAUDE_TOKEN_BUDGET), none (the deterministic code), or auto (claude when ANTHROPIC_API_KEY "
+    "is set)."
 )
 
 
-def claude_for(llm: str) -> ClaudeSettings | None:
+# The options that mean one thing in every command that takes them.
+LlmOption = Annotated[Llm, typer.Option("--llm", help=LLM_HELP)]
+SeedOption = Annotated[
+    int | None,
+    typer.Option(
+        "--seed", help="Seed of this run's own randomness (the back-off jitter): the same seed replays it."
+    ),
+]
+FaultsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--faults",
+        help="SOURCE:SETTINGS: faults for one spawned source, e.g. 'tickets:transient=0.5,seed=13' (repeatable).",
+    ),
+]
+GrantOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--grant",
+        help="Let the credential broker grant this scope when a source asks for it, e.g. billing:read (repeatable).",
+    ),
+]
+
+
+def claude_for(llm: Llm | str) -> ClaudeSettings | None:
     """The ``--llm`` option: Claude's settings for Claude mode, or None for the deterministic mode."""
+    llm = llm.value if isinstance(llm, Llm) else llm
     if llm not in ("auto", "claude", "none"):
         raise usage_error(f"--llm must be claude, none or auto, not {llm!r}")
     if llm == "none" or (llm == "auto" and not os.environ.get("ANTHROPIC_API_KEY")):

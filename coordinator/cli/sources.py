@@ -35,6 +35,9 @@ def list_sources(
             help="Spawn each source over stdio and ask it for its tools, instead of reading the catalogue.",
         ),
     ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print {source: [tool, ...]} as JSON, for scripts.")
+    ] = False,
 ) -> None:
     """List the five sources and their tools, read from the catalogue: no source is started.
 
@@ -44,6 +47,9 @@ def list_sources(
     Example: research sources list
     """
     found = _live_tools() if live else {source: list(tools) for source, tools in input_schemas().items()}
+    if json_output:
+        typer.echo(json.dumps({source: found[source] for source in SOURCES}, indent=2))
+        return
     table = Table("source", "tools", "transport")
     for source in SOURCES:
         table.add_row(source, ", ".join(found[source]), f"stdio: python -m sources.{source}")
@@ -90,17 +96,29 @@ def call_source(
     ] = None,
     url: Annotated[
         str | None,
-        typer.Option(help="Call a source already serving HTTP at this URL instead of spawning it."),
+        typer.Option(
+            help="Call the source serving streamable HTTP at this URL (e.g. http://127.0.0.1:8101/mcp, "
+            "a fleet's: `research sources status`) instead of spawning it."
+        ),
     ] = None,
 ) -> None:
     """Call one tool of one source and print the contract JSON it answers with.
 
-    Exit status 0 for a result (valid empty results included), 1 for a tool error.
+    A source that answers it is warming up (a transient error with retryAfterMs, as kb does on its first
+    start) is called once more after the time it asked for, at most a few seconds.
+
+    Exit status 0 for a result (valid empty results included), 1 for a tool error or a source that
+    cannot be reached, 2 for a usage error.
 
     Example: research sources call billing refund_eligibility '{"order_id": "ORD-10023", "amount": 750}' --scope billing:read
     """
     known_source(source)
+    tools = input_schemas()[source]
+    if tool not in tools:
+        raise usage_error(f"{source} has no tool {tool!r}; its tools are {', '.join(tools)}")
     parsed = json_object(arguments)
+    if url is not None:
+        _check_url(url)
     # Here, not at the top: start-up time.
     import anyio
     from mcp import Client
@@ -134,14 +152,64 @@ def call_source(
                 result = await client.call_tool(
                     tool, parsed, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=meta
                 )
+                wait_ms = _warming_up(result)
+                if wait_ms is not None:  # once, bounded: a source that said when it will be ready
+                    Console(stderr=True).print(
+                        f"[dim]{source} is warming up; calling again in {wait_ms / 1000:.2f} s, as it asked[/]"
+                    )
+                    await anyio.sleep(wait_ms / 1000)
+                    result = await client.call_tool(
+                        tool, parsed, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=meta
+                    )
             end_command(span, status="error" if result.is_error else "ok")
         if result.structured_content is not None:
             return result.is_error, result.structured_content
         return result.is_error, _json_of(result)
 
-    is_error, payload = anyio.run(calling)
+    try:
+        is_error, payload = anyio.run(calling)
+    except Exception as exc:  # whatever the transport raised: one line, never a traceback
+        typer.echo(
+            f"error: could not call {source} at {url or 'its stdio process'}: {_reason(exc)}", err=True
+        )
+        raise typer.Exit(1) from None
     Console().print_json(data={"isError": is_error, **(payload or {})})
     raise typer.Exit(1 if is_error else 0)
+
+
+# The longest wait for a source warming up that `sources call` accepts; kb asks for about a second.
+_MAX_WARM_UP_WAIT_MS = 5000
+
+
+def _warming_up(result: CallToolResult) -> float | None:
+    """The wait a transient error asked for (``retryAfterMs``), when it asked for a short one."""
+    if not result.is_error:
+        return None
+    payload = _json_of(result)
+    wait = payload.get("retryAfterMs")
+    if payload.get("errorCategory") != "transient" or not isinstance(wait, int | float):
+        return None
+    return float(wait) if 0 < wait <= _MAX_WARM_UP_WAIT_MS else None
+
+
+def _check_url(url: str) -> None:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises for a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise usage_error(f"--url must be an http(s) URL such as http://127.0.0.1:8101/mcp; got {url!r}")
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of a failure, in one line (the SDK wraps transport errors in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _json_of(result: CallToolResult) -> dict[str, Any]:
