@@ -22,6 +22,7 @@ from typing import Any, Literal
 import anyio
 
 from coordinator.plan import Plan, PlannedTask, Ref
+from coordinator.tools import LOOKUPS
 from sources.contract import AttemptedQuery, Decision, ErrorCategory, Escalation
 from subagents.subagent import DEADLINE_GRACE_S, Runtime, SubagentReport, Task, run_subagent
 from traces.spans import end_subagent, subagent_span
@@ -135,17 +136,43 @@ def _outcome_of(task: PlannedTask, arguments: dict[str, Any], report: SubagentRe
     )  # fmt: skip
 
 
+CUSTOMER_LOOKUP = LOOKUPS["customer_id"]
+
+
+def _customer_gates(plan: Plan) -> dict[str, list[str]]:
+    """For each task about a customer named by id, the lookups of that customer it must wait for.
+
+    The customer lookup is where a customer's record is found to be erased (data protection) or
+    restricted: until it has answered, no other task may read that customer's data, and if it did not
+    find the customer, they are not run at all. It costs one call's time before the others start.
+    """
+    lookups = {
+        str(task.arguments.get("identifier", "")).strip().upper(): task.id
+        for task in plan.order()
+        if f"{task.source}.{task.tool}" == CUSTOMER_LOOKUP
+    }
+    gates: dict[str, list[str]] = {}
+    for task in plan.order():
+        customer = task.arguments.get("customer_id")
+        lookup = lookups.get(customer.strip().upper()) if isinstance(customer, str) else None
+        if lookup is not None and lookup != task.id and lookup not in task.depends_on:
+            gates[task.id] = [lookup]
+    return gates
+
+
 async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str, TaskOutcome]:
     """Run every task of the plan; return how each ended, in plan order."""
     deadline = runtime.clock.now() + deadline_s
     outcomes: dict[str, TaskOutcome] = {}
     done = {task_id: anyio.Event() for task_id in plan.tasks}
+    gates = _customer_gates(plan)
 
     async def carry(task: PlannedTask) -> None:
         try:
-            for upstream in task.depends_on:
+            for upstream in (*task.depends_on, *gates.get(task.id, ())):
                 await done[upstream].wait()
-            resolved = _resolve(task, outcomes)
+            gate = next((lookup for lookup in gates.get(task.id, ()) if outcomes[lookup].state != "ok"), None)
+            resolved = _blocked(task, gate, outcomes[gate]) if gate else _resolve(task, outcomes)
             if isinstance(resolved, TaskOutcome):
                 with subagent_span(
                     task.id, task.source, task.tool, {}

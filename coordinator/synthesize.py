@@ -134,14 +134,19 @@ def _gap(outcome: TaskOutcome) -> Gap:
 
 
 def _brief(
-    outcomes: list[TaskOutcome], findings: list[Finding], gaps: list[Gap], unplanned: list[NotResearched]
+    query: str,
+    outcomes: list[TaskOutcome],
+    findings: list[Finding],
+    gaps: list[Gap],
+    unplanned: list[NotResearched],
 ) -> str:
     lines = []
     for outcome in outcomes:
         task = outcome.task
         if outcome.state == "ok":
             cited = [f for f in findings if f.source == task.source and f.tool == task.tool]
-            head = cited[0]
+            # The line leads with what the question named (ORD-10023 among a customer's orders).
+            head = next((f for f in cited if f.record_id.upper() in query.upper()), cited[0])
             more = f" (+{len(cited) - 1} more)" if len(cited) > 1 else ""
             lines.append(f"{task.why or task.id}: {head.record_id} {head.text}{more} [{head.citation}]")
         elif outcome.state == "empty":
@@ -172,7 +177,7 @@ def synthesize(
         query=plan.query,
         trace_id=trace_id,
         status="partial" if gaps or unplanned else "complete",
-        answer=_brief(ordered, findings, gaps, unplanned),
+        answer=_brief(plan.query, ordered, findings, gaps, unplanned),
         findings=findings,
         unplanned=unplanned,
         notes=list(plan.notes),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 
 from sources.catalogue import input_schemas
 from sources.settings import SourceSettings
+from sources.world import world_path
 from tests.conftest import PROJECT_ROOT
 
 pytestmark = pytest.mark.subprocess
@@ -67,12 +70,95 @@ def test_call_prints_the_contract_and_exits_by_outcome(settings: SourceSettings)
         (["sources", "call", "customers", "customer_lookup", "{not json"], "must be a JSON object"),
         (["sources", "call", "customers", "customer_lookup", "[1]"], "must be a JSON object"),
         (["sources", "call", "crm", "customer_lookup"], "unknown source 'crm'"),
+        (["sources", "call", "kb", "nope"], "kb has no tool 'nope'; its tools are"),
+        (
+            ["sources", "call", "kb", "search_policies", "{}", "--url", "htp:/bad"],
+            "--url must be an http(s) URL",
+        ),
+        (
+            ["sources", "call", "kb", "search_policies", "{}", "--url", "http://[::1"],
+            "--url must be an http(s) URL",
+        ),
+        (["ask", "refund £45 on ORD-10031", "--bogus"], "No such option: --bogus"),
+        (["ask", "refund £45 on ORD-10031", "--llm", "gpt"], "'gpt' is not one of 'auto', 'claude', 'none'"),
+        (["ask"], "Missing argument 'query'"),
+        (["chaos", "kill", "nope"], "unknown fleet member 'nope'"),
+        (["task", "orders", "search_orders", "{}", "--faults", "kb:hang=1"], "this task calls orders"),
+        (["task", "orders", "search_orders", "{}", "--faults", "hang=1"], "--faults takes SOURCE:SETTINGS"),
     ],
 )
 def test_usage_errors_say_what_is_wrong(settings: SourceSettings, args: list[str], fragment: str) -> None:
     result = research(settings, *args)
-    assert result.returncode == 2
-    assert fragment in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_help_lists_the_choices_and_no_type_of_a_flag(settings: SourceSettings) -> None:
+    shown = research(settings, "ask", "--help")
+    assert shown.returncode == 0 and "<bool>" not in shown.stdout
+    assert "<stdio|http>" in shown.stdout and "<auto|claude|none>" in shown.stdout
+    assert all(len(line) <= 200 for line in shown.stdout.splitlines())
+
+
+def test_an_unreachable_url_is_one_line(settings: SourceSettings) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = research(
+        settings, "sources", "call", "kb", "search_policies", "{}", "--url", f"http://127.0.0.1:{port}/mcp"
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: could not call kb at http://127.0.0.1:{port}/mcp: ")
+
+
+def test_a_source_warming_up_is_called_again_when_it_said(settings: SourceSettings, tmp_path: Path) -> None:
+    """kb warms its index on its first start on a world: `sources call` waits the retryAfterMs once."""
+    world = world_path(settings.data_dir, settings.seed)
+    shutil.copytree(
+        world, world_path(tmp_path, settings.seed), ignore=shutil.ignore_patterns("kb-index.built")
+    )
+    fresh = dataclasses.replace(settings, data_dir=tmp_path, kb_warmup_ms=700)
+    done = research(fresh, "sources", "call", "kb", "search_policies", '{"query": "refund"}')
+    assert done.returncode == 0, done.stderr
+    assert "kb is warming up; calling again in" in done.stderr
+    assert json.loads(done.stdout)["resultCount"] > 0
+
+
+def test_ask_reads_a_long_query_from_stdin(settings: SourceSettings) -> None:
+    """A pasted customer email, far longer than a command line likes, through `research ask -`."""
+    filler = "The weather has been lovely and the parcel took a while to come. " * 450  # ~30 KB
+    email = f"Dear support,\n{filler}\nCould you refund £45 on ORD-10031? Thanks, Jane\n"
+    environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", "-", "--json"],
+        input=email, env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr
+    assert done.stdout.startswith("{"), (done.returncode, done.stdout[:500], done.stderr[-2000:])
+    report = json.loads(done.stdout)
+    assert len(report["query"]) > 25_000
+    refund = next(task for task in report["tasks"] if task["tool"] == "refund_eligibility")
+    assert refund["state"] == "ok" and refund["arguments"] == {"order_id": "ORD-10031", "amount": 45.0}
+
+
+def test_ask_over_http_without_a_fleet_names_the_way_out(settings: SourceSettings, tmp_path: Path) -> None:
+    nowhere = dataclasses.replace(settings, data_dir=tmp_path)
+    done = research(nowhere, "ask", "refund £45 on ORD-10031", "--transport", "http")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "no fleet is running" in line and "research sources up" in line
+
+
+def test_ask_with_a_grant_answers_what_the_permission_gap_asked_for(settings: SourceSettings) -> None:
+    query = "list the invoices of CUST-00042"
+    refused = research(settings, "ask", query)
+    assert refused.returncode == 3 and "request access: ask again with --grant billing:read" in refused.stdout
+    granted = research(settings, "ask", query, "--grant", "billing:read", "--json")
+    assert granted.returncode == 0, granted.stderr
+    assert json.loads(granted.stdout)["status"] == "complete"
 
 
 STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
@@ -143,10 +229,10 @@ def test_ask_without_json_prints_the_report(settings: SourceSettings) -> None:
     ("args", "fragment"),
     [
         (["ask", ""], "the query is empty"),
-        (["ask", "x" * 100_000], "keep it under 2,000"),
+        (["ask", "x" * 100_000], "keep it under 64,000"),
         (["ask", "Orders of CUST-00042\x07"], "control character"),
         (["ask", "hello there"], "names nothing to research"),
-        (["ask", STORY, "--transport", "carrier-pigeon"], "--transport must be stdio or http"),
+        (["ask", STORY, "--transport", "carrier-pigeon"], "'carrier-pigeon' is not one of 'stdio', 'http'"),
         (["ask", STORY, "--deadline", "0"], "--deadline must be a positive number"),
         (["ask", STORY, "--deadline", "-3"], "--deadline must be a positive number"),
         (["ask", STORY, "--faults", "crm:transient=1"], "--faults takes SOURCE:SETTINGS"),

@@ -11,10 +11,11 @@ import pytest
 from coordinator.plan import Plan, PlannedTask, Ref
 from coordinator.planner import plan_query
 from coordinator.report import ResearchReport
-from coordinator.research import ResearchOptions, research
+from coordinator.research import DEFAULT_GRANTS, ResearchOptions, research
 from coordinator.run import DEADLINE_GRACE_S
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
+from subagents.broker import Grant
 from subagents.connection import Target, stdio_target
 from subagents.subagent import MonotonicClock
 from tests.conftest import MODULES
@@ -234,3 +235,42 @@ async def test_over_http_with_nothing_running_every_source_is_a_gap(settings: So
         "tickets": "blocked",
     }
     assert all(gap.next_step == "retry later" for gap in report.gaps)
+
+
+async def test_an_erased_customer_named_by_id_has_no_other_task_run_on_their_data(
+    settings: SourceSettings,
+) -> None:
+    """The customer lookup answers first; its refusal (erased, data protection) stops the rest."""
+    report = await ask(settings, "orders, open tickets and invoices of CUST-00013")
+    tasks = by_task(report)
+    assert tasks["customer"].state == "escalated"
+    others = [task for task in report.tasks if task.id != "customer"]
+    assert others and all(task.state == "blocked" and task.attempts == 0 for task in others)
+    for gap in report.gaps:
+        if gap.task != "customer":
+            assert gap.blocked_by == "customer" and "erased" in gap.message
+    assert not any(finding.record_id.startswith(("ORD-", "TCK-", "INV-")) for finding in report.findings)
+
+
+async def test_the_answer_leads_with_what_the_question_named(settings: SourceSettings) -> None:
+    report = await ask(settings)
+    orders_line = next(line for line in report.answer.splitlines() if "[orders:search_orders:" in line)
+    assert "ORD-10023" in orders_line.split("(+")[0] and orders_line.endswith(
+        "[orders:search_orders:ORD-10023]"
+    )
+
+
+async def test_a_permission_gap_names_the_grant_that_allows_it(settings: SourceSettings) -> None:
+    query = "list the invoices of CUST-00042"
+    refused = await ask(settings, query)
+    (gap,) = refused.gaps
+    assert gap.error_category == "permission" and gap.required_scope == "billing:read"
+    assert gap.way_out == "request access: ask again with --grant billing:read"
+    assert "--grant billing:read" in refused.answer
+    with anyio.fail_after(30):
+        granted = await research(
+            query,
+            ResearchOptions(seed=1, grants=(*DEFAULT_GRANTS, Grant("billing:read"))),
+            settings=settings, targets=in_memory(settings), clock=FakeClock(),
+        )  # fmt: skip
+    assert granted.status == "complete" and granted.gaps == []

@@ -61,7 +61,7 @@ def test_invoices_are_planned_when_asked() -> None:
     [
         ("", "the query is empty"),
         ("   \n ", "the query is empty"),
-        ("x" * 100_000, "keep it under 2,000"),
+        ("x" * 100_000, "keep it under 64,000"),
         ("Orders of CUST-00042\x00", "control character (U+0000)"),
         ("Orders of CUST-00042\x1b[31m", "control character (U+001B)"),
         ("hello, how are you?", "names nothing to research"),

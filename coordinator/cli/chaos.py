@@ -78,11 +78,12 @@ def chaos_status(
     table = Table("member", "state", "pid", "chaos control", "faults")
     for row in rows:
         state = "dead" if not row["alive"] else ("alive" if row["answering"] else "alive, not answering")
+        control = "-" if members[row["name"]].module else ("on" if row["chaos_control"] else "off")
         table.add_row(
             row["name"],
             state,
             str(row["pid"]),
-            "on" if row["chaos_control"] else "off",
+            control,  # a service has no faults to control
             "-" if row["faults"] is None else (row["faults"] or "none"),
         )
     Console().print(table)
@@ -316,10 +317,17 @@ def _soak(count: int, seed: int, claude: ClaudeSettings | None) -> None:
         )
     console = Console()
     console.print(table)
-    early = next((point for point in samples if point.queries >= min(count, 50)), samples[-1])
+    # Memory is compared after a warm-up (caches filled, sessions open): a fifth of the run, at most
+    # 50 queries, and never the last sample itself.
+    warm_up = min(50, count // 5)
+    early = next((point for point in samples[:-1] if point.queries >= warm_up), samples[0])
     growth = (samples[-1].rss_mb / early.rss_mb - 1) * 100
+    memory = (
+        f"memory {growth:+.1f} % from query {early.queries} to {samples[-1].queries} (target within 10 %)"
+        if early is not samples[-1]
+        else "too few queries to measure memory growth"
+    )
     console.print(
-        f"{count} queries in {time.monotonic() - started:.0f} s; memory {growth:+.1f} % since query {early.queries} "
-        f"(target within 10 %); open files {samples[1].open_files if len(samples) > 1 else samples[0].open_files} -> "
+        f"{count} queries in {time.monotonic() - started:.0f} s; {memory}; open files {samples[1].open_files if len(samples) > 1 else samples[0].open_files} -> "
         f"{samples[-1].open_files}; child processes {samples[0].children} -> {samples[-1].children}"
     )

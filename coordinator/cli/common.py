@@ -27,7 +27,42 @@ if TYPE_CHECKING:
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
 
-app = typer.Typer(
+
+class _OneLineUsageErrors(typer.Typer):
+    """The command line: a usage error the parser finds (an unknown option, a value not among the
+    choices) is one line on stderr and exit 2, like the usage errors the commands find themselves."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        parser = _parser_errors()
+        try:
+            status = super().__call__(*args, standalone_mode=False, **kwargs)
+        except parser.NoArgsIsHelpError as asked:  # `research sources`: the help it asks for
+            asked.show()
+            sys.exit(asked.exit_code)
+        except parser.UsageError as exc:
+            where = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
+            # typer checks choices through pydantic, whose "Value error, " adds nothing for a reader
+            message = exc.format_message().replace("Value error, ", "").rstrip(".")
+            typer.echo(f"error: {message}{where}", err=True)
+            sys.exit(EXIT_USAGE)
+        except (parser.Abort, typer.Abort):  # Ctrl-C while the parser or a prompt waits
+            sys.exit(EXIT_INTERRUPTED)
+        except parser.ClickException as exc:
+            typer.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+def _parser_errors() -> Any:
+    """The exceptions of the click that typer parses with: its own copy since typer 0.2x, else click."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # an older typer, on the click package
+        from click import exceptions  # type: ignore[no-redef]
+    return exceptions
+
+
+app = _OneLineUsageErrors(
     help="Research coordinator: fan a question out to five MCP sources, recover from their failures, "
     'annotate every gap.\n\nExample: research ask "Investigate jane.doe@example.com: recent orders and open tickets"',
     no_args_is_help=True,
@@ -50,7 +85,7 @@ app.add_typer(traces_app, name="traces")
 JAEGER_UI = "http://localhost:16686"
 
 chaos_app = typer.Typer(
-    help="Break a running fleet on purpose: kill, hang, slow, flaky, garbage, heal.\n\n"
+    help="Break a running fleet on purpose: kill, hang, slow, flaky, garbage, heal, status.\n\n"
     "Example: research sources up --chaos && research chaos kill customers",
     no_args_is_help=True,
     rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
