@@ -73,14 +73,19 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
         killed = research(settings, "chaos", "kill", victim)
         assert killed.returncode == 0 and "killed" in killed.stdout
         report = ask(settings)
-        (gap,) = report["gaps"]  # four sources' findings plus one annotated gap
+        gap, *blocked = report["gaps"]  # the killed source's gap first, in plan order
         assert (
             gap["source"] == victim
             and gap["errorCategory"] == "transient"
             and gap["next_step"] == "retry later"
         )
         assert gap["attempted_query"]["tool"] in {"search_tickets", "customer_lookup"}
-        assert {f["source"] for f in report["findings"]} == set(SOURCES) - {victim}
+        if victim == "tickets":  # four sources' findings plus one annotated gap
+            assert blocked == [] and {f["source"] for f in report["findings"]} == set(SOURCES) - {victim}
+        else:  # the tasks about the customer wait for its lookup: blocked by it, each gap naming it
+            assert {g["task"] for g in blocked} == {"orders", "tickets"}
+            assert all(g["state"] == "blocked" and g["blocked_by"] == "customer" for g in blocked)
+            assert {f["source"] for f in report["findings"]} == {"billing", "kb"}
         healed = research(settings, "chaos", "heal", victim)
         assert healed.returncode == 0 and "healthy" in healed.stdout
         again = ask(settings)  # the healed source is used again without restarting anything
