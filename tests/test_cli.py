@@ -259,6 +259,10 @@ def test_traces_show_latest_renders_what_ask_wrote(settings: SourceSettings, tmp
     assert "subagent billing" in shown.stdout and "ERROR business" in shown.stdout
     listed = research(traced, "traces", "list")
     assert listed.returncode == 0 and "partial" in listed.stdout
+    as_json = research(traced, "traces", "list", "--json", "--kind", "query")
+    assert as_json.returncode == 0, as_json.stderr
+    (summary,) = json.loads(as_json.stdout)
+    assert summary["kind"] == "query" and summary["status"] == "partial" and len(summary["trace_id"]) == 32
     missing = research(traced, "traces", "show", "0" * 32)
     assert missing.returncode == 2 and missing.stderr.startswith("error: no trace")
 

@@ -89,6 +89,9 @@ def test_every_member_of_the_fleet_listens_on_loopback_only(
 ) -> None:
     members = Fleet(settings).members()
     assert set(members) == set(FLEET)
+    status = research(settings, "sources", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert {row["name"]: row["health"] for row in json.loads(status.stdout)} == dict.fromkeys(FLEET, "ok")
     for member in members.values():
         listening = [
             connection.laddr

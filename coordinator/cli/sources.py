@@ -266,8 +266,10 @@ def fleet_up(
 
 
 @sources_app.command("status")
-def fleet_status() -> None:
-    """Show each source of the fleet: pid, port, uptime, health.
+def fleet_status(
+    json_output: Annotated[bool, typer.Option("--json", help="Print a JSON list, for scripts.")] = False,
+) -> None:
+    """Show each member of the fleet (the sources, the coordinator service): pid, port, uptime, health.
 
     Example: research sources status
     """
@@ -276,19 +278,26 @@ def fleet_status() -> None:
     if not members:
         typer.echo("no fleet: `research sources up` starts one", err=True)
         raise typer.Exit(1)
-    table = Table("source", "pid", "port", "uptime", "health", "faults")
+    rows = []
     for member in members.values():
         alive = member.alive()
         health = running.health(member) if alive else None
-        uptime = f"{time.time() - member.started_at:.0f} s" if alive else "-"
-        state = "ok" if health else ("dead" if not alive else "not answering")
+        rows.append(
+            {
+                "name": member.source, "pid": member.pid, "port": member.port, "url": member.url,
+                "uptime_s": round(time.time() - member.started_at) if alive else None,
+                "health": "ok" if health else ("dead" if not alive else "not answering"),
+                "faults": (health or {}).get("faults") or "",
+            }
+        )  # fmt: skip
+    if json_output:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("member", "pid", "port", "uptime", "health", "faults")
+    for row in rows:
+        uptime = f"{row['uptime_s']} s" if row["uptime_s"] is not None else "-"
         table.add_row(
-            member.source,
-            str(member.pid),
-            str(member.port),
-            uptime,
-            state,
-            (health or {}).get("faults") or "-",
+            row["name"], str(row["pid"]), str(row["port"]), uptime, row["health"], row["faults"] or "-"
         )
     Console().print(table)
 

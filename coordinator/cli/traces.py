@@ -45,6 +45,7 @@ def _none_yet(kind: str | None) -> str:
 def list_traces(
     kind: Annotated[str | None, typer.Option("--kind", help=_KIND_HELP)] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many traces.")] = 20,
+    json_output: Annotated[bool, typer.Option("--json", help="Print a JSON list, for scripts.")] = False,
 ) -> None:
     """List the traces in the local trace files, newest first: what each was, when, how it ended.
 
@@ -58,7 +59,13 @@ def list_traces(
     if not found:
         typer.echo(_none_yet(kind), err=True)
         raise typer.Exit(1)
-    Console().print(trace_table(found[:limit]))
+    if json_output:
+        import dataclasses  # here, not at the top: start-up time
+        import json
+
+        typer.echo(json.dumps([dataclasses.asdict(summary) for summary in found[:limit]], indent=2))
+    else:
+        Console().print(trace_table(found[:limit]))
     if len(found) > limit:
         traces = f"{kind} traces" if kind else "traces"
         typer.echo(f"the newest {limit} of {len(found)} {traces}; --limit N shows more", err=True)
