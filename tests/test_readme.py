@@ -1,0 +1,408 @@
+"""Every command the README prints runs as printed, the way a newcomer types it.
+
+The README's shell blocks (```sh) and its transcripts (``` blocks whose lines start with `$ `) are
+read from the file itself; each command is run through `sh` from the project root with `.venv/bin`
+first on PATH (the README's "put the venv on PATH"), in the tests' private data folder. Which
+commands run is decided by an explicit allow-list of prefixes: read-only or self-contained commands
+run; a fleet runs on free ports and is stopped at the end; a server (`python -m sources.NAME`) is
+started, seen ready and stopped; anything else (`make`, `docker`, long runs) is listed as skipped.
+Each command must exit with the status the README gives it, with no traceback, and print the
+stable lines of the output the README shows for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shlex
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from sources.catalogue import DEFAULT_PORTS, SOURCES
+from sources.serve import READY_PREFIX
+from sources.settings import SourceSettings
+from tests.conftest import PROJECT_ROOT
+from tests.test_fleet import _free_ports
+
+pytestmark = pytest.mark.subprocess
+
+README = PROJECT_ROOT / "README.md"
+VENV_BIN = PROJECT_ROOT / ".venv" / "bin"
+SH = "/bin/sh"  # each command line runs as a shell reads it: quotes, comments
+TIMEOUT = 60.0  # seconds for any one command; the slowest (a source crashing 4 times) takes 8 to 15 s
+
+# Commands run as printed: read-only, or self-contained (a chaos replay uses a world of its own).
+RUN = (
+    "make demo",
+    "research --help",
+    "research ask ",
+    "research plan ",
+    "research sources list",
+    "research sources call ",
+    "research task ",
+    "research traces list",
+    "research traces show latest",
+    "research chaos run --replay ",
+)
+# The fleet's commands: run in README order on free ports; the fleet is stopped after the module.
+FLEET = (
+    "research sources up",
+    "research sources status",
+    "research chaos status",
+    "research sources down",
+    "research chaos kill ",
+    "research chaos heal ",
+    "research chaos hang ",
+    "research chaos slow ",
+    "research chaos flaky ",
+    "research chaos garbage ",
+)
+# A source on its own: started, seen ready (HTTP) or at its end of input (stdio), stopped.
+SERVERS = ("python -m sources.",)
+# Allowed by a prefix above, yet not run: why.
+NOT_RUN = {
+    "--otlp": "needs the Jaeger collector its block starts with docker compose",
+    "--scenarios 200": "200 chaos scenarios take about 150 s",
+    "--soak": "a soak runs hundreds of queries",
+    "hang:tickets": "a hung tickets source is waited for 4 times 5 s (about 28 s)",
+}
+
+# The exit status the README implies. Where it shows a command's output, the output says it: a
+# PARTIAL answer exits 3, a COMPLETE one 0, a task that ends escalated 1 (ok or empty 0), a usage
+# error (`error: ...`) 2. Commands shown without output exit 0, except these partial answers.
+STORY = (
+    "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 "
+    "is allowed"
+)
+STATUS = {
+    f'research ask "{STORY}"': 3,  # the £750 refund is escalated (the Makefile's demo says so too)
+    f'research ask "{STORY}" --faults tickets:transient=0.5,seed=13': 3,
+    'research plan "refund on ORD-10031 and tickets since last month"': 3,  # shown: not researched
+}
+IMPLIED = (("PARTIAL:", 3), ("COMPLETE:", 0), ("-> state escalated", 1), ("-> state ", 0), ("error: ", 2))
+
+# Output that depends on the world's history, not on the command: only its first line is checked.
+FIRST_LINE_ONLY = {
+    # kb's index warms up on the first start on a world only; the tests' world is warmed up already.
+    "research task kb search_policies": "the kb warm-up happens on a world's first start only",
+}
+
+# An output line is checked only when nothing in it varies from run to run: no elision, durations,
+# pids, trace ids or back-offs.
+VARIES = re.compile(
+    r"\.\.\.|…"  # trimmed in the README
+    r"|\d+\.\d+ ?m?s\b|\b\d+ m?s\b"  # durations: 1278.0 ms, 0.98 s, 847 ms
+    r"|\bpid \d+"
+    r"|\b[0-9a-f]{32}\b"  # a trace id
+    r"|back-off|retryAfterMs|\bspans\b"
+)
+# `research task` prints its report as JSON; the README trims it to a summary line: `-> state ok, 2 attempts`.
+SUMMARY = re.compile(r"-> state (\w+), (\d+) attempts?\b")
+DRAWING = re.compile(r"[│├└─┌┐┘┬┴┼┃┏┓┗┛━┡┩╇┳┻╭╮╰╯]")
+
+
+@dataclass(eq=False)
+class Command:
+    text: str  # as printed, without a trailing comment
+    line: int  # in README.md
+    block: int  # the commands of one block run in order: later ones rely on earlier ones
+    output: list[str] = field(default_factory=list)  # what the README shows it printing
+
+    @property
+    def name(self) -> str:
+        return f"L{self.line} {self.text}"
+
+
+def _without_comment(line: str) -> str:
+    """The line up to a `#` that starts a shell comment (outside quotes, at a word's start)."""
+    quote = ""
+    for index, char in enumerate(line):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or line[index - 1].isspace()):
+            return line[:index].rstrip()
+    return line.rstrip()
+
+
+def readme_blocks(text: str) -> list[tuple[str, int, int, list[str]]]:
+    """The fenced blocks: (language, line of the opening fence, line of the closing one, lines)."""
+    blocks, opened, language, body = [], 0, "", []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("```"):
+            if opened:
+                blocks.append((language, opened, number, body))
+                opened, body = 0, []
+            else:
+                opened, language = number, line[3:].strip()
+        elif opened:
+            body.append(line)
+    return blocks
+
+
+def readme_commands(text: str) -> list[Command]:
+    """Every command of the README's sh blocks and transcripts, with the output it is shown with."""
+    commands: list[Command] = []
+    blocks = readme_blocks(text)
+    lines = text.splitlines()
+    for index, (language, opened, _closed, body) in enumerate(blocks):
+        if language == "sh":
+            for offset, line in enumerate(body, start=opened + 1):
+                command = _without_comment(line.strip())
+                if command:
+                    commands.append(Command(command, offset, index))
+        elif language == "" and any(line.startswith("$ ") for line in body):
+            for offset, line in enumerate(body, start=opened + 1):
+                if line.startswith("$ "):
+                    commands.append(Command(line[2:].strip(), offset, index))
+                elif commands and commands[-1].block == index:
+                    commands[-1].output.append(line)
+        elif language == "" and index > 0:
+            # A plain block right after a sh block (blank lines between) is its last command's output.
+            previous_language, _, previous_closed, _ = blocks[index - 1]
+            between = lines[previous_closed : opened - 1]
+            if previous_language == "sh" and not any(line.strip() for line in between):
+                last = [command for command in commands if command.block == index - 1]
+                if last:
+                    last[-1].output.extend(body)
+    return commands
+
+
+COMMANDS = readme_commands(README.read_text(encoding="utf-8"))
+
+
+def kind(command: Command) -> str:
+    """`run`, `fleet`, `server`, or why it is not run."""
+    for fragment, why in NOT_RUN.items():
+        if fragment in command.text:
+            return f"not run: {why}"
+    if command.text.startswith(RUN):
+        return "run"
+    if command.text.startswith(FLEET):
+        return "fleet"
+    if command.text.startswith(SERVERS):
+        return "server"
+    return "not run: not in the allow-list (not read-only, or long-running)"
+
+
+def _normalized(text: str) -> str:
+    return " ".join(DRAWING.sub(" ", text).split())
+
+
+def stable_lines(command: Command, ports: dict[str, int]) -> list[str]:
+    lines = [line for line in command.output if line.strip()]
+    if any(command.text.startswith(prefix) for prefix in FIRST_LINE_ONLY):
+        lines = lines[:1]
+    # The README's fleet is on the default ports; this test's fleet is on free ones.
+    defaults = {**DEFAULT_PORTS, "coordinator": 8100}
+    for name, port in ports.items():
+        lines = [line.replace(f"127.0.0.1:{defaults[name]}", f"127.0.0.1:{port}") for line in lines]
+    return [line for line in lines if not VARIES.search(line) and not SUMMARY.match(line)]
+
+
+@dataclass
+class Session:
+    """What a newcomer's shell holds: the environment, the fleet's ports, the commands already run."""
+
+    environment: dict[str, str]
+    ports: dict[str, int]
+    done: set[int] = field(default_factory=set)  # lines of the commands already run
+
+
+@pytest.fixture(scope="module")
+def session(settings: SourceSettings) -> Iterator[Session]:
+    assert (VENV_BIN / "research").exists(), "run `make` first: the README's commands need .venv"
+    environment = {
+        **os.environ,
+        **settings.child_environment(),
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "COLUMNS": "200",  # a wide terminal: no line of the README's output is wrapped
+    }
+    # Never the real Messages API: no key (the autouse guard removes it only inside each test).
+    environment.pop("ANTHROPIC_API_KEY", None)
+    environment["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"
+    members = (*SOURCES, "coordinator")
+    ports = dict(zip(members, _free_ports(len(members)), strict=True))
+    running = Session(environment, ports)
+    try:
+        yield running
+    finally:  # whatever happened, no fleet is left running
+        run(running, "research sources down")
+
+
+def run(session: Session, command: str) -> subprocess.CompletedProcess[str]:
+    """Run one command line through `sh` as a shell does, bounded in time (its whole process group)."""
+    process = subprocess.Popen(
+        [SH, "-c", command], env=session.environment, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"{command!r} still running after {TIMEOUT} s\nstdout:\n{stdout}\nstderr:\n{stderr}")
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def as_run(command: Command, session: Session) -> str:
+    """The command line run: as printed, but a fleet is put on the test's free ports."""
+    if command.text.startswith("research sources up"):
+        return " ".join([command.text, *(f"--port {name}={port}" for name, port in session.ports.items())])
+    return command.text
+
+
+def expected_status(command: Command) -> int:
+    for line in command.output:
+        for start, status in IMPLIED:
+            if line.startswith(start):
+                return status
+    return STATUS.get(command.text, 0)
+
+
+def check(command: Command, session: Session) -> None:
+    """Run the commands of its block it relies on, then it; check its status and output."""
+    for earlier in COMMANDS:
+        same_block = earlier.block == command.block and earlier.line < command.line
+        if same_block and earlier.line not in session.done and kind(earlier) in ("run", "fleet"):
+            check(earlier, session)
+    session.done.add(command.line)
+    status = expected_status(command)
+    done = run(session, as_run(command, session))
+    printed = done.stdout + done.stderr
+    shown = f"{command.name}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert "Traceback" not in done.stderr, shown
+    assert done.returncode == status, f"exit status {done.returncode}, the README implies {status}: {shown}"
+    missing = [
+        line for line in stable_lines(command, session.ports) if _normalized(line) not in _normalized(printed)
+    ]
+    assert not missing, (
+        "lines the README shows but the command did not print:\n" + "\n".join(missing) + f"\n{shown}"
+    )
+    if any(command.text.startswith(prefix) for prefix in FIRST_LINE_ONLY):
+        return
+    for line in command.output:
+        if summary := SUMMARY.match(line):
+            report = json.loads(done.stdout)
+            state, attempts = summary[1], int(summary[2])
+            assert (report["state"], report["attempts"]) == (state, attempts), (
+                f"the README says {line!r}: {shown}"
+            )
+
+
+def check_server(command: Command, session: Session) -> None:
+    """A stdio source ends at the end of its input; an HTTP one says it is ready, then stops on SIGTERM."""
+    words = shlex.split(command.text)
+    if "--http" not in words:
+        done = run(session, command.text)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, f"{command.name}\n{done.stderr}"
+        return
+    line, port = command.text, words[words.index("--port") + 1] if "--port" in words else "0"
+    if port != "0":
+        # The README names a default port, which a running fleet may hold: the test uses a free one.
+        line = line.replace(f"--port {port}", f"--port {(port := str(_free_ports(1)[0]))}")
+    process = subprocess.Popen(
+        [SH, "-c", line], env=session.environment, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read(stream: IO[str]) -> None:
+        for text in stream:
+            lines.put(text)
+        lines.put(None)  # the end of its stderr
+
+    reader = threading.Thread(target=read, args=(process.stderr,), daemon=True)
+    reader.start()
+    seen: list[str] = []
+    try:
+        while not any(text.startswith(READY_PREFIX) for text in seen):
+            text = lines.get(timeout=TIMEOUT)
+            assert text is not None, f"{command.name} exited before it was ready:\n{''.join(seen)}"
+            seen.append(text)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        reader.join(timeout=10)
+        assert process.stderr is not None
+        process.stderr.close()
+    ready = json.loads(seen[-1][len(READY_PREFIX) :])
+    assert port == "0" or ready["url"] == f"http://127.0.0.1:{port}/mcp", seen[-1]
+    seen.extend(text for text in iter(lines.get_nowait, None))  # what it wrote while stopping
+    assert "Traceback" not in "".join(seen), f"{command.name}\n{''.join(seen)}"
+
+
+RUNNABLE = [command for command in COMMANDS if not kind(command).startswith("not run")]
+
+
+@pytest.mark.parametrize("command", RUNNABLE, ids=[command.name for command in RUNNABLE])
+def test_the_readme_command_runs_as_printed(command: Command, session: Session) -> None:
+    if kind(command) == "server":
+        check_server(command, session)
+    else:
+        check(command, session)
+
+
+def test_what_is_not_run_is_exactly_what_must_not_be() -> None:
+    """The commands left out, each for its reason: a new README command is run unless it is listed here."""
+    left_out = sorted(command.text[:30] for command in COMMANDS if command not in RUNNABLE)
+    assert left_out == sorted(
+        [
+            "make test",  # the suite itself
+            "source .venv/bin/activate",  # a shell's own command: what it does, every test here does
+            "docker compose up -d",  # Jaeger: no container engine here
+            'research ask "Investigate jane',  # ... --otlp, for that Jaeger
+            'research ask "Investigate CUST',  # ... --chaos hang:tickets: 28 s of waiting
+            "research chaos run --scenarios",  # 200 scenarios: 150 s
+        ]
+    ), left_out
+
+
+def test_the_readme_finds_its_commands() -> None:
+    """The parser sees the blocks the README has: a guard against it silently finding nothing."""
+    texts = [command.text for command in COMMANDS]
+    assert "research sources list" in texts and "research sources down" in texts
+    assert any(text.startswith("research task kb search_policies") for text in texts)
+    assert all(not text.startswith(".venv/") for text in texts), "the README puts the venv on PATH once"
+    assert sum(1 for command in COMMANDS if not kind(command).startswith("not run") and command.output) >= 10
+
+
+def test_the_python_snippet_runs_as_printed(settings: SourceSettings, tmp_path: Path) -> None:
+    """The README's Python block, saved to a file and run with the venv's python, prints the orders.
+
+    The source it spawns sees only HOME and PATH (the mcp SDK's safe subset), so it finds its data in
+    the user's cache folder: here a HOME whose cache folder is the tests' data folder.
+    """
+    (snippet,) = [
+        body for language, _, _, body in readme_blocks(README.read_text("utf-8")) if language == "python"
+    ]
+    script = tmp_path / "snippet.py"
+    script.write_text("\n".join(snippet) + "\n")
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True)
+    (home / ".cache" / "research-coordinator").symlink_to(settings.data_dir, target_is_directory=True)
+    environment = {
+        **os.environ,
+        "HOME": str(home),
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    environment.pop("XDG_CACHE_HOME", None)
+    environment.pop("RESEARCH_DATA_DIR", None)
+    session = Session(environment, {})
+    done = run(session, f"python {shlex.quote(str(script))}")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "'ORD-10023'" in done.stdout and "'resultCount': 3" in done.stdout, done.stdout
