@@ -37,7 +37,8 @@ class QueryRefused(Exception):
 class Answer:
     status: str  # complete or partial
     trace_id: str
-    output: str  # the report, rendered as asked
+    output: str  # the report, rendered as asked (for stdout)
+    tasks: str = ""  # the tasks' table as they ended (for stderr)
 
 
 def ask(
@@ -61,7 +62,10 @@ def ask(
     try:
         with urllib.request.urlopen(request, timeout=deadline_s + _MARGIN_S) as response:  # noqa: S310
             answer = json.loads(response.read())
-        return Answer(status=answer["status"], trace_id=answer["trace_id"], output=answer["output"])
+        return Answer(
+            status=answer["status"], trace_id=answer["trace_id"], output=answer["output"],
+            tasks=answer.get("tasks", ""),
+        )  # fmt: skip
     except urllib.error.HTTPError as exc:
         text = exc.read().decode(errors="replace")
         if exc.code == 400:

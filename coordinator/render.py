@@ -18,7 +18,7 @@ from sources.contract import Decision
 if TYPE_CHECKING:  # the subagent's module imports the mcp SDK, which rendering a report never needs
     from subagents.subagent import Task
 
-__all__ = ["LiveProgress", "print_report"]
+__all__ = ["LiveProgress", "print_report", "print_task_table"]
 
 _STATE_STYLE = {
     "ok": "green", "empty": "cyan", "escalated": "red", "blocked": "yellow", "deadline": "magenta",
@@ -49,20 +49,8 @@ class LiveProgress:
         self._live.update(self._table())
 
     def _table(self) -> Table:
-        # At 80 columns (a pipe, CI, a small terminal) the tool's name would wrap every row: the task
-        # and its source say enough there.
-        wide = self._live.console.width >= _WIDE_COLUMNS
-        columns = (
-            ["task", "source", "tool", "state", "last step"]
-            if wide
-            else ["task", "source", "state", "last step"]
-        )
-        table = Table(*columns, box=None, pad_edge=False)
-        for task in self._plan.order():
-            state, detail = self._status[task.id]
-            cells = [task.id, task.source, task.tool] if wide else [task.id, task.source]
-            table.add_row(*cells, Text(state, style=_STATE_STYLE.get(state, "")), detail)
-        return table
+        rows = [(task.id, task.source, task.tool, *self._status[task.id]) for task in self._plan.order()]
+        return _task_table(rows, self._live.console.width)
 
     def _set(self, task_id: str, state: str, detail: str) -> None:
         self._status[task_id] = (state, detail)
@@ -105,6 +93,36 @@ class LiveProgress:
     def running(self) -> list[str]:
         """The tasks that have not ended yet (what an interrupted query leaves undone)."""
         return [task_id for task_id, (state, _) in self._status.items() if state in ("running", "waiting")]
+
+
+def print_task_table(report: ResearchReport, console: Console) -> None:
+    """The tasks as they ended: the table `research ask` keeps up to date while it runs."""
+    rows = [
+        (
+            task.id,
+            task.source,
+            task.tool,
+            task.state,
+            _ending(task.state, task.attempts, task.turns, task.decisions),
+        )
+        for task in report.tasks
+    ]
+    console.print(_task_table(rows, console.width))
+    console.line()
+
+
+def _task_table(rows: Sequence[tuple[str, str, str, str, str]], width: int) -> Table:
+    """One row per task: id, source, tool, state, last step. At 80 columns (a pipe, CI, a small
+    terminal) the tool's name would wrap every row: the task and its source say enough there."""
+    wide = width >= _WIDE_COLUMNS
+    columns = (
+        ["task", "source", "tool", "state", "last step"] if wide else ["task", "source", "state", "last step"]
+    )
+    table = Table(*columns, box=None, pad_edge=False)
+    for task_id, source, tool, state, detail in rows:
+        cells = [task_id, source, tool] if wide else [task_id, source]
+        table.add_row(*cells, Text(state, style=_STATE_STYLE.get(state, "")), detail)
+    return table
 
 
 def _ending(state: str, attempts: int, turns: int, decisions: Sequence[Decision]) -> str:

@@ -44,7 +44,7 @@ from starlette.routing import Route
 
 from coordinator.ask_service import NAME
 from coordinator.planner import QueryError, plan_query
-from coordinator.render import print_report
+from coordinator.render import print_report, print_task_table
 from coordinator.report import ResearchReport
 from coordinator.research import DEFAULT_GRANTS, ResearchOptions, research
 from sources.catalogue import SOURCES, default_url
@@ -128,8 +128,11 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
             return Response(status_code=499)
         report = answered[0]
         return JSONResponse(
-            {"status": report.status, "trace_id": report.trace_id, "output": asked.render(report)}
-        )
+            {
+                "status": report.status, "trace_id": report.trace_id, "output": asked.render(report),
+                "tasks": asked.render_tasks(report),
+            }
+        )  # fmt: skip
 
     return Starlette(
         routes=[Route("/health", health, methods=["GET"]), Route("/ask", ask, methods=["POST"])],
@@ -187,8 +190,16 @@ class _Asked:
         return cls(query, float(deadline_s), seed, output, grants)
 
     def render(self, report: ResearchReport) -> str:
+        """The report as the asker prints it on stdout: JSON, or rendered for its terminal."""
         if self.output.get("json"):
             return str(report.to_json())
+        return self._rendered(lambda console: print_report(report, console))
+
+    def render_tasks(self, report: ResearchReport) -> str:
+        """The tasks' table, which the asker prints on stderr (as `research ask` does in process)."""
+        return self._rendered(lambda console: print_task_table(report, console))
+
+    def _rendered(self, printing: Any) -> str:
         width = self.output.get("width")
         buffer = io.StringIO()
         console = Console(
@@ -197,7 +208,7 @@ class _Asked:
             force_terminal=bool(self.output.get("terminal")),
             color_system=self.output.get("color_system") if self.output.get("terminal") else None,
         )
-        print_report(report, console)
+        printing(console)
         return buffer.getvalue()
 
 

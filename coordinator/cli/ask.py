@@ -299,6 +299,7 @@ def _ask_the_coordinator_service(
     except KeyboardInterrupt:  # the service cancels the query when this process hangs up
         Console(stderr=True).print("interrupted: the query was cancelled; nothing was reported")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    sys.stderr.write(answer.tasks)  # the tasks' table, as a query in this process leaves it on stderr
     sys.stdout.write(answer.output if answer.output.endswith("\n") else answer.output + "\n")
     if not json_output:
         console.print(f"[dim]research traces show {answer.trace_id}[/]")
