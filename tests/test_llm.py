@@ -193,7 +193,7 @@ def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settin
         [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", STORY, "--llm", "gpt"],
         env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert bad.returncode == 2 and "--llm must be claude, none or auto" in bad.stderr
+    assert bad.returncode == 2 and "'gpt' is not one of 'auto', 'claude', 'none'" in bad.stderr
 
 
 def brief(*claims: tuple[str, list[str]]) -> Reply:
