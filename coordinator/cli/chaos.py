@@ -14,6 +14,8 @@ from rich.console import Console
 from rich.table import Table
 
 from coordinator.cli.common import (
+    Llm,
+    LlmOption,
     chaos_app,
     claude_for,
     fleet,
@@ -219,14 +221,8 @@ def chaos_run(
             "memory, open files and child processes."
         ),
     ] = None,
-    llm: Annotated[
-        str,
-        typer.Option(
-            "--llm",
-            help="none (the deterministic mode) or claude (Claude plans and drives the subagents, through the "
-            "Messages API at ANTHROPIC_BASE_URL with ANTHROPIC_API_KEY); auto picks claude when a key is set.",
-        ),
-    ] = "none",
+    # The same option as everywhere, but none by default: a run asks a model hundreds of times.
+    llm: LlmOption = Llm.none,
 ) -> None:
     """Run random fault scenarios against the sources and check the invariants after each.
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from coordinator.cli.common import EXIT_COMPLETE, EXIT_PARTIAL, LLM_HELP, app, claude_for, usage_error
+from coordinator.cli.common import EXIT_COMPLETE, EXIT_PARTIAL, Llm, LlmOption, app, claude_for, usage_error
 
 if TYPE_CHECKING:
     from coordinator.plan import Plan
@@ -23,7 +23,7 @@ def show_plan(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the plan as JSON (tasks, arguments, dependencies, gaps).")
     ] = False,
-    llm: Annotated[str, typer.Option("--llm", help=LLM_HELP)] = "none",
+    llm: LlmOption = Llm.auto,  # the plan `research ask` would make, with the same option
 ) -> None:
     """Show the plan for a question without running it: each task, its arguments, why it was planned,
     what it waits for, and what the query asked that will not be researched.
