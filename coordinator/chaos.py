@@ -37,9 +37,9 @@ from typing import Any
 import anyio
 import psutil
 
-from coordinator.planner import plan_query
+from coordinator.plan import Plan
 from coordinator.report import ResearchReport
-from coordinator.research import ResearchOptions, research
+from coordinator.research import ResearchOptions, make_plan, research
 from coordinator.run import DEADLINE_GRACE_S
 from sources import billing, customers, kb, orders, tickets
 from sources.catalogue import SOURCES
@@ -52,7 +52,7 @@ from sources.world import world_path
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker
 from subagents.classify import Outcome
-from subagents.claude import ClaudeSettings
+from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.connection import Connections, Target, stdio_target
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
 from subagents.policy import RecoveryPolicy
@@ -167,6 +167,7 @@ class History:
 @dataclass
 class ScenarioResult:
     scenario: Scenario
+    plan: Plan  # the plan that ran: the checker judges the report against it
     report: ResearchReport | None
     history: History
     elapsed_s: float
@@ -241,13 +242,16 @@ async def run_scenario(
     targets = _targets(scenario, settings)
     started = time.monotonic()
     hooks: tuple[PostCallHook, ...] = (history.recorder(), *post_call, TrimResults())
-    report = await research(
-        scenario.query,
-        ResearchOptions(deadline_s=scenario.deadline_s, policy=policy, seed=scenario.seed, claude=claude),
-        settings=settings,
-        targets=targets,
-        post_call=hooks,
+    options = ResearchOptions(
+        deadline_s=scenario.deadline_s, policy=policy, seed=scenario.seed, claude=claude
     )
+    budget = TokenBudget(claude.token_budget) if claude is not None else None
+    # Planned here, as research() would, so the checker judges the plan that ran (Claude's in Claude mode).
+    plan, planning = await make_plan(scenario.query, options, budget)
+    report = await research(
+        scenario.query, options, settings=settings, targets=targets, post_call=hooks, plan=plan,
+        planning=planning, budget=budget,
+    )  # fmt: skip
     elapsed = time.monotonic() - started
     refund_rows: list[dict[str, Any]] = []
     key = None
@@ -266,7 +270,7 @@ async def run_scenario(
     # The connections closed their source processes on the way out; give them a bounded moment to go.
     await anyio.to_thread.run_sync(lambda: psutil.wait_procs(_children(), timeout=2))
     result = ScenarioResult(
-        scenario=scenario, report=report, history=history, elapsed_s=elapsed, refund_rows=refund_rows,
+        scenario=scenario, plan=plan, report=report, history=history, elapsed_s=elapsed, refund_rows=refund_rows,
         refund_key=key, leaked_processes=_live_children(), leaked_sockets=_open_sockets() - sockets_before,
         policy=policy,
     )  # fmt: skip
@@ -328,7 +332,7 @@ def check(result: ScenarioResult) -> list[tuple[str, str]]:
     report = result.report
     if report is None:
         return [("terminal", "the query produced no report")]
-    plan = plan_query(result.scenario.query)
+    plan = result.plan
     states = Counter(task.id for task in report.tasks)
     if set(states) != set(plan.tasks) or any(count != 1 for count in states.values()):
         found.append(("terminal", f"planned {sorted(plan.tasks)}, reported {sorted(states.elements())}"))

@@ -43,7 +43,7 @@ from traces.spans import (
     trace_id_of,
 )
 
-__all__ = ["DEFAULT_GRANTS", "PLANNING_SHARE", "ResearchOptions", "research", "targets_for"]
+__all__ = ["DEFAULT_GRANTS", "PLANNING_SHARE", "ResearchOptions", "make_plan", "research", "targets_for"]
 
 # The query's deadline covers a model's planning and brief too. The lead agent may take at most this
 # share of it, so the work always has the rest; the brief gets what is left (and the grace).
@@ -71,6 +71,24 @@ class ResearchOptions:
     # The instant (time.monotonic) the deadline counts from, like a gRPC deadline: the command's
     # start, so start-up counts too. None: when research() is called.
     started_at: float | None = None
+
+
+def _deadline_at(options: ResearchOptions) -> float:
+    """The instant (time.monotonic) the query's deadline falls: counted from the command's start."""
+    return (options.started_at if options.started_at is not None else time.monotonic()) + options.deadline_s
+
+
+async def make_plan(
+    query: str, options: ResearchOptions, budget: TokenBudget | None = None
+) -> tuple[Plan, PlanningSummary | None]:
+    """The plan a query runs, the one place that decides it: in Claude mode Claude's, within its share
+    of the deadline (``PLANNING_SHARE``), else the deterministic planner's. A caller that wants the
+    plan before the run (the CLI's progress table, the chaos checker) asks here and passes it on.
+    Bad queries raise ``QueryError``."""
+    if options.claude is None:
+        return plan_query(query), None
+    within_s = min(options.deadline_s * PLANNING_SHARE, _deadline_at(options) - time.monotonic())
+    return await claude_plan(query, options.claude, budget, within_s=within_s)
 
 
 def targets_for(settings: SourceSettings, options: ResearchOptions) -> dict[str, Target]:
@@ -112,15 +130,11 @@ async def research(
     if claude is not None and budget is None:
         budget = TokenBudget(claude.token_budget)
     ensure_tracing("research-coordinator")
-    deadline_at = (
-        options.started_at if options.started_at is not None else time.monotonic()
-    ) + options.deadline_s
+    deadline_at = _deadline_at(options)
     with research_span(query) as root:
         with plan_span() as planning_span:
-            if plan is None and claude is not None:
-                within_s = min(options.deadline_s * PLANNING_SHARE, deadline_at - time.monotonic())
-                plan, planning = await claude_plan(query, claude, budget, within_s=within_s)
-            plan = plan or plan_query(query)
+            if plan is None:
+                plan, planning = await make_plan(query, options, budget)
             record_plan(planning_span, [task.id for task in plan.order()])
         async with AsyncExitStack() as sessions:
             if connections is None:

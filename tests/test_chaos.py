@@ -13,6 +13,7 @@ import pytest
 
 from coordinator import chaos
 from coordinator.chaos import Scenario, run_scenario
+from coordinator.planner import plan_query
 from sources.contract import ErrorCategory
 from sources.settings import SourceSettings
 from sources.world import ensure_world
@@ -25,7 +26,9 @@ from tests.fake_messages_api import (
     FakeMessagesApi,
     Responder,
     obedient_subagent,
+    plan_as_input,
     reckless_subagent,
+    tool_use,
 )
 
 pytestmark = pytest.mark.anyio
@@ -175,6 +178,23 @@ async def test_a_seeded_subset_in_claude_mode_has_no_violations(
         assert result.violations == [], (scenario, result.violations)
         assert result.report is not None and result.report.planning.planner == "claude"
         assert any(task.turns > 0 for task in result.report.tasks)  # the model drove the subagents
+
+
+async def test_the_checker_judges_the_plan_that_ran(chaos_settings: SourceSettings) -> None:
+    """A lead agent that names its tasks its own way: each reported once, and no invariant broken."""
+    query = chaos.QUERIES[0]
+    renamed = tool_use(plan_as_input(plan_query(query), rename=lambda task: f"my_{task}"))
+    api = FakeMessagesApi(Conversations(planner=[renamed]))
+    try:
+        claude = ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=1, timeout_s=5)
+        result = await run(
+            Scenario(seed=5, query=query, faults={}, refund_amount=None), chaos_settings, claude=claude
+        )
+    finally:
+        api.close()
+    assert result.violations == [], result.violations
+    assert result.report is not None and result.report.planning.planner == "claude"
+    assert {task.id for task in result.report.tasks} == {f"my_{task}" for task in plan_query(query).tasks}
 
 
 async def test_a_reckless_model_cannot_break_the_invariants(

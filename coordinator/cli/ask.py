@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import sys
@@ -153,10 +152,10 @@ def ask(
     from opentelemetry import trace
 
     from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
-    from coordinator.llm import TokenBudget, claude_plan
+    from coordinator.llm import TokenBudget
     from coordinator.query_chaos import kill_at, parse_query_chaos
     from coordinator.render import LiveProgress, print_report
-    from coordinator.research import DEFAULT_GRANTS, PLANNING_SHARE, ResearchOptions, research
+    from coordinator.research import DEFAULT_GRANTS, ResearchOptions, make_plan, research
     from sources.settings import SourceSettings
     from subagents.broker import Grant
 
@@ -176,21 +175,15 @@ def ask(
         )
     settings = _start_tracing(SourceSettings.from_environment(), trace_payloads)
     urls = _fleet_urls(settings) if transport == "http" else {}
-    budget, planning = None, None
-    if claude is not None:
-        budget = TokenBudget(claude.token_budget)
-        # Planned before the run, so the progress shows the plan; the planning counts against the deadline.
-        left_s = STARTED_AT + deadline - time.monotonic()
-        plan, planning = anyio.run(
-            functools.partial(
-                claude_plan, query, claude, budget, within_s=min(deadline * PLANNING_SHARE, left_s)
-            )
-        )
     options = ResearchOptions(
         deadline_s=deadline, transport=transport, faults=fault_settings, seed=seed, urls=urls, claude=claude,
         grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in grant or [])),
         started_at=STARTED_AT,  # the deadline covers this command's start-up and planning too
     )  # fmt: skip
+    budget, planning = None, None
+    if claude is not None:  # planned before the run, so the progress shows Claude's plan
+        budget = TokenBudget(claude.token_budget)
+        plan, planning = anyio.run(make_plan, query, options, budget)
     console = Console(stderr=True)
     from coordinator.research import targets_for  # here, not at the top: start-up time
     from subagents.connection import Connections
