@@ -44,7 +44,7 @@ from coordinator.run import DEADLINE_GRACE_S
 from sources import billing, customers, kb, orders, tickets
 from sources.catalogue import SOURCES
 from sources.contract import ResultPage
-from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, within_refund_window
+from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, pounds, within_refund_window
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.store import Store
@@ -119,7 +119,7 @@ class Scenario:
 
     def describe(self) -> str:
         faults = ", ".join(f"{name}:{source}" for source, name in sorted(self.faults.items())) or "no faults"
-        refund = f", refund £{self.refund_amount:,.2f}" if self.refund_amount is not None else ""
+        refund = f", refund {pounds(self.refund_amount)}" if self.refund_amount is not None else ""
         return f"{faults}{refund}"
 
 
@@ -409,7 +409,7 @@ def check(result: ScenarioResult) -> list[tuple[str, str]]:
         found.append(
             (
                 "refunds",
-                f"a refund of £{_amount(reached[0]):,.2f} reached billing; the limit is £{limit:,.0f}",
+                f"a refund of {pounds(_amount(reached[0]))} reached billing; the limit is £{limit:,.0f}",
             )
         )
     totals: dict[str, float] = {}

@@ -34,7 +34,7 @@ from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, i
 from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.reading import Mention, QueryError, Reading, read_query
 from coordinator.tools import GIVES, LOOKUPS, SUBJECT_KINDS, TASK_NAMES, WHY, Argument, tool_arguments
-from sources.domain import TODAY
+from sources.domain import TODAY, pounds
 
 __all__ = ["QueryError", "account_for", "plan_query"]
 
@@ -421,7 +421,7 @@ def _shown(value: Any) -> str:
             else f"the {value.task}"
         )
     if isinstance(value, float):
-        return f"£{value:,.2f}"
+        return pounds(value)
     return str(value)
 
 

@@ -35,7 +35,7 @@ from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
 from coordinator.intents import GENERIC_WORDS, INTENTS, NOT_NAMES, STOPWORDS, vocabulary
-from sources.domain import TODAY
+from sources.domain import TODAY, pounds
 
 __all__ = ["MAX_QUERY_CHARS", "DateRange", "Mention", "QueryError", "Reading", "read_query"]
 
@@ -69,7 +69,7 @@ class Mention:
 
     def describe(self) -> str:
         if self.kind == "amount":
-            return f"£{self.value:,.2f}"
+            return pounds(self.value)
         if self.kind == "dates":
             bounds = [
                 f"from {self.value.after}" if self.value.after else "",

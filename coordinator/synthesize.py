@@ -23,6 +23,7 @@ from coordinator.report import (
 )
 from coordinator.run import TaskOutcome
 from sources.contract import ErrorCategory
+from sources.domain import pounds
 
 __all__ = ["synthesize"]
 
@@ -35,10 +36,6 @@ _NEXT_STEP: dict[ErrorCategory | None, NextStep] = {
 }
 
 
-def _pounds(amount: Any) -> str:
-    return f"£{float(amount):,.2f}"
-
-
 def _customer(record: dict[str, Any]) -> str:
     return (
         f"{record['name']} <{record['email']}>, {record['tier']} tier, customer since {record['created_on']}"
@@ -49,7 +46,7 @@ def _order(record: dict[str, Any]) -> str:
     items = "; ".join(
         f"{item['quantity']} x {item['description']} ({item['sku']})" for item in record.get("items", [])
     )
-    return f"placed {record['placed_on']}, {record['status'].replace('_', ' ')}, {_pounds(record['total'])}: {items}"
+    return f"placed {record['placed_on']}, {record['status'].replace('_', ' ')}, {pounds(record['total'])}: {items}"
 
 
 def _ticket(record: dict[str, Any]) -> str:
@@ -59,14 +56,14 @@ def _ticket(record: dict[str, Any]) -> str:
 
 def _invoice(record: dict[str, Any]) -> str:
     return (
-        f"invoice for {record['order_id']}, {record['status']}, {_pounds(record['amount'])}, "
-        f"refunded {_pounds(record['refunded'])}"
+        f"invoice for {record['order_id']}, {record['status']}, {pounds(record['amount'])}, "
+        f"refunded {pounds(record['refunded'])}"
     )
 
 
 def _assessment(record: dict[str, Any]) -> str:
     verdict = "may be refunded" if record["eligible"] else "may not be refunded automatically"
-    return f"{_pounds(record['requested'])} {verdict}: {record['reason']}"
+    return f"{pounds(record['requested'])} {verdict}: {record['reason']}"
 
 
 def _policy(record: dict[str, Any]) -> str:
@@ -74,7 +71,7 @@ def _policy(record: dict[str, Any]) -> str:
 
 
 def _refund(record: dict[str, Any]) -> str:
-    return f"refund of {_pounds(record['amount'])} on {record['order_id']} issued{' (replayed)' if record['replayed'] else ''}"
+    return f"refund of {pounds(record['amount'])} on {record['order_id']} issued{' (replayed)' if record['replayed'] else ''}"
 
 
 _DESCRIBE: dict[str, Callable[[dict[str, Any]], str]] = {

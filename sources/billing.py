@@ -28,6 +28,7 @@ from sources.domain import (
     REFUND_WINDOW_DAYS,
     TODAY,
     days_since_delivery,
+    pounds,
     within_refund_window,
 )
 from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY_KEY, ORDER_ID
@@ -94,10 +95,6 @@ class Refund(BaseModel):
     )
 
 
-def _pounds(amount: float) -> str:
-    return f"£{amount:,.2f}"
-
-
 def _check_amount(amount: float) -> None:
     if round(amount, 2) != amount:
         raise invalid(
@@ -141,13 +138,13 @@ def _assess(store: Store, order_id: str, amount: float, today: date) -> RefundAs
     elif amount > balance:
         eligible, reason = (
             False,
-            f"{_pounds(amount)} is more than the refundable balance of {_pounds(balance)}",
+            f"{pounds(amount)} is more than the refundable balance of {pounds(balance)}",
         )
     elif already + amount > AUTOMATIC_REFUND_LIMIT:  # the limit is the order's, over all its refunds
-        total = f" (with {_pounds(already)} already refunded, {_pounds(already + amount)})" if already else ""
+        total = f" (with {pounds(already)} already refunded, {pounds(already + amount)})" if already else ""
         eligible, reason = (
             False,
-            f"{_pounds(amount)}{total} exceeds the {_pounds(AUTOMATIC_REFUND_LIMIT)} automatic limit per order; "
+            f"{pounds(amount)}{total} exceeds the {pounds(AUTOMATIC_REFUND_LIMIT)} automatic limit per order; "
             "a manager must approve it",
         )
     else:
@@ -158,7 +155,7 @@ def _assess(store: Store, order_id: str, amount: float, today: date) -> RefundAs
         )
         eligible, reason = (
             True,
-            f"{_pounds(amount)} is within the balance, the automatic limit and the "
+            f"{pounds(amount)} is within the balance, the automatic limit and the "
             f"{REFUND_WINDOW_DAYS}-day refund window ({window})",
         )
     return RefundAssessment(
@@ -193,7 +190,7 @@ def _refuse(assessment: RefundAssessment) -> ToolFailure:
     return ToolFailure(
         ToolError.of(
             ErrorCategory.BUSINESS,
-            f"Refund of {_pounds(assessment.requested)} on {assessment.id} is not allowed: {assessment.reason}. {next_step}",
+            f"Refund of {pounds(assessment.requested)} on {assessment.id} is not allowed: {assessment.reason}. {next_step}",
             partial_results=[assessment.model_dump(mode="json")],
         )
     )
@@ -320,7 +317,7 @@ def _replay(
     if (earlier["order_id"], earlier["amount"]) != (order_id, amount):
         raise invalid(
             "idempotency_key",
-            f"was already used for a refund of {_pounds(earlier['amount'])} on {earlier['order_id']}",
+            f"was already used for a refund of {pounds(earlier['amount'])} on {earlier['order_id']}",
             received=earlier["idempotency_key"],
             form=IDEMPOTENCY_KEY,
         )

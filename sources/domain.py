@@ -15,6 +15,7 @@ __all__ = [
     "REFUND_WINDOW_DAYS",
     "TODAY",
     "days_since_delivery",
+    "pounds",
     "within_refund_window",
 ]
 
@@ -24,6 +25,12 @@ TODAY = date(2026, 11, 1)
 # Billing works in pounds sterling only.
 CURRENCY = "GBP"
 CURRENCY_SIGN = "£"
+
+
+def pounds(amount: float) -> str:
+    """An amount as every message writes it: £1,250.50."""
+    return f"{CURRENCY_SIGN}{float(amount):,.2f}"
+
 
 # KB-REFUNDS: support refunds up to this much of an order automatically, in total over all its
 # refunds; beyond it a manager approves. Billing enforces it, the pre-call hook and the chaos checker

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sources.contract import AttemptedQuery, EmptyResult, ErrorCategory, ResultPage, ToolError
-from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS
+from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, pounds
 from subagents.classify import Outcome
 from traces.redact import redact
 
@@ -124,8 +124,8 @@ class RefundLedger:
         already = self.refunded.get(order, 0.0)
         if already and already + amount > limit:
             return (
-                f"with £{already:,.2f} already refunded on {order} (as billing reported), a refund of "
-                f"£{amount:,.2f} would take it to £{already + amount:,.2f}, above the £{limit:,.2f} "
+                f"with {pounds(already)} already refunded on {order} (as billing reported), a refund of "
+                f"{pounds(amount)} would take it to {pounds(already + amount)}, above the {pounds(limit)} "
                 "automatic limit per order"
             )
         return None
@@ -171,7 +171,7 @@ class RefundLimit:
             )
         return ToolError.of(
             ErrorCategory.BUSINESS,
-            f"Blocked before sending: a refund of £{amount:,.2f} exceeds the £{self.limit:,.2f} automatic limit. "
+            f"Blocked before sending: a refund of {pounds(amount)} exceeds the {pounds(self.limit)} automatic limit. "
             "Escalate to a manager with the refund details (KB-ESCALATION).",
             attempted_query=call.attempted_query(),
         )
