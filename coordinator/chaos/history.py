@@ -1,0 +1,49 @@
+"""What a chaos run records of a scenario: every call with its outcome, and the scenario's result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator.chaos.catalogue import Scenario
+from coordinator.plan import Plan
+from coordinator.report import ResearchReport
+from subagents.classify import Outcome
+from subagents.hooks import PostCallHook, ToolCall
+from subagents.policy import RecoveryPolicy
+
+
+@dataclass(frozen=True)
+class Call(ToolCall):
+    """One call a subagent made, and what came back, as the post-call hook saw it."""
+
+    outcome: Outcome = field(kw_only=True)
+
+
+@dataclass
+class History:
+    calls: list[Call] = field(default_factory=list)
+
+    def recorder(self) -> PostCallHook:
+        def record(call: ToolCall, outcome: Outcome) -> Outcome:
+            self.calls.append(
+                Call(call.source, call.tool, dict(call.arguments), call.attempt, call.task, outcome=outcome)
+            )
+            return outcome
+
+        return record
+
+
+@dataclass
+class ScenarioResult:
+    scenario: Scenario
+    plan: Plan  # the plan that ran: the checker judges the report against it
+    report: ResearchReport | None
+    history: History
+    elapsed_s: float
+    refund_rows: list[dict[str, Any]]
+    refund_key: str | None
+    leaked_processes: list[int]
+    leaked_sockets: int
+    policy: RecoveryPolicy
+    violations: list[tuple[str, str]] = field(default_factory=list)

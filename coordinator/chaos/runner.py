@@ -1,0 +1,169 @@
+"""Running one chaos scenario: its sources (in process, or real processes for the faults that need one), the query, a side refund, and the check."""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from typing import Any
+
+import anyio
+import psutil
+
+from coordinator.chaos.catalogue import _MODULES, CATALOGUE, CHAOS_POLICY, Scenario
+from coordinator.chaos.checker import check
+from coordinator.chaos.history import History, ScenarioResult
+from coordinator.research import ResearchOptions, make_plan, research
+from sources.catalogue import SOURCES
+from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS
+from sources.settings import SourceSettings
+from sources.store import Store
+from sources.world import world_path
+from subagents.broker import CredentialBroker
+from subagents.claude import ClaudeSettings, TokenBudget
+from subagents.connection import Connections, Target, stdio_target
+from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, TrimResults
+from subagents.policy import RecoveryPolicy
+from subagents.subagent import Runtime, Task, run_subagent
+from subagents.tool_loop import claude_subagents
+
+
+def _targets(scenario: Scenario, settings: SourceSettings) -> dict[str, Target]:
+    rng = random.Random(scenario.seed)  # noqa: S311
+    targets: dict[str, Target] = {}
+    for source in SOURCES:
+        name = scenario.faults.get(source)
+        if name is None:
+            server = _MODULES[source].create_server(settings)
+            targets[source] = lambda server=server: server
+            continue
+        needs_process, make = CATALOGUE[name]
+        faults = make(rng)
+        if not needs_process:
+            server = _MODULES[source].create_server(settings.with_faults(faults))
+            targets[source] = lambda server=server: server
+        elif name == "restart_in_flight":
+            targets[source] = _in_turn(
+                stdio_target(source, settings.with_faults(faults)), stdio_target(source, settings)
+            )
+        elif name == "flapping":
+            down, up = stdio_target(source, settings.with_faults(faults)), stdio_target(source, settings)
+            targets[source] = _alternating(down, up)
+        else:
+            targets[source] = stdio_target(source, settings.with_faults(faults))
+    return targets
+
+
+def _in_turn(*targets: Target) -> Target:
+    remaining = list(targets)
+    return lambda: (remaining.pop(0) if len(remaining) > 1 else remaining[0])()
+
+
+def _alternating(*targets: Target) -> Target:
+    count = [0]
+
+    def next_target() -> Any:
+        count[0] += 1
+        return targets[(count[0] - 1) % len(targets)]()
+
+    return next_target
+
+
+def _open_sockets() -> int:
+    return len(psutil.Process().net_connections(kind="inet"))
+
+
+async def run_scenario(
+    scenario: Scenario, settings: SourceSettings, *, policy: RecoveryPolicy = CHAOS_POLICY,
+    post_call: tuple[PostCallHook, ...] = (), pre_call: tuple[PreCallHook, ...] = (RefundLimit(),),
+    claude: ClaudeSettings | None = None,
+) -> ScenarioResult:  # fmt: skip
+    """Run one scenario and check it. A test passes a deliberately broken policy or hook to see it caught.
+
+    With ``claude``, the scenario runs in Claude mode: Claude plans, drives every subagent (the side
+    refund too) and writes the brief, and the same invariants are checked.
+    """
+    history = History()
+    sockets_before = _open_sockets()
+    targets = _targets(scenario, settings)
+    started = time.monotonic()
+    hooks: tuple[PostCallHook, ...] = (history.recorder(), *post_call, TrimResults())
+    options = ResearchOptions(
+        deadline_s=scenario.deadline_s, policy=policy, seed=scenario.seed, claude=claude
+    )
+    budget = TokenBudget(claude.token_budget) if claude is not None else None
+    # Planned here, as research() would, so the checker judges the plan that ran (Claude's in Claude mode).
+    plan, planning = await make_plan(scenario.query, options, budget)
+    report = await research(
+        scenario.query, options, settings=settings, targets=targets, post_call=hooks, plan=plan,
+        planning=planning, budget=budget,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    refund_rows: list[dict[str, Any]] = []
+    key = None
+    if scenario.refund_amount is not None:
+        key = f"chaos-{scenario.seed}-{uuid.uuid4().hex[:8]}"
+        await _refund(scenario, settings, targets, policy, pre_call, hooks, key, claude)
+        store = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
+        refund_rows = store.rows(  # this scenario's refund, every order refunded beyond the limit, and
+            # every refund issued outside the window (each row with its order's delivery date)
+            "SELECT r.*, i.delivered_on FROM refunds r LEFT JOIN invoices i ON i.order_id = r.order_id "
+            "WHERE r.idempotency_key = ? OR r.order_id IN "
+            "(SELECT order_id FROM refunds GROUP BY order_id HAVING SUM(amount) > ?) "
+            "OR julianday(r.issued_on) - julianday(i.delivered_on) > ?",
+            (key, AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS),
+        )
+    # The connections closed their source processes on the way out; give them a bounded moment to go.
+    await anyio.to_thread.run_sync(lambda: psutil.wait_procs(_children(), timeout=2))
+    result = ScenarioResult(
+        scenario=scenario, plan=plan, report=report, history=history, elapsed_s=elapsed, refund_rows=refund_rows,
+        refund_key=key, leaked_processes=_live_children(), leaked_sockets=_open_sockets() - sockets_before,
+        policy=policy,
+    )  # fmt: skip
+    result.violations = check(result)
+    return result
+
+
+async def _refund(
+    scenario: Scenario, settings: SourceSettings, targets: dict[str, Target], policy: RecoveryPolicy,
+    pre_call: tuple[PreCallHook, ...], hooks: tuple[PostCallHook, ...], key: str, claude: ClaudeSettings | None,
+) -> None:  # fmt: skip
+    broker = CredentialBroker(settings.signing_key(), base_scopes=frozenset({"billing:refund"}))
+    async with (
+        Connections.opened({"billing": targets["billing"]}) as connections,
+        claude_subagents(claude) as model,
+    ):
+        runtime = Runtime(
+            connections=connections, broker=broker, policy=policy, pre_call=pre_call, post_call=hooks,
+            rng=random.Random(scenario.seed), model=model,  # noqa: S311
+        )  # fmt: skip
+        amount = scenario.refund_amount or 0.0
+        task = Task(
+            "refund_issue",
+            "billing",
+            "issue_refund",
+            {"order_id": "ORD-10008", "amount": amount, "idempotency_key": key},
+        )
+        await run_subagent(task, runtime, deadline=runtime.clock.now() + scenario.deadline_s)
+
+
+def _children() -> list[psutil.Process]:
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if any("sources." in part for part in child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _live_children() -> list[int]:
+    alive = []
+    for child in _children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(child.pid)
+        except psutil.Error:
+            continue
+    return alive
