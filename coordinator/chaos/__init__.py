@@ -2,28 +2,18 @@
 
 In the spirit of Toxiproxy (named faults with probabilities) and Jepsen (record a history, check it
 afterwards). A scenario picks a story query, one or two sources and a fault for each, from the
-catalogue below; most faults run against in-process sources (fast), the ones that need a real
+catalogue (``coordinator.chaos.catalogue``); most faults run against in-process sources (fast), the ones that need a real
 process (kills, exits, bytes on the wire) against stdio subprocesses. Every scenario's seed replays it.
 
 A scenario runs in the deterministic mode, or in Claude mode (``claude=``) against whatever Messages
 API the settings point at: the same invariants hold whichever decides the next step.
 
 One module per job: ``catalogue`` (queries, faults, seeded scenarios), ``runner`` (one scenario end
-to end), ``history`` (what it recorded), ``checker`` (the invariants below), ``soak`` (many queries
+to end), ``history`` (what it recorded), ``checker`` (the invariants), ``soak`` (many queries
 through one process). `research ask --chaos` is elsewhere (``coordinator.query_chaos``), so that
 `research ask` starts without importing the sources.
 
-Invariants, checked after each scenario:
-
-| invariant          | what must hold                                                                     |
-|--------------------|------------------------------------------------------------------------------------|
-| `terminal`         | every planned task ends in exactly one terminal state and appears in the report     |
-| `nothing_lost`     | every result a source returned to a subagent appears in the report (a finding, or a gap's partial results) |
-| `no_blind_repeat`  | after a non-retryable error the identical call is never repeated; attempts within bounds |
-| `escalation_complete` | every escalation carries attempted_query and the partial results the source gave |
-| `deadline`         | the query finished by its deadline plus a small grace                               |
-| `no_leak`          | no source process or socket is left behind after the query                         |
-| `refunds`          | no refund above the limit reached billing; no order refunded above it in total, nor any refund issued outside the 60-day window after delivery; no refund was executed twice |
+The invariants checked after each scenario are listed in ``coordinator.chaos.checker``.
 """
 
 from coordinator.chaos.catalogue import (
