@@ -40,7 +40,7 @@ from sources.settings import SIGNING_KEY_ENV, SourceSettings
 if TYPE_CHECKING:
     from sources.faults import FaultSettings
 
-__all__ = ["Fleet", "FleetError", "Member"]
+__all__ = ["Fleet", "FleetError", "Member", "MemberStatus"]
 
 _READY_TIMEOUT_S = 20.0
 # A source exits within SHUTDOWN_S of SIGTERM (sources.serve), a hung call or an open stream included;
@@ -87,6 +87,15 @@ class Member:
             )
         except psutil.Error:
             return False
+
+
+@dataclass(frozen=True)
+class MemberStatus:
+    """A member as probed now: alive, and what its health route answered (None: dead, or not answering)."""
+
+    member: Member
+    alive: bool
+    health: dict[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -333,6 +342,14 @@ class Fleet:
             return read_secret(self.secret_file)
         except ValueError as exc:
             raise FleetError(str(exc)) from None
+
+    def status(self) -> list[MemberStatus]:
+        """Each member, probed once: the one survey `sources status` and `chaos status` print."""
+        probed = []
+        for member in self.members().values():
+            alive = member.alive()
+            probed.append(MemberStatus(member, alive, self.health(member) if alive else None))
+        return probed
 
     def health(self, member: Member) -> dict[str, Any] | None:
         try:

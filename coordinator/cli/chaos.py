@@ -53,34 +53,32 @@ def chaos_status(
 
     Example: research chaos status
     """
-    running = fleet()
-    members = running.members()
-    if not members:
+    probed = fleet().status()
+    if not probed:
         typer.echo("no fleet: `research sources up --chaos` starts one", err=True)
         raise typer.Exit(1)
-    rows = []
-    for name, member in members.items():
-        alive = member.alive()
-        health = running.health(member) if alive else None
-        faults = health.get("faults") if health is not None else None  # a service has none to report
-        rows.append(
-            {
-                "name": name,
-                "alive": alive,
-                "answering": health is not None,
-                "pid": member.pid,
-                "url": member.url,
-                "chaos_control": member.chaos_control,
-                "faults": faults,
-            }
-        )
+    rows = [
+        {
+            "name": status.member.source,
+            "alive": status.alive,
+            "answering": status.health is not None,
+            "pid": status.member.pid,
+            "url": status.member.url,
+            "chaos_control": status.member.chaos_control,
+            "faults": status.health.get("faults")
+            if status.health is not None
+            else None,  # a service has none
+        }
+        for status in probed
+    ]
+    services = {status.member.source for status in probed if status.member.module}
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return
     table = Table("member", "state", "pid", "chaos control", "faults")
     for row in rows:
         state = "dead" if not row["alive"] else ("alive" if row["answering"] else "alive, not answering")
-        control = "-" if members[row["name"]].module else ("on" if row["chaos_control"] else "off")
+        control = "-" if row["name"] in services else ("on" if row["chaos_control"] else "off")
         table.add_row(
             row["name"],
             state,

@@ -273,23 +273,20 @@ def fleet_status(
 
     Example: research sources status
     """
-    running = fleet()
-    members = running.members()
-    if not members:
+    probed = fleet().status()
+    if not probed:
         typer.echo("no fleet: `research sources up` starts one", err=True)
         raise typer.Exit(1)
-    rows = []
-    for member in members.values():
-        alive = member.alive()
-        health = running.health(member) if alive else None
-        rows.append(
-            {
-                "name": member.source, "pid": member.pid, "port": member.port, "url": member.url,
-                "uptime_s": round(time.time() - member.started_at) if alive else None,
-                "health": "ok" if health else ("dead" if not alive else "not answering"),
-                "faults": (health or {}).get("faults") or "",
-            }
-        )  # fmt: skip
+    rows = [
+        {
+            "name": status.member.source, "pid": status.member.pid, "port": status.member.port,
+            "url": status.member.url,
+            "uptime_s": round(time.time() - status.member.started_at) if status.alive else None,
+            "health": "ok" if status.health else ("dead" if not status.alive else "not answering"),
+            "faults": (status.health or {}).get("faults") or "",
+        }
+        for status in probed
+    ]  # fmt: skip
     if json_output:
         typer.echo(json.dumps(rows, indent=2))
         return
