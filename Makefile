@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint demo clean
+.PHONY: test lint typecheck demo clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,11 @@ $(INTEROP)/node_modules/.installed: $(INTEROP)/package.json $(INTEROP)/package-l
 	@if command -v npm >/dev/null; then npm ci --prefix $(INTEROP) --no-audit --no-fund --silent && touch $@; \
 	else echo "npm is not installed: the TypeScript SDK interop test will be skipped"; fi
 
-test: lint $(INTEROP)/node_modules/.installed
+# Strict types on the four packages (the settings are in pyproject.toml, [tool.mypy]).
+typecheck: $(BIN)/.installed
+	$(BIN)/mypy
+
+test: lint typecheck $(INTEROP)/node_modules/.installed
 	$(BIN)/python -m pytest
 
 # The main job on the embedded default: five sources spawned over stdio, local SQLite data. The
