@@ -32,6 +32,7 @@ from sources.settings import SourceSettings  # noqa: E402
 from subagents.broker import CredentialBroker  # noqa: E402
 from subagents.claude import ClaudeSettings, TokenBudget  # noqa: E402
 from subagents.connection import Connections, stdio_target  # noqa: E402
+from subagents.model_use import ClaudeReport  # noqa: E402
 from subagents.subagent import Runtime, Task, run_subagent  # noqa: E402
 from subagents.tool_loop import ClaudeSubagents  # noqa: E402
 from tests.fake_messages_api import Conversations, FakeMessagesApi  # noqa: E402
@@ -68,7 +69,9 @@ async def measure(
         async def our_round() -> None:
             task = Task("orders", "orders", "search_orders", ARGUMENTS)
             report = await run_subagent(task, runtime, deadline=runtime.clock.now() + 30)
-            assert report.state == "ok" and report.turns == 2, report
+            assert isinstance(report, ClaudeReport) and report.state == "ok" and report.model.turns == 2, (
+                report
+            )
 
         for _ in range(5):
             await bare_round()

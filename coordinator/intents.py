@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sources.identifiers import CUSTOMER_ID
+
 __all__ = [
     "GENERIC_WORDS",
     "INTENTS",
@@ -77,7 +79,7 @@ INTENTS: tuple[Intent, ...] = (
             "lookup",
         ),
         unanswered="a customer was asked about",
-        ask_for="name them by email, CUST-NNNNN or name, or name one of their orders",
+        ask_for=f"name them by email, {CUSTOMER_ID.shape} or name, or name one of their orders",
     ),
     Intent(
         "orders",
@@ -87,7 +89,7 @@ INTENTS: tuple[Intent, ...] = (
         ),
         ("orders.search_orders | orders.get_order",),
         unanswered="orders were asked about",
-        ask_for="name the customer (an email or CUST-NNNNN) or the order, e.g. 'orders of CUST-00042'",
+        ask_for=f"name the customer (an email or {CUSTOMER_ID.shape}) or the order, e.g. 'orders of CUST-00042'",
     ),
     Intent(
         "tickets",

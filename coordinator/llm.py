@@ -20,22 +20,30 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from pydantic import BaseModel, Field, ValidationError
 
 from coordinator.plan import Plan, PlanError, PlannedTask, Ref, Unplanned
 from coordinator.planner import account_for, plan_query
-from coordinator.report import PlanningStep, PlanningSummary, ResearchReport, SynthesisStep, SynthesisSummary
+from coordinator.report import (
+    Finding,
+    PlanningStep,
+    PlanningSummary,
+    ResearchReport,
+    SynthesisStep,
+    SynthesisSummary,
+)
 from sources.catalogue import TOOLS
 from sources.contract import ErrorCategory
 from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
 
 if TYPE_CHECKING:
     import anthropic
-    from anthropic.types import MessageParam, ToolParam
+    from anthropic.types import Message, MessageParam, ToolParam, ToolUseBlock
 
 __all__ = ["ClaudeSettings", "TokenBudget", "claude_brief", "claude_plan", "model_api_category"]
 
@@ -70,6 +78,43 @@ class _UnplannedInput(BaseModel):
 class _PlanInput(BaseModel):
     tasks: list[_TaskInput] = Field(min_length=1, max_length=12)
     unplanned: list[_UnplannedInput] = Field(default_factory=list, max_length=20)
+
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class _Unanswered:
+    """Why the model gave no usable answer in time, in the contract's terms."""
+
+    reason: str
+    category: ErrorCategory | None
+
+
+async def _bounded(
+    settings: ClaudeSettings,
+    within_s: float,
+    who: str,
+    ask: Callable[[anthropic.AsyncAnthropic], Awaitable[_T]],
+) -> _T | _Unanswered:
+    """``ask`` the model API within ``within_s``: its answer, or why there is none (the one place a
+    model's time is bounded and its API's failures are classified, for the plan and the brief alike)."""
+    import anthropic  # here, not at the top: start-up time (the SDK takes seconds to import)
+
+    client = settings.client()
+    try:
+        with anyio.move_on_after(within_s):
+            return await ask(client)
+        return _Unanswered(f"{who} did not answer within {within_s:g} s", ErrorCategory.TRANSIENT)
+    except anthropic.AnthropicError as exc:
+        return _Unanswered(f"the model API failed: {type(exc).__name__}: {exc}", model_api_category(exc))
+    finally:
+        await client.close()
+
+
+def _tool_use(response: Message) -> ToolUseBlock | None:
+    """The tool call a forced-tool response carries, if any."""
+    return next((block for block in response.content if block.type == "tool_use"), None)
 
 
 def _tool() -> ToolParam:
@@ -121,7 +166,7 @@ class _Conversation:
         self.summary.input_tokens += input_tokens
         self.summary.output_tokens += output_tokens
         self.messages.append({"role": "assistant", "content": response.content})
-        use = next((block for block in response.content if block.type == "tool_use"), None)
+        use = _tool_use(response)
         if use is None:
             return "", None
         return use.id, use.input
@@ -137,21 +182,16 @@ async def claude_plan(
     summary = PlanningSummary(planner="claude")
     if not settings.api_key:  # the model cannot be asked at all
         return _fallback(query, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
-    budget = budget or TokenBudget(settings.token_budget)
-    import anthropic  # here, not at the top: start-up time (the SDK takes seconds to import)
+    spending = budget or TokenBudget(settings.token_budget)
 
-    client = settings.client()
-    conversation = _Conversation(settings, client, budget, [{"role": "user", "content": query}], summary)
-    try:
-        with anyio.move_on_after(within_s):
-            return await _converse(query, conversation)
-        reason = f"the lead agent did not answer within {within_s:g} s"
-        return _fallback(query, summary, reason, ErrorCategory.TRANSIENT)
-    except anthropic.AnthropicError as exc:
-        reason = f"the model API failed: {type(exc).__name__}: {exc}"
-        return _fallback(query, summary, reason, model_api_category(exc))
-    finally:
-        await client.close()
+    async def converse(client: anthropic.AsyncAnthropic) -> tuple[Plan, PlanningSummary]:
+        messages: list[MessageParam] = [{"role": "user", "content": query}]
+        return await _converse(query, _Conversation(settings, client, spending, messages, summary))
+
+    answer = await _bounded(settings, within_s, "the lead agent", converse)
+    if isinstance(answer, _Unanswered):
+        return _fallback(query, summary, answer.reason, answer.category)
+    return answer
 
 
 async def _converse(query: str, conversation: _Conversation) -> tuple[Plan, PlanningSummary]:
@@ -234,62 +274,61 @@ async def claude_brief(
 ) -> ResearchReport:
     """The report with Claude's cited brief as its answer; uncited claims removed; gaps untouched.
 
-    ``within_s`` bounds the model's answer; past it the deterministic brief stays (recorded).
+    ``within_s`` bounds the model's answer; past it the deterministic brief stays (recorded). The
+    answer ends with the report's gaps, stated as the code states them (``ResearchReport.gap_lines``).
     """
     summary = SynthesisSummary(writer="claude")
     if not settings.api_key:
         return _keep_answer(report, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
-    budget = budget or TokenBudget(settings.token_budget)
-    if budget.exhausted:
-        return _keep_answer(report, summary, f"the token budget is spent ({budget.describe()})", None)
+    spending = budget or TokenBudget(settings.token_budget)
+    if spending.exhausted:
+        return _keep_answer(report, summary, f"the token budget is spent ({spending.describe()})", None)
+
+    async def write(client: anthropic.AsyncAnthropic) -> Message:
+        return await client.messages.create(
+            model=settings.model,
+            max_tokens=settings.max_tokens,
+            system=_BRIEF_SYSTEM,
+            messages=[{"role": "user", "content": _brief_prompt(report)}],
+            tools=[_BRIEF_TOOL],
+            tool_choice={"type": "tool", "name": "submit_brief"},
+        )
+
+    response = await _bounded(settings, within_s, "the brief writer", write)
+    if isinstance(response, _Unanswered):
+        return _keep_answer(report, summary, response.reason, response.category)
+    summary.input_tokens, summary.output_tokens = spending.spend(response.usage)
+    use = _tool_use(response)
+    try:
+        brief = _BriefInput.model_validate(use.input if use is not None else None)
+    except ValidationError as exc:
+        reason = f"the brief was not in the expected form: {_first_error(exc)}"
+        return _keep_answer(report, summary, reason, ErrorCategory.VALIDATION)
+    kept = _cited_claims(brief.claims, report.findings, summary)
+    answer = "\n".join([*kept, *report.gap_lines()])
+    return report.model_copy(update={"answer": answer, "synthesis": summary})
+
+
+def _brief_prompt(report: ResearchReport) -> str:
+    """What the brief writer is given: the query, every finding with its citation, the gaps."""
     findings = [f"[{finding.citation}] {finding.text}" for finding in report.findings]
     gaps = [
         f"{gap.task} ({gap.source}): {gap.state}, {gap.error_category}, next step: {gap.next_step}"
         for gap in report.gaps
     ]
-    prompt = (
+    return (
         f"Query: {report.query}\n\nFindings:\n"
         + "\n".join(findings)
         + "\n\nGaps:\n"
         + ("\n".join(gaps) or "none")
     )
-    import anthropic  # here, not at the top: start-up time (the SDK takes seconds to import)
 
-    client = settings.client()
-    response = None
-    try:
-        with anyio.move_on_after(within_s):
-            response = await client.messages.create(
-                model=settings.model,
-                max_tokens=settings.max_tokens,
-                system=_BRIEF_SYSTEM,
-                messages=[{"role": "user", "content": prompt}],
-                tools=[_BRIEF_TOOL],
-                tool_choice={"type": "tool", "name": "submit_brief"},
-            )
-    except anthropic.AnthropicError as exc:
-        return _keep_answer(
-            report, summary, f"the model API failed: {type(exc).__name__}: {exc}", model_api_category(exc)
-        )
-    finally:
-        await client.close()
-    if response is None:
-        reason = f"the brief writer did not answer within {within_s:g} s"
-        return _keep_answer(report, summary, reason, ErrorCategory.TRANSIENT)
-    summary.input_tokens, summary.output_tokens = budget.spend(response.usage)
-    use = next((block for block in response.content if block.type == "tool_use"), None)
-    try:
-        brief = _BriefInput.model_validate(use.input if use is not None else None)
-    except ValidationError as exc:
-        return _keep_answer(
-            report,
-            summary,
-            f"the brief was not in the expected form: {_first_error(exc)}",
-            ErrorCategory.VALIDATION,
-        )
-    valid = {finding.citation for finding in report.findings}
+
+def _cited_claims(claims: list[_Claim], findings: list[Finding], summary: SynthesisSummary) -> list[str]:
+    """Each claim that cites only findings that exist, with its citations; the others removed (recorded)."""
+    valid = {finding.citation for finding in findings}
     kept = []
-    for claim in brief.claims:
+    for claim in claims:
         unknown = [citation for citation in claim.citations if citation not in valid]
         if not claim.citations or unknown:
             why = (
@@ -301,10 +340,9 @@ async def claude_brief(
             continue
         kept.append(f"{claim.text} [{', '.join(claim.citations)}]")
     summary.steps.append(
-        SynthesisStep(action="write", reason=f"{len(kept)} cited claims kept of {len(brief.claims)}")
+        SynthesisStep(action="write", reason=f"{len(kept)} cited claims kept of {len(claims)}")
     )
-    gap_lines = [line for line in report.answer.splitlines() if line.startswith("GAP ")]
-    return report.model_copy(update={"answer": "\n".join([*kept, *gap_lines]), "synthesis": summary})
+    return kept
 
 
 def _keep_answer(

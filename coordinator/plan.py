@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator.reading import QueryError
 from sources.catalogue import TOOLS
+from subagents.task import Task
 
 if TYPE_CHECKING:  # networkx is imported where a graph is built: a refused query never needs it (start-up)
     import networkx as nx
@@ -47,14 +48,19 @@ class Ref:
 
 
 @dataclass(frozen=True)
-class PlannedTask:
-    id: str
-    source: str
-    tool: str
-    arguments: dict[str, Any]
-    purpose: str = "research"
+class PlannedTask(Task):
+    """A subagent's task as planned: its arguments may still hold ``Ref``s to what upstream tasks return.
+
+    The task's own fields (id, source, tool, arguments, purpose) are ``Task``'s; a plan adds what it
+    waits for and why it was planned. ``resolved`` is the task a subagent runs once the ``Ref``s are filled.
+    """
+
     depends_on: tuple[str, ...] = ()
     why: str = ""
+
+    def resolved(self, arguments: dict[str, Any]) -> Task:
+        """The task to run: this one with ``arguments``, its upstream values filled in."""
+        return Task(self.id, self.source, self.tool, arguments, purpose=self.purpose)
 
 
 @dataclass(frozen=True)

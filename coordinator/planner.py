@@ -35,6 +35,7 @@ from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.reading import Mention, QueryError, Reading, read_query
 from coordinator.tools import GIVES, LOOKUPS, SUBJECT_KINDS, TASK_NAMES, WHY, Argument, tool_arguments
 from sources.domain import TODAY, pounds
+from sources.identifiers import CUSTOMER_ID, ORDER_ID
 
 __all__ = ["QueryError", "account_for", "plan_query"]
 
@@ -333,7 +334,8 @@ class _Planner:
                 for name, value in call.arguments.items()
             }
             depends = tuple(dict.fromkeys(upstream.id for upstream in call.needs.values()))
-            tasks.append(PlannedTask(call.id, *call.tool.split("."), arguments, purpose=call.purpose,
+            source, tool = call.tool.split(".")
+            tasks.append(PlannedTask(call.id, source, tool, arguments, purpose=call.purpose,
                                      depends_on=depends, why=_why(call.tool, arguments)))  # fmt: skip
         return tasks
 
@@ -459,9 +461,9 @@ def _nothing_to_research(reading: Reading, unplanned: list[Unplanned]) -> str:
     understood = [mention.describe() for mention in reading.mentions]
     seen = f"understood only {', '.join(understood)}; " if understood else ""
     return (
-        f"the query names nothing to research: {seen}mention a customer (an email, CUST-NNNNN or a name), an order "
-        "(ORD-NNNNN) or a policy topic, and what you want to know (orders, tickets, invoices, a refund), "
-        'e.g. "What is our policy on refunds?"'
+        f"the query names nothing to research: {seen}mention a customer (an email, {CUSTOMER_ID.shape} or a name), "
+        f"an order ({ORDER_ID.shape}) or a policy topic, and what you want to know (orders, tickets, invoices, "
+        'a refund), e.g. "What is our policy on refunds?"'
     )
 
 

@@ -36,6 +36,7 @@ from rapidfuzz.distance import DamerauLevenshtein
 
 from coordinator.intents import GENERIC_WORDS, INTENTS, NOT_NAMES, STOPWORDS, vocabulary
 from sources.domain import TODAY, pounds
+from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, EMAIL, ORDER_ID, SKU, NumberedId
 
 __all__ = ["MAX_QUERY_CHARS", "DateRange", "Mention", "QueryError", "Reading", "read_query"]
 
@@ -102,18 +103,29 @@ class Reading:
 
 # --- identifiers -----------------------------------------------------------------------------------
 
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
-_ARTICLE = re.compile(r"\bKB-[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*\b", re.I)
-_SKU = re.compile(r"\bSKU[-_ ]?(\d{4})[-_ ]?([A-Za-z]{3})\b", re.I)
-_CUSTOMER_IDS = (
-    re.compile(r"\b(?:customer\s+(?:id\s+)?)?CUST[-_ ]?#?0*(\d{1,5})\b", re.I),
-    re.compile(r"\bcustomer\s*(?:id\s*)?(?:#|no\.?\s*|number\s+)?0*(\d{1,5})\b", re.I),
-)
-_ORDER_IDS = (
-    re.compile(r"\b(?:order\s+(?:id\s+)?)?ORD[-_ ]?#?0*(\d{1,5})\b", re.I),
-    re.compile(r"\border\s*(?:id\s*)?(?:#|no\.?\s*|number\s+)?(\d{4,5})\b", re.I),
-    re.compile(r"(?<![\w£$€#])#(\d{4,5})\b"),
-)
+# Each identifier's shape, tolerant spellings and canonical form are the sources' own
+# (``sources.identifiers``); what is read here is how people write them in a sentence.
+_EMAIL = re.compile(EMAIL.pattern, re.I | re.A)  # re.A: ASCII letters in any case, no others
+# In a sentence only the published form is an article id: "kb refunds" is words to search for.
+_ARTICLE = re.compile(rf"\b{ARTICLE_ID.pattern}\b", re.I)
+_SKU = re.compile(rf"\b{SKU.spelled}\b", re.I)
+
+
+def _in_a_sentence(identifier: NumberedId, number: str) -> tuple[re.Pattern[str], ...]:
+    """An id as written in a sentence: spelled, perhaps after its noun ("CUST-42", "customer id
+    cust #42"), or its noun and ``number`` alone ("customer #42", "order no. 10023")."""
+    noun = identifier.noun
+    return (
+        re.compile(rf"\b(?:{noun}\s+(?:id\s+)?)?{identifier.spelled_with('#?')}\b", re.I),
+        re.compile(rf"\b{noun}\s*(?:id\s*)?(?:#|no\.?\s*|number\s+)?{number}\b", re.I),
+    )
+
+
+_CUSTOMER_IDS = _in_a_sentence(CUSTOMER_ID, CUSTOMER_ID.number())
+# A number after "order", or after "#" alone, is an order id only from four digits on ("order 2"
+# is a count) and without padding zeros.
+_ORDER_NUMBER = ORDER_ID.number(least=4, padded=False)
+_ORDER_IDS = (*_in_a_sentence(ORDER_ID, _ORDER_NUMBER), re.compile(rf"(?<![\w£$€#])#{_ORDER_NUMBER}\b"))
 
 # --- money -----------------------------------------------------------------------------------------
 
@@ -379,13 +391,14 @@ def read_query(query: str) -> Reading:
             "give the amount in pounds, e.g. £45 or 45 GBP"
         )
     scanner = _Scanner(text)
-    scanner.take(_EMAIL, "email", lambda m: m[0].lower())
-    scanner.take(_ARTICLE, "article_id", lambda m: m[0].upper())
-    scanner.take(_SKU, "sku", lambda m: f"SKU-{m[1]}-{m[2].upper()}")
+    scanner.take(_EMAIL, "email", lambda m: EMAIL.canonical(m[0]))
+    scanner.take(_ARTICLE, "article_id", lambda m: ARTICLE_ID.canonical(m[0]))
+    scanner.take(_SKU, "sku", SKU.from_match)
+    # Number 0 is read as no one's id.
     for pattern in _CUSTOMER_IDS:
-        scanner.take(pattern, "customer_id", lambda m: f"CUST-{int(m[1]):05d}" if int(m[1]) else None)
+        scanner.take(pattern, "customer_id", lambda m: CUSTOMER_ID.from_match(m) if int(m[1]) else None)
     for pattern in _ORDER_IDS:
-        scanner.take(pattern, "order_id", lambda m: f"ORD-{int(m[1]):05d}" if int(m[1]) else None)
+        scanner.take(pattern, "order_id", lambda m: ORDER_ID.from_match(m) if int(m[1]) else None)
     for pattern in _POUNDS:
         scanner.take(pattern, "amount", _amount)
     scanner.take(_DATES, "dates", _dates)

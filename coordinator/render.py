@@ -12,11 +12,11 @@ from rich.table import Table
 from rich.text import Text
 
 from coordinator.plan import Plan
-from coordinator.report import ResearchReport
-from sources.contract import Decision
+from coordinator.report import ResearchReport, TaskSummary
+from subagents.decisions import Decision
 
 if TYPE_CHECKING:  # the subagent's module imports the mcp SDK, which rendering a report never needs
-    from subagents.subagent import Task
+    from subagents.task import Task
 
 __all__ = ["LiveProgress", "print_report", "print_task_table"]
 
@@ -88,7 +88,7 @@ class LiveProgress:
 
     def finished(self, report: ResearchReport) -> None:
         for task in report.tasks:
-            self._set(task.id, task.state, _ending(task.state, task.attempts, task.turns, task.decisions))
+            self._set(task.id, task.state, _ending(task.state, task.attempts, _turns(task), task.decisions))
 
     def running(self) -> list[str]:
         """The tasks that have not ended yet (what an interrupted query leaves undone)."""
@@ -103,7 +103,7 @@ def print_task_table(report: ResearchReport, console: Console) -> None:
             task.source,
             task.tool,
             task.state,
-            _ending(task.state, task.attempts, task.turns, task.decisions),
+            _ending(task.state, task.attempts, _turns(task), task.decisions),
         )
         for task in report.tasks
     ]
@@ -123,6 +123,10 @@ def _task_table(rows: Sequence[tuple[str, str, str, str, str]], width: int) -> T
         cells = [task_id, source, tool] if wide else [task_id, source]
         table.add_row(*cells, Text(state, style=_STATE_STYLE.get(state, "")), detail)
     return table
+
+
+def _turns(task: TaskSummary) -> int:
+    return task.model.turns if task.model is not None else 0
 
 
 def _ending(state: str, attempts: int, turns: int, decisions: Sequence[Decision]) -> str:
@@ -173,11 +177,15 @@ def print_report(report: ResearchReport, console: Console) -> None:
         )
     if report.tokens is not None:
         per_agent = [
-            ("planner", report.planning),
-            ("brief", report.synthesis),
-            *((t.id, t) for t in report.tasks),
+            ("planner", report.planning.input_tokens + report.planning.output_tokens),
+            ("brief", report.synthesis.input_tokens + report.synthesis.output_tokens),
+            *(
+                (t.id, t.model.input_tokens + t.model.output_tokens)
+                for t in report.tasks
+                if t.model is not None
+            ),
         ]
-        spent = ", ".join(f"{name} {use.input_tokens + use.output_tokens:,}" for name, use in per_agent)
+        spent = ", ".join(f"{name} {tokens:,}" for name, tokens in per_agent)
         console.print(
             Text(f"\nClaude: {report.tokens.used:,} of {report.tokens.limit:,} tokens ({spent})", style="dim")
         )

@@ -22,7 +22,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sources.contract import AttemptedQuery, Decision, ErrorCategory, Escalation
+from sources.contract import AttemptedQuery, ErrorCategory
+from subagents.decisions import Decision, Escalation
+from subagents.model_use import ModelUse
 
 __all__ = [
     "Finding",
@@ -67,10 +69,8 @@ class TaskSummary(_Model):
     state: Literal["ok", "empty", "escalated", "blocked", "deadline"]
     attempts: int
     decisions: list[Decision]
-    # Claude mode: the model turns this task's subagent took, and its tokens (0 in deterministic mode).
-    turns: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
+    # Claude mode: the model turns this task's subagent took, and its tokens (absent in deterministic mode).
+    model: ModelUse | None = None
 
 
 class Gap(_Model):
@@ -93,6 +93,12 @@ class Gap(_Model):
             return f"{self.next_step}: ask again with --grant {self.required_scope}"
         return self.next_step
 
+    @property
+    def answer_line(self) -> str:
+        """The gap as the answer states it, whoever wrote the rest of the answer."""
+        category = self.error_category or "n/a"
+        return f"GAP {self.task} ({self.source}, {self.state}, {category}): {self.message} -> {self.way_out}"
+
 
 class NotResearched(_Model):
     """Something the query named or asked that no task researched: the report cannot be complete."""
@@ -100,6 +106,11 @@ class NotResearched(_Model):
     what: str
     why: str
     next_step: str
+
+    @property
+    def answer_line(self) -> str:
+        """What was not researched, as the answer states it."""
+        return f"GAP not researched: {self.what}: {self.why} -> {self.next_step}"
 
 
 class _Step(_Model):
@@ -163,6 +174,10 @@ class ResearchReport(_Model):
     planning: PlanningSummary = Field(default_factory=lambda: PlanningSummary(planner="deterministic"))
     synthesis: SynthesisSummary = Field(default_factory=lambda: SynthesisSummary(writer="deterministic"))
     tokens: TokenUse | None = None  # Claude mode only
+
+    def gap_lines(self) -> list[str]:
+        """What the answer states of every gap and of what was not researched, in the code's words."""
+        return [*(gap.answer_line for gap in self.gaps), *(item.answer_line for item in self.unplanned)]
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)

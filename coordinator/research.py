@@ -8,18 +8,18 @@ gaps and the query's token budget; whatever the model cannot do, the code does a
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coordinator.llm import claude_brief, claude_plan
 from coordinator.plan import Plan
 from coordinator.planner import plan_query
 from coordinator.report import PlanningSummary, ResearchReport, TokenUse
-from coordinator.run import DEADLINE_GRACE_S, run_plan
+from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
+from coordinator.runtime import build_runtime
 from coordinator.synthesize import synthesize
 from sources.catalogue import SOURCES, default_url
 from sources.faults import FaultSettings
@@ -28,9 +28,9 @@ from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker, Grant
 from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.connection import Connections, Target, forked_target, http_target
-from subagents.hooks import PostCallHook, TrimResults, refund_guard
+from subagents.hooks import PostCallHook
 from subagents.policy import RecoveryPolicy
-from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SilentObserver
+from subagents.subagent import Clock, Observer
 from subagents.tool_loop import claude_subagents
 from traces.setup import ensure_tracing
 from traces.spans import (
@@ -125,10 +125,11 @@ async def research(
     and the ``budget`` the planning spent from.
     """
     options = options or ResearchOptions()
+    if options.started_at is None:  # one instant the deadline counts from, for planning and the run alike
+        options = replace(options, started_at=time.monotonic())
     settings = settings or SourceSettings.from_environment()
-    claude = options.claude
-    if claude is not None and budget is None:
-        budget = TokenBudget(claude.token_budget)
+    if options.claude is not None and budget is None:
+        budget = TokenBudget(options.claude.token_budget)
     ensure_tracing("research-coordinator")
     deadline_at = _deadline_at(options)
     with research_span(query) as root:
@@ -136,38 +137,9 @@ async def research(
             if plan is None:
                 plan, planning = await make_plan(query, options, budget)
             record_plan(planning_span, [task.id for task in plan.order()])
-        async with AsyncExitStack() as sessions:
-            if connections is None:
-                connections = await sessions.enter_async_context(
-                    Connections.opened(targets or targets_for(settings, options), client_options)
-                )
-            for source in plan.sources():  # every source the plan needs starts now, while the first tasks run
-                connections[source].open_soon()
-            model = await sessions.enter_async_context(claude_subagents(claude, budget))
-            # The refund limit remembers what billing says of each order's refunds during this query, so a
-            # refund its subagents already know would break a per-order rule is not even sent.
-            refund_limit, refund_ledger = refund_guard()
-            hooks = post_call if post_call is not None else (TrimResults(),)
-            runtime = Runtime(
-                connections=connections,
-                broker=CredentialBroker(settings.signing_key(), grants=options.grants),
-                policy=options.policy,
-                breakers=options.breakers if options.breakers is not None else Breakers(),
-                rng=random.Random(options.seed),  # noqa: S311  (back-off jitter, not cryptography)
-                observer=observer or SilentObserver(),
-                clock=clock or MonotonicClock(),
-                pre_call=(refund_limit,),
-                post_call=(refund_ledger, *hooks),
-                model=model,
-            )
-            outcomes = await run_plan(plan, runtime, deadline_at - time.monotonic())
-        with synthesize_span() as synthesizing:
-            report = synthesize(plan, trace_id_of(root), outcomes, planning)
-            if claude is not None and budget is not None:  # Claude writes the brief; gaps stay the code's
-                left_s = max(deadline_at - time.monotonic(), 0.0) + DEADLINE_GRACE_S
-                report = await claude_brief(report, claude, budget, within_s=left_s)
-                report = report.model_copy(update={"tokens": TokenUse(limit=budget.limit, used=budget.used)})
-            record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
+        wiring = _Wiring(settings, targets, connections, client_options, clock, observer, post_call)
+        outcomes = await _run_tasks(plan, options, wiring, budget, deadline_at)
+        report = await _synthesized(plan, trace_id_of(root), outcomes, planning, options, budget, deadline_at)
         end_research(
             root,
             status=report.status,
@@ -176,3 +148,64 @@ async def research(
             gaps=len(report.gaps),
         )
         return report
+
+
+@dataclass(frozen=True)
+class _Wiring:
+    """Where one query's subagents find the sources, and what watches them: ``research``'s keywords."""
+
+    settings: SourceSettings
+    targets: dict[str, Target] | None
+    connections: Connections | None
+    client_options: dict[str, Any] | None
+    clock: Clock | None
+    observer: Observer | None
+    post_call: tuple[PostCallHook, ...] | None
+
+
+async def _run_tasks(
+    plan: Plan, options: ResearchOptions, wiring: _Wiring, budget: TokenBudget | None, deadline_at: float
+) -> dict[str, TaskOutcome]:
+    """Run the plan's tasks through subagents, on sessions opened here unless the caller owns them."""
+    async with AsyncExitStack() as sessions:
+        connections = wiring.connections
+        if connections is None:
+            targets = wiring.targets or targets_for(wiring.settings, options)
+            connections = await sessions.enter_async_context(
+                Connections.opened(targets, wiring.client_options)
+            )
+        for source in plan.sources():  # every source the plan needs starts now, while the first tasks run
+            connections[source].open_soon()
+        model = await sessions.enter_async_context(claude_subagents(options.claude, budget))
+        runtime = build_runtime(
+            connections,
+            CredentialBroker(wiring.settings.signing_key(), grants=options.grants),
+            policy=options.policy,
+            breakers=options.breakers,
+            seed=options.seed,
+            post_call=wiring.post_call,
+            clock=wiring.clock,
+            observer=wiring.observer,
+            model=model,
+        )
+        return await run_plan(plan, runtime, deadline_at - time.monotonic())
+
+
+async def _synthesized(
+    plan: Plan,
+    trace_id: str,
+    outcomes: dict[str, TaskOutcome],
+    planning: PlanningSummary | None,
+    options: ResearchOptions,
+    budget: TokenBudget | None,
+    deadline_at: float,
+) -> ResearchReport:
+    """The report of the tasks' outcomes; in Claude mode, Claude writes the brief (the gaps stay the code's)."""
+    with synthesize_span() as synthesizing:
+        report = synthesize(plan, trace_id, outcomes, planning)
+        if options.claude is not None and budget is not None:
+            left_s = max(deadline_at - time.monotonic(), 0.0) + DEADLINE_GRACE_S
+            report = await claude_brief(report, options.claude, budget, within_s=left_s)
+            report = report.model_copy(update={"tokens": TokenUse(limit=budget.limit, used=budget.used)})
+        record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
+    return report

@@ -23,8 +23,10 @@ import anyio
 
 from coordinator.plan import Plan, PlannedTask, Ref
 from coordinator.tools import LOOKUPS
-from sources.contract import AttemptedQuery, Decision, ErrorCategory, Escalation
-from subagents.subagent import DEADLINE_GRACE_S, Runtime, SubagentReport, Task, run_subagent
+from sources.contract import AttemptedQuery, ErrorCategory
+from subagents.decisions import Decision, Escalation
+from subagents.model_use import ClaudeReport, ModelUse
+from subagents.subagent import DEADLINE_GRACE_S, Runtime, SubagentReport, run_subagent
 from traces.spans import end_subagent, subagent_span
 
 __all__ = ["DEADLINE_GRACE_S", "TaskOutcome", "TaskState", "run_plan"]
@@ -51,7 +53,13 @@ class TaskOutcome:
 
     @property
     def other_results(self) -> dict[str, list[Any]]:
-        return self.report.other_results if self.report else {}
+        """Claude mode: records of the source's other tools the model read."""
+        return self.report.other_results if isinstance(self.report, ClaudeReport) else {}
+
+    @property
+    def model_use(self) -> ModelUse | None:
+        """Claude mode: the turns and tokens the model spent on this task."""
+        return self.report.model if isinstance(self.report, ClaudeReport) else None
 
     @property
     def attempts(self) -> int:
@@ -182,8 +190,7 @@ async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str,
                     )
                 outcomes[task.id] = resolved
                 return
-            subagent_task = Task(task.id, task.source, task.tool, resolved, purpose=task.purpose)
-            report = await run_subagent(subagent_task, runtime, deadline)
+            report = await run_subagent(task.resolved(resolved), runtime, deadline)
             outcomes[task.id] = _outcome_of(task, resolved, report)
         finally:
             done[task.id].set()

@@ -115,19 +115,24 @@ def _findings(outcomes: list[TaskOutcome]) -> list[Finding]:
     return findings
 
 
-def _gap(outcome: TaskOutcome) -> Gap:
-    return Gap(
-        task=outcome.task.id,
-        source=outcome.task.source,
-        state=outcome.state,  # type: ignore[arg-type]  # only the three gap states reach here
-        error_category=outcome.category,
-        message=outcome.reason,
-        attempted_query=outcome.attempted_query,
-        partial_results=outcome.partial_results,
-        next_step=_NEXT_STEP[outcome.category],
-        blocked_by=outcome.blocked_by,
-        required_scope=outcome.report.required_scope if outcome.report else None,
-    )
+def _gap(outcome: TaskOutcome) -> Gap | None:
+    """The gap a task without a full result leaves; None for one that answered (ok, or a valid empty)."""
+    match outcome.state:
+        case "escalated" | "blocked" | "deadline" as state:
+            return Gap(
+                task=outcome.task.id,
+                source=outcome.task.source,
+                state=state,
+                error_category=outcome.category,
+                message=outcome.reason,
+                attempted_query=outcome.attempted_query,
+                partial_results=outcome.partial_results,
+                next_step=_NEXT_STEP[outcome.category],
+                blocked_by=outcome.blocked_by,
+                required_scope=outcome.report.required_scope if outcome.report else None,
+            )
+        case _:
+            return None
 
 
 def _brief(
@@ -148,12 +153,8 @@ def _brief(
             lines.append(f"{task.why or task.id}: {head.record_id} {head.text}{more} [{head.citation}]")
         elif outcome.state == "empty":
             lines.append(f"{task.why or task.id}: none found [{task.source}:{task.tool}:none]")
-    for gap in gaps:
-        lines.append(
-            f"GAP {gap.task} ({gap.source}, {gap.state}, {gap.error_category or 'n/a'}): {gap.message} -> {gap.way_out}"
-        )
-    for item in unplanned:
-        lines.append(f"GAP not researched: {item.what}: {item.why} -> {item.next_step}")
+    lines.extend(gap.answer_line for gap in gaps)
+    lines.extend(item.answer_line for item in unplanned)
     return "\n".join(lines)
 
 
@@ -167,7 +168,7 @@ def synthesize(
     """The report of a plan's run: complete only when every task answered and nothing was left unplanned."""
     ordered = list(outcomes.values())
     findings = _findings(ordered)
-    gaps = [_gap(outcome) for outcome in ordered if outcome.state in ("escalated", "blocked", "deadline")]
+    gaps = [gap for gap in map(_gap, ordered) if gap is not None]
     escalations = [outcome.escalation for outcome in ordered if outcome.escalation is not None]
     unplanned = [NotResearched(what=u.what, why=u.why, next_step=u.next_step) for u in plan.unplanned]
     return ResearchReport(
@@ -189,9 +190,7 @@ def synthesize(
                 state=o.state,
                 attempts=o.attempts,
                 decisions=o.decisions,
-                turns=o.report.turns if o.report else 0,
-                input_tokens=o.report.input_tokens if o.report else 0,
-                output_tokens=o.report.output_tokens if o.report else 0,
+                model=o.model_use,
             )
             for o in ordered
         ],

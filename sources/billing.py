@@ -1,11 +1,11 @@
 """The billing source: invoices, refund eligibility, and idempotent refunds.
 
 Natural failures: financial records need scope ``billing:read`` and refunds ``billing:refund``
-(permission); a refund more than 60 days after the order's delivery (KB-REFUNDS), or one that would
-take what an order has been refunded automatically above the £500 limit (all its refunds together,
-not one call), or above what is left to refund, is refused by a business rule with the assessment
-attached as partial results; ``issue_refund`` is idempotent by key, and a key reused with other
-arguments is a validation error.
+(permission); a refund later than the refund window after the order's delivery (KB-REFUNDS), or one
+that would take what an order has been refunded automatically above the automatic refund limit (all
+its refunds together, not one call), or above what is left to refund, is refused by a business rule
+with the assessment attached as partial results; ``issue_refund`` is idempotent by key, and a key
+reused with other arguments is a validation error.
 
 The window counts in the world's calendar: ``create_server(today=...)`` (``TODAY`` unless a test
 injects another day), never the wall clock. An order not delivered yet is within the window, which
@@ -15,6 +15,7 @@ starts at delivery: see ``_assess`` for why.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from datetime import date
 from typing import Annotated, Any
 
@@ -32,6 +33,7 @@ from sources.domain import (
     within_refund_window,
 )
 from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY_KEY, ORDER_ID
+from sources.refund_ledger import order_refunded
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.toolkit import invalid, open_source, page_of
@@ -45,6 +47,8 @@ __all__ = [
     "RefundAssessment",
     "create_server",
 ]
+
+_LIMIT = pounds(AUTOMATIC_REFUND_LIMIT, short=True)  # as the tools' descriptions write it
 
 
 class Invoice(BaseModel):
@@ -106,70 +110,97 @@ def _check_amount(amount: float) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _Invoiced:
+    """What billing knows of an invoiced order that a refund on it depends on."""
+
+    order_id: str
+    status: str
+    paid: float  # nothing unless the invoice is paid
+    already_refunded: float
+    delivered_on: str | None
+    days_since_delivery: int | None  # to billing's today; None while not delivered
+
+    @property
+    def balance(self) -> float:
+        return round(self.paid - self.already_refunded, 2)
+
+
 def _assess(store: Store, order_id: str, amount: float, today: date) -> RefundAssessment | None:
     """What may be refunded on this order ``today``, or None when billing has no invoice for it.
 
-    The window (KB-REFUNDS: within 60 days of delivery) counts from delivery, so an order not
-    delivered yet (processing, shipped) is within it: the rule bounds how late a refund may come, not
-    how early. That is what a support desk expects: refunds before delivery are routine (an order
-    cancelled before dispatch, a goodwill refund for a late parcel) and no policy sends them to a
-    manager; the balance and the £500 limit still hold. A cancelled order's invoice is void, so
+    The window (KB-REFUNDS: within ``REFUND_WINDOW_DAYS`` of delivery) counts from delivery, so an
+    order not delivered yet (processing, shipped) is within it: the rule bounds how late a refund may
+    come, not how early. That is what a support desk expects: refunds before delivery are routine (an
+    order cancelled before dispatch, a goodwill refund for a late parcel) and no policy sends them to
+    a manager; the balance and the automatic limit still hold. A cancelled order's invoice is void, so
     nothing was paid and there is nothing to refund anyway.
     """
-    invoice = store.row("SELECT amount, status, delivered_on FROM invoices WHERE order_id = ?", (order_id,))
-    if invoice is None:
+    invoiced = _invoiced(store, order_id, today)
+    if invoiced is None:
         return None
-    refunded = store.row(
-        "SELECT COALESCE(SUM(amount), 0) AS total FROM refunds WHERE order_id = ?", (order_id,)
-    )
-    already = round(refunded["total"] if refunded else 0.0, 2)
-    paid = invoice["amount"] if invoice["status"] == "paid" else 0.0
-    balance = round(paid - already, 2)
-    delivered_on = invoice["delivered_on"]
-    days = None if delivered_on is None else days_since_delivery(delivered_on, today)
-    if paid == 0:
-        eligible, reason = False, f"the invoice of {order_id} is {invoice['status']}: nothing was paid"
-    elif not within_refund_window(delivered_on, today):
-        eligible, reason = (
-            False,
-            f"{order_id} was delivered on {delivered_on}, {days} days ago, outside the "
-            f"{REFUND_WINDOW_DAYS}-day refund window (KB-REFUNDS); a manager must approve it",
-        )
-    elif amount > balance:
-        eligible, reason = (
-            False,
-            f"{pounds(amount)} is more than the refundable balance of {pounds(balance)}",
-        )
-    elif already + amount > AUTOMATIC_REFUND_LIMIT:  # the limit is the order's, over all its refunds
-        total = f" (with {pounds(already)} already refunded, {pounds(already + amount)})" if already else ""
-        eligible, reason = (
-            False,
-            f"{pounds(amount)}{total} exceeds the {pounds(AUTOMATIC_REFUND_LIMIT)} automatic limit per order; "
-            "a manager must approve it",
-        )
-    else:
-        window = (
-            f"delivered on {delivered_on}, {days} days ago"
-            if delivered_on is not None
-            else "not delivered yet: the window starts at delivery"
-        )
-        eligible, reason = (
-            True,
-            f"{pounds(amount)} is within the balance, the automatic limit and the "
-            f"{REFUND_WINDOW_DAYS}-day refund window ({window})",
-        )
+    refusal = _refusal(invoiced, amount, today)
     return RefundAssessment(
         id=order_id,
         requested=amount,
-        paid=paid,
-        already_refunded=already,
-        refundable_balance=balance,
+        paid=invoiced.paid,
+        already_refunded=invoiced.already_refunded,
+        refundable_balance=invoiced.balance,
         automatic_limit=AUTOMATIC_REFUND_LIMIT,
-        delivered_on=delivered_on,
-        days_since_delivery=days,
+        delivered_on=invoiced.delivered_on,
+        days_since_delivery=invoiced.days_since_delivery,
         refund_window_days=REFUND_WINDOW_DAYS,
-        eligible=eligible,
-        reason=reason,
+        eligible=refusal is None,
+        reason=_approval(invoiced, amount) if refusal is None else refusal,
+    )
+
+
+def _invoiced(store: Store, order_id: str, today: date) -> _Invoiced | None:
+    invoice = store.row("SELECT amount, status, delivered_on FROM invoices WHERE order_id = ?", (order_id,))
+    if invoice is None:
+        return None
+    delivered_on = invoice["delivered_on"]
+    return _Invoiced(
+        order_id=order_id,
+        status=invoice["status"],
+        paid=invoice["amount"] if invoice["status"] == "paid" else 0.0,
+        already_refunded=order_refunded(store, order_id),
+        delivered_on=delivered_on,
+        days_since_delivery=None if delivered_on is None else days_since_delivery(delivered_on, today),
+    )
+
+
+def _refusal(invoiced: _Invoiced, amount: float, today: date) -> str | None:
+    """Why a refund of ``amount`` may not be issued automatically, the first rule it breaks; None if none."""
+    order_id, already = invoiced.order_id, invoiced.already_refunded
+    if invoiced.paid == 0:
+        return f"the invoice of {order_id} is {invoiced.status}: nothing was paid"
+    if not within_refund_window(invoiced.delivered_on, today):
+        return (
+            f"{order_id} was delivered on {invoiced.delivered_on}, {invoiced.days_since_delivery} days ago, "
+            f"outside the {REFUND_WINDOW_DAYS}-day refund window (KB-REFUNDS); a manager must approve it"
+        )
+    if amount > invoiced.balance:
+        return f"{pounds(amount)} is more than the refundable balance of {pounds(invoiced.balance)}"
+    if already + amount > AUTOMATIC_REFUND_LIMIT:  # the limit is the order's, over all its refunds
+        total = f" (with {pounds(already)} already refunded, {pounds(already + amount)})" if already else ""
+        return (
+            f"{pounds(amount)}{total} exceeds the {pounds(AUTOMATIC_REFUND_LIMIT)} automatic limit per order; "
+            "a manager must approve it"
+        )
+    return None
+
+
+def _approval(invoiced: _Invoiced, amount: float) -> str:
+    """Why a refund of ``amount`` may be issued automatically: it breaks none of the rules."""
+    window = (
+        f"delivered on {invoiced.delivered_on}, {invoiced.days_since_delivery} days ago"
+        if invoiced.delivered_on is not None
+        else "not delivered yet: the window starts at delivery"
+    )
+    return (
+        f"{pounds(amount)} is within the balance, the automatic limit and the "
+        f"{REFUND_WINDOW_DAYS}-day refund window ({window})"
     )
 
 
@@ -228,19 +259,21 @@ def create_server(
             empty_message=f"No invoices for {customer_id}.",
         )
 
-    @source.tool(RefundAssessment)
+    @source.tool(
+        RefundAssessment,
+        description=f"""Assess whether a refund of `amount` (GBP) on an order may be issued automatically. Needs scope billing:read.
+
+        Returns the assessment when the refund is allowed. A refund more than {REFUND_WINDOW_DAYS} days after the
+        order's delivery, or one that would take the order's refunded total above the {_LIMIT} automatic
+        limit, or above the refundable balance, is a `business` error (never retry) carrying the
+        assessment in `partial_results`: escalate to a manager. An order not delivered yet is within
+        the window (it starts at delivery). An order billing does not know is a valid empty result.
+        """,
+    )
     def refund_eligibility(
         order_id: Annotated[str, ORDER_ID.field("The order to refund.")],
         amount: AMOUNT,
     ) -> ResultPage[RefundAssessment] | EmptyResult:
-        """Assess whether a refund of `amount` (GBP) on an order may be issued automatically. Needs scope billing:read.
-
-        Returns the assessment when the refund is allowed. A refund more than 60 days after the
-        order's delivery, or one that would take the order's refunded total above the £500 automatic
-        limit, or above the refundable balance, is a `business` error (never retry) carrying the
-        assessment in `partial_results`: escalate to a manager. An order not delivered yet is within
-        the window (it starts at delivery). An order billing does not know is a valid empty result.
-        """
         require_scope("billing:read", "financial records")
         _check_amount(amount)
         assessment = _assess(store, order_id, amount, today)
@@ -253,7 +286,18 @@ def create_server(
             raise _refuse(assessment)
         return page_of([assessment], empty_message="")
 
-    @source.tool(Refund)
+    @source.tool(
+        Refund,
+        description=f"""Issue a refund of `amount` (GBP) on an order. Needs scope billing:refund. Idempotent by key.
+
+        Calling again with the same key and arguments returns the refund already issued
+        (`replayed` true) and pays nothing more. A refund more than {REFUND_WINDOW_DAYS} days after the order's
+        delivery, or one that would take the order's refunded total above the {_LIMIT} automatic limit,
+        or above the refundable balance, is a `business` error (never retry; escalate to a manager)
+        carrying the assessment in `partial_results`. A key already used with other arguments is a
+        `validation` error.
+        """,
+    )
     def issue_refund(
         order_id: Annotated[str, ORDER_ID.field("The order to refund.")],
         amount: AMOUNT,
@@ -261,15 +305,6 @@ def create_server(
             str, IDEMPOTENCY_KEY.field("Repeat the call with the same key and nothing is paid twice.")
         ],
     ) -> ResultPage[Refund] | EmptyResult:
-        """Issue a refund of `amount` (GBP) on an order. Needs scope billing:refund. Idempotent by key.
-
-        Calling again with the same key and arguments returns the refund already issued
-        (`replayed` true) and pays nothing more. A refund more than 60 days after the order's
-        delivery, or one that would take the order's refunded total above the £500 automatic limit,
-        or above the refundable balance, is a `business` error (never retry; escalate to a manager)
-        carrying the assessment in `partial_results`. A key already used with other arguments is a
-        `validation` error.
-        """
         require_scope("billing:refund", "issuing refunds")
         _check_amount(amount)
         with store.transaction() as connection:
@@ -278,7 +313,7 @@ def create_server(
                 "SELECT * FROM refunds WHERE idempotency_key = ?", (idempotency_key,)
             ).fetchone()
             if earlier is not None:
-                return _replay(dict(earlier), order_id, amount, _refunded(connection, order_id))
+                return _replay(dict(earlier), order_id, amount, order_refunded(connection, order_id))
             assessment = _assess(store, order_id, amount, today)
             if assessment is None:
                 raise invalid("order_id", "names no invoiced order", received=order_id, form=ORDER_ID)
@@ -298,17 +333,10 @@ def create_server(
                 "VALUES (:id, :order_id, :amount, :idempotency_key, :issued_by, :issued_on)",
                 refund,
             )
-            refunded = _refunded(connection, order_id)
+            refunded = order_refunded(connection, order_id)
         return page_of([Refund(**refund, replayed=False, order_refunded=refunded)], empty_message="")
 
     return source.server
-
-
-def _refunded(connection: sqlite3.Connection, order_id: str) -> float:
-    total = connection.execute(
-        "SELECT COALESCE(SUM(amount), 0) FROM refunds WHERE order_id = ?", (order_id,)
-    ).fetchone()[0]
-    return round(total, 2)
 
 
 def _replay(

@@ -7,8 +7,8 @@ Three shapes travel from a source to its caller, one model each:
     ToolError    isError true    {"errorCategory": ..., "isRetryable": ..., "description": ...,
                                   "attempted_query"?, "partial_results"?, "retryAfterMs"?}
 
-A subagent that cannot recover hands its coordinator an ``Escalation``: the full contract with
-every field present, including the ordered ``Decision`` list that led there.
+What a subagent makes of these (its decisions, and the escalation it hands its coordinator) is the
+subagents' own (``subagents.decisions``): a source knows nothing of retries or models.
 
 Wire names are camelCase where the contract has them (``errorCategory``, ``isRetryable``,
 ``retryAfterMs``, ``resultCount``) and snake_case where it has them (``attempted_query``,
@@ -38,14 +38,12 @@ if TYPE_CHECKING:
 __all__ = [
     "AttemptedQuery",
     "ContractViolation",
-    "Decision",
-    "DecisionAction",
     "EmptyResult",
     "ErrorCategory",
-    "Escalation",
     "ResultPage",
     "ToolError",
     "ToolFailure",
+    "WireModel",
     "parse_tool_result",
     "result_text",
     "to_call_tool_result",
@@ -63,7 +61,7 @@ class ErrorCategory(StrEnum):
     PERMISSION = "permission"  # the caller lacks a scope; elevate or escalate
 
 
-class _Wire(BaseModel):
+class WireModel(BaseModel):
     """Base for wire models: accept Python names and wire aliases, reject unknown fields."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
@@ -73,14 +71,14 @@ class _Wire(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-class AttemptedQuery(_Wire):
+class AttemptedQuery(WireModel):
     """The exact call that was made: a tool and the arguments it ran with."""
 
     tool: str
     arguments: dict[str, Any]
 
 
-class ResultPage(_Wire, Generic[RecordT]):
+class ResultPage(WireModel, Generic[RecordT]):
     """A successful result. Also the output schema of every tool, so it admits the empty shape."""
 
     result_count: int = Field(alias="resultCount", ge=0)
@@ -100,7 +98,7 @@ class ResultPage(_Wire, Generic[RecordT]):
         return self
 
 
-class EmptyResult(_Wire):
+class EmptyResult(WireModel):
     """The query executed and matched nothing: a success, never an error, never worth a retry."""
 
     result_count: Literal[0] = Field(default=0, alias="resultCount")
@@ -108,7 +106,7 @@ class EmptyResult(_Wire):
     message: str
 
 
-class ToolError(_Wire):
+class ToolError(WireModel):
     """A tool failure in the contract. ``isRetryable`` is true for transient failures only."""
 
     error_category: ErrorCategory = Field(alias="errorCategory")
@@ -140,43 +138,6 @@ class ToolError(_Wire):
             description=description,
             **fields,
         )
-
-
-# The last four are Claude mode's: an error handed to the model to act on, a call the code would not
-# send (identical to one that failed for good, or over the call budget), the code taking over the task
-# from a model that could not carry on, and the code ending the model's loop (turns, tokens, deadline).
-DecisionAction = Literal[
-    "retry", "repair", "elevate", "escalate", "accept_empty", "give_up", "breaker_open", "hook_blocked",
-    "to_model", "refused", "fallback", "stop_model",
-]  # fmt: skip
-
-
-class Decision(_Wire):
-    """One step a subagent's recovery policy took, in order."""
-
-    action: DecisionAction
-    category: ErrorCategory | None = None
-    attempt: int = Field(ge=1)
-    backoff_ms: int = Field(default=0, ge=0)
-    reason: str
-
-
-class Escalation(_Wire):
-    """What a subagent hands its coordinator when it cannot recover. Every field is always present."""
-
-    is_error: Literal[True] = Field(default=True, alias="isError")
-    error_category: ErrorCategory = Field(alias="errorCategory")
-    is_retryable: bool = Field(alias="isRetryable")
-    message: str = Field(min_length=1)
-    attempted_query: AttemptedQuery
-    partial_results: list[Any]
-    source: str
-    attempts: int = Field(ge=0)
-    decisions: list[Decision]
-
-    def to_wire(self) -> dict[str, Any]:
-        # All fields always present: partial_results is [] when none, never missing.
-        return self.model_dump(mode="json", by_alias=True)
 
 
 class ContractViolation(ValueError):

@@ -83,15 +83,16 @@ def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> 
             "chaos_control": chaos_control,
         }
 
-    @server.custom_route("/health", methods=["GET"])
+    # The SDK's route decorator has no return type: decorating with it would leave the handlers
+    # untyped, so it is called on them instead.
     async def health(request: Request) -> Response:
         refused = await refuse_unless_trusted(request, secret=None)
         return refused or JSONResponse(state())
 
+    server.custom_route("/health", methods=["GET"])(health)
     if not chaos_control:
         return
 
-    @server.custom_route("/chaos", methods=["GET", "POST"])
     async def chaos(request: Request) -> Response:
         refused = await refuse_unless_trusted(request, secret=secret)
         if refused is not None:
@@ -108,3 +109,5 @@ def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> 
                 message = str(exc) or 'the body must be JSON such as {"faults": "hang=1", "mode": "merge"}'
                 return JSONResponse({"error": message}, status_code=400)
         return JSONResponse(state())
+
+    server.custom_route("/chaos", methods=["GET", "POST"])(chaos)

@@ -20,7 +20,9 @@ from rapidfuzz.distance import Levenshtein
 
 from sources.auth import require_scope
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
+from sources.domain import AUTOMATIC_REFUND_LIMIT, pounds
 from sources.formats import CUSTOMER_IDENTIFIER, PERSON_NAME, LookupMode, one_of, whole_number
+from sources.identifiers import CUSTOMER_ID
 from sources.settings import SourceSettings
 from sources.store import Store, starts_a_word
 from sources.toolkit import open_source, page_of
@@ -56,13 +58,15 @@ def _simulated(mode: LookupMode, identifier: str) -> ToolError | EmptyResult:
         case LookupMode.INVALID:
             return ToolError.of(
                 ErrorCategory.VALIDATION,
-                f"Invalid identifier format: {identifier}. Expected email (user@domain.com) or ID (CUST-NNNNN). "
+                f"Invalid identifier format: {identifier}. "
+                f"Expected email (user@domain.com) or ID ({CUSTOMER_ID.shape}). "
                 "Correct the format and call again.",
             )
         case LookupMode.BUSINESS:
             return ToolError.of(
                 ErrorCategory.BUSINESS,
-                "Refund of £750 exceeds the £500 automatic limit. Escalate to a manager with refund details.",
+                f"Refund of £750 exceeds the {pounds(AUTOMATIC_REFUND_LIMIT, short=True)} automatic limit. "
+                "Escalate to a manager with refund details.",
             )
         case _:
             return ToolError.of(
@@ -116,7 +120,7 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         """
         if mode is not LookupMode.SUCCESS:
             return _simulated(mode, identifier)
-        column = "id" if identifier.startswith("CUST-") else "email"
+        column = "id" if CUSTOMER_ID.is_canonical(identifier) else "email"
         row = source.store.row(f"SELECT * FROM customers WHERE {column} = ?", (identifier,))  # noqa: S608  (column is one of two literals)
         if row is None:
             suggestion = None if column == "id" else _near_miss(source.store, identifier)

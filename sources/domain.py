@@ -27,9 +27,13 @@ CURRENCY = "GBP"
 CURRENCY_SIGN = "£"
 
 
-def pounds(amount: float) -> str:
-    """An amount as every message writes it: £1,250.50."""
-    return f"{CURRENCY_SIGN}{float(amount):,.2f}"
+def pounds(amount: float, *, short: bool = False) -> str:
+    """An amount as every message writes it: £1,250.50, £1,250.00.
+
+    ``short`` drops zero pence, as prose does: £1,250 (the policies' and tools' texts write limits so).
+    """
+    text = f"{CURRENCY_SIGN}{float(amount):,.2f}"
+    return text.removesuffix(".00") if short else text
 
 
 # KB-REFUNDS: support refunds up to this much of an order automatically, in total over all its

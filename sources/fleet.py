@@ -331,7 +331,8 @@ class Fleet:
         )  # fmt: skip
         try:
             with urllib.request.urlopen(request, timeout=_PROBE_TIMEOUT_S) as response:  # noqa: S310
-                return json.loads(response.read())
+                answer: dict[str, Any] = json.loads(response.read())  # the /chaos route's JSON object
+                return answer
         except urllib.error.HTTPError as exc:
             raise FleetError(f"{source} refused the faults: {exc.read().decode(errors='replace')}") from None
         except (urllib.error.URLError, TimeoutError) as exc:
@@ -354,7 +355,8 @@ class Fleet:
     def health(self, member: Member) -> dict[str, Any] | None:
         try:
             with urllib.request.urlopen(f"{member.base}/health", timeout=_PROBE_TIMEOUT_S) as response:  # noqa: S310
-                return json.loads(response.read())
+                answer: dict[str, Any] = json.loads(response.read())  # the /health route's JSON object
+                return answer
         except (urllib.error.URLError, TimeoutError, OSError, ValueError):
             return None
 

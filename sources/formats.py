@@ -4,13 +4,18 @@ A format is declared once and serves three readers: the tool's published input s
 description, examples), the argument guard that turns a mismatch into a validation error naming the
 field, the expected form and an example, and a tool body that finds a deeper problem (a date that
 matches the pattern but does not exist) and reports it in the same words.
+
+The identifiers' formats (customer and order ids, SKUs, article ids, emails) are built from
+``sources.identifiers``, where each identifier's prefix, shape and spellings are stated once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
+
+from sources import identifiers
 
 __all__ = [
     "AMOUNT",  # noqa: F822  (built on first use: see __getattr__)
@@ -60,36 +65,43 @@ class Format:
         return f"Expected: {self.description}."
 
 
-CUSTOMER_ID = Format(
-    pattern=r"^CUST-[0-9]{5}$",
-    description="a customer id: CUST- followed by exactly five digits",
-    example="CUST-00042",
-    max_length=10,
-)
+class _Identifier(Protocol):
+    """What a format takes from an identifier's facts (``sources.identifiers``)."""
+
+    @property
+    def pattern(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def example(self) -> str: ...
+    @property
+    def max_length(self) -> int: ...
+
+
+def _published(identifier: _Identifier) -> Format:
+    """The format of a value that is one identifier, exactly as ``sources.identifiers`` spells it."""
+    return Format(
+        f"^{identifier.pattern}$", identifier.description, identifier.example, identifier.max_length
+    )
+
+
+CUSTOMER_ID = _published(identifiers.CUSTOMER_ID)
 CUSTOMER_IDENTIFIER = Format(
-    pattern=r"^(CUST-[0-9]{5}|[a-z0-9._%+-]+@[a-z0-9-]+(\.[a-z0-9-]+)*\.[a-z]{2,})$",
-    description="a lowercase email address without spaces (user@domain.com) or a customer id (CUST-NNNNN)",
-    example="jane.doe@example.com",
-    max_length=254,
+    pattern=f"^({identifiers.CUSTOMER_ID.pattern}|{identifiers.EMAIL.pattern})$",
+    description=(
+        f"{identifiers.EMAIL.description} or {identifiers.CUSTOMER_ID.name} ({identifiers.CUSTOMER_ID.shape})"
+    ),
+    example=identifiers.EMAIL.example,
+    max_length=identifiers.EMAIL.max_length,
 )
-ORDER_ID = Format(
-    pattern=r"^ORD-[0-9]{5}$",
-    description="an order id: ORD- followed by exactly five digits",
-    example="ORD-10023",
-    max_length=9,
-)
+ORDER_ID = _published(identifiers.ORDER_ID)
 PERSON_NAME = Format(
     pattern=r"^[A-Za-z .'-]*[A-Za-z][A-Za-z .'-]*$",
     description="a person's name: letters A-Z, spaces, hyphens, apostrophes and dots, at least one letter",
     example="Jane Doe",
     max_length=100,
 )
-SKU = Format(
-    pattern=r"^SKU-[0-9]{4}-[A-Z]{3}$",
-    description="a SKU: SKU-, four digits, a hyphen and three capital letters",
-    example="SKU-4417-BLK",
-    max_length=12,
-)
+SKU = _published(identifiers.SKU)
 ISO_DATE = Format(
     pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
     description="a calendar date in ISO form YYYY-MM-DD",
@@ -102,12 +114,7 @@ SEARCH_TEXT = Format(
     example="damaged item refund",
     max_length=500,
 )
-ARTICLE_ID = Format(
-    pattern=r"^KB-[A-Z0-9]+(-[A-Z0-9]+)*$",
-    description="a policy article id: KB- followed by capital letters, digits and hyphens",
-    example="KB-REFUNDS",
-    max_length=40,
-)
+ARTICLE_ID = _published(identifiers.ARTICLE_ID)
 IDEMPOTENCY_KEY = Format(
     pattern=r"^[A-Za-z0-9_-]{8,64}$",
     description="8 to 64 letters, digits, hyphens or underscores, unique to this refund",

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from sources.contract import EmptyResult, ResultPage
 from sources.formats import CURSOR, CUSTOMER_ID, ISO_DATE, ORDER_ID, SKU, whole_number
 from sources.settings import SourceSettings
+from sources.store import Store
 from sources.toolkit import invalid, open_source, page_of
 from sources.wire import Wire
 
@@ -52,6 +53,37 @@ def _date(field: str, value: str | None) -> date | None:
         raise invalid(field, "is not a real calendar date", received=value, form=ISO_DATE) from None
 
 
+def _date_bounds(placed_after: str | None, placed_before: str | None) -> tuple[date | None, date | None]:
+    """The placement dates a search is bounded by, each checked to be a date, the two in order."""
+    after, before = _date("placed_after", placed_after), _date("placed_before", placed_before)
+    if after and before and after > before:
+        raise invalid(
+            "placed_before",
+            f"is earlier than placed_after ({before} < {after}); the date bounds look swapped",
+            received=placed_before,
+            expected="Expected: placed_after on or before placed_before.",
+            example=str(after),
+        )
+    return after, before
+
+
+def _conditions(
+    customer_id: str, sku: str | None, after: date | None, before: date | None
+) -> tuple[list[str], list[str]]:
+    """A search's SQL conditions on orders, and their parameters."""
+    clauses, parameters = ["customer_id = ?"], [customer_id]
+    if sku:
+        clauses.append("id IN (SELECT order_id FROM order_items WHERE sku = ?)")
+        parameters.append(sku)
+    if after:
+        clauses.append("placed_on >= ?")
+        parameters.append(after.isoformat())
+    if before:
+        clauses.append("placed_on <= ?")
+        parameters.append(before.isoformat())
+    return clauses, parameters
+
+
 def create_server(settings: SourceSettings | None = None, *, wire: Wire | None = None) -> MCPServer:
     source = open_source(
         "orders",
@@ -80,32 +112,13 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         (isError false, resultCount 0), not an error. A malformed SKU or date, or date bounds in
         the wrong order, is a `validation` error that echoes the attempted query.
         """
-        after, before = _date("placed_after", placed_after), _date("placed_before", placed_before)
-        if after and before and after > before:
-            raise invalid(
-                "placed_before",
-                f"is earlier than placed_after ({before} < {after}); the date bounds look swapped",
-                received=placed_before,
-                expected="Expected: placed_after on or before placed_before.",
-                example=str(after),
-            )
-        clauses, parameters = ["customer_id = ?"], [customer_id]
-        if sku:
-            clauses.append("id IN (SELECT order_id FROM order_items WHERE sku = ?)")
-            parameters.append(sku)
-        if after:
-            clauses.append("placed_on >= ?")
-            parameters.append(after.isoformat())
-        if before:
-            clauses.append("placed_on <= ?")
-            parameters.append(before.isoformat())
+        after, before = _date_bounds(placed_after, placed_before)
+        clauses, parameters = _conditions(customer_id, sku, after, before)
         offset = int(cursor or 0)
         rows = source.store.rows(
             f"SELECT * FROM orders WHERE {' AND '.join(clauses)} ORDER BY placed_on DESC, id LIMIT ? OFFSET ?",  # noqa: S608  (clauses are literals; values are parameters)
             [*parameters, limit + 1, offset],
         )
-        more = len(rows) > limit
-        orders = [_with_items(source.store, row) for row in rows[:limit]]
         filters = ", ".join(
             f"{name}={value}"
             for name, value in (
@@ -116,9 +129,9 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
             if value
         )
         return page_of(
-            orders,
+            [_with_items(source.store, row) for row in rows[:limit]],
             empty_message=f"No orders of {customer_id} match{f' ({filters})' if filters else ''}.",
-            next_cursor=str(offset + limit) if more else None,
+            next_cursor=str(offset + limit) if len(rows) > limit else None,
         )
 
     @source.tool(Order)
@@ -140,7 +153,7 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
     return source.server
 
 
-def _with_items(store: Any, row: dict[str, Any]) -> Order:
+def _with_items(store: Store, row: dict[str, Any]) -> Order:
     items = store.rows(
         "SELECT sku, description, quantity, unit_price FROM order_items WHERE order_id = ?", (row["id"],)
     )

@@ -159,7 +159,7 @@ async def _serve_http(
         lifespan="on",
         log_config=None,  # uvicorn's records go to the root logger: one format, one filter
         log_level="warning",
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,  # type: ignore[arg-type]  (a float works; typed int)
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,  # type: ignore[arg-type]  # typed int, but it is an asyncio.wait_for timeout: a float works
     )
     runner = BoundedShutdownServer(config)
     print(

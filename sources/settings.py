@@ -25,10 +25,10 @@ passes these explicitly (``SourceSettings.child_environment``): the public key, 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import platformdirs
 
@@ -42,27 +42,6 @@ __all__ = ["DEFAULT_SEED", "PUBLIC_KEY_ENV", "SIGNING_KEY_ENV", "SourceSettings"
 DEFAULT_SEED = 42
 SIGNING_KEY_ENV = "RESEARCH_SIGNING_KEY"  # the private key: the coordinator's, never a source's
 PUBLIC_KEY_ENV = "RESEARCH_PUBLIC_KEY"
-
-NumberT = TypeVar("NumberT", int, float)
-
-
-def _number(env: Mapping[str, str], name: str, default: NumberT, kind: Callable[[str], NumberT]) -> NumberT:
-    text = env.get(name)
-    if not text:
-        return default
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ValueError(f"{name} must be a {kind.__name__} such as {default}; got {text!r}") from None
-    if value < 0:
-        raise ValueError(f"{name} must not be negative; got {text!r}")
-    return value
-
-
-def _positive(value: NumberT, name: str) -> NumberT:
-    if not value > 0:
-        raise ValueError(f"{name} must be greater than 0; got {value}")
-    return value
 
 
 def data_dir_from(environ: Mapping[str, str] | None = None) -> Path:
@@ -98,30 +77,35 @@ class SourceSettings:
     # default half hour; a thousand sessions (about 40 MB) are far beyond one machine's workers.
     http_session_idle_s: float = 300.0
     http_max_sessions: int = 1000
+    # The exporters this run's processes use, when its command chose them (`research ask --otlp` adds
+    # OTLP): given to spawned sources as OTEL_TRACES_EXPORTER. None: the variable as it is here.
+    trace_exporters: tuple[str, ...] | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> SourceSettings:
+        """Settings from the variables above, or from ``environ`` in their place.
+
+        A bad value raises ``ValueError`` naming the variable, the form it takes and an example.
+        """
+        # Imported here, not at the top: pydantic-settings is slow to import (see sources.environment).
+        from sources.environment import SourceEnvironment
         from sources.faults import FaultSettings
 
-        env = os.environ if environ is None else environ
+        env = SourceEnvironment.read(environ)
         return cls(
-            data_dir=data_dir_from(env),
-            seed=_number(env, "RESEARCH_SEED", DEFAULT_SEED, int),
-            signing_key_pem=env.get(SIGNING_KEY_ENV) or None,
-            public_key_pem=env.get(PUBLIC_KEY_ENV) or None,
-            faults=FaultSettings.parse(env.get("RESEARCH_FAULTS", "")),
-            kb_warmup_ms=_number(env, "RESEARCH_KB_WARMUP_MS", 1000, int),
-            tickets_rate_per_second=_number(env, "RESEARCH_TICKETS_RATE", 5.0, float),
-            tickets_burst=_number(env, "RESEARCH_TICKETS_BURST", 10, int),
-            traces_dir=Path(env["RESEARCH_TRACES_DIR"]) if env.get("RESEARCH_TRACES_DIR") else None,
-            full_payloads=env.get("RESEARCH_TRACE_PAYLOADS", "").lower() == "full",
-            run_id=env.get("RESEARCH_RUN_ID") or None,
-            http_session_idle_s=_positive(
-                _number(env, "RESEARCH_HTTP_SESSION_IDLE_S", 300.0, float), "RESEARCH_HTTP_SESSION_IDLE_S"
-            ),
-            http_max_sessions=_positive(
-                _number(env, "RESEARCH_HTTP_MAX_SESSIONS", 1000, int), "RESEARCH_HTTP_MAX_SESSIONS"
-            ),
+            data_dir=data_dir_from(environ),
+            seed=env.seed,
+            signing_key_pem=env.signing_key,
+            public_key_pem=env.public_key,
+            faults=FaultSettings.parse(env.faults),
+            kb_warmup_ms=env.kb_warmup_ms,
+            tickets_rate_per_second=env.tickets_rate,
+            tickets_burst=env.tickets_burst,
+            traces_dir=env.traces_dir,
+            full_payloads=env.trace_payloads.lower() == "full",
+            run_id=env.run_id,
+            http_session_idle_s=env.http_session_idle_s,
+            http_max_sessions=env.http_max_sessions,
         )
 
     def with_faults(self, faults: FaultSettings) -> SourceSettings:
@@ -192,4 +176,6 @@ class SourceSettings:
                 if name.startswith("OTEL_") and name != "OTEL_SERVICE_NAME"
             }
         )
+        if self.trace_exporters is not None:
+            env["OTEL_TRACES_EXPORTER"] = ",".join(self.trace_exporters) or "none"
         return env

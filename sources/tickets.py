@@ -106,51 +106,75 @@ def create_server(
             raise invalid(
                 "query", "is required when neither customer_id nor order_id is given", form=SEARCH_TEXT
             )
-        wait_ms = limiter.wait_ms()
-        if wait_ms:
-            raise ToolFailure(
-                ToolError.of(
-                    ErrorCategory.TRANSIENT,
-                    f"The tickets source is rate limited; the request did not execute. Retry after {wait_ms} ms.",
-                    retry_after_ms=wait_ms,
-                )
-            )
-        filters, parameters = [], []
-        if customer_id:
-            filters.append("t.customer_id = ?")
-            parameters.append(customer_id)
-        if order_id:
-            filters.append("t.order_id = ?")
-            parameters.append(order_id)
-        if status:
-            filters.append("t.status = ?")
-            parameters.append(status.value)
-        if query:
-            where = " AND ".join(["tickets_text MATCH ?", *filters])
-            sql = (
-                f"SELECT t.* FROM tickets_text JOIN tickets t ON t.rowid = tickets_text.rowid "  # noqa: S608  (literal clauses)
-                f"WHERE {where} ORDER BY bm25(tickets_text), t.id LIMIT ?"
-            )
-            parameters.insert(0, match_any_word(query))
-        else:
-            sql = f"SELECT t.* FROM tickets t WHERE {' AND '.join(filters)} ORDER BY t.opened_on DESC, t.id LIMIT ?"  # noqa: S608
+        _take_a_token(limiter)
+        sql, parameters = _search(query, _filters(customer_id, order_id, status))
         rows = source.store.rows(sql, [*parameters, limit])
-        described = " and ".join(
-            part
-            for part in (
-                f"'{query}'" if query else "",
-                f"customer {customer_id}" if customer_id else "",
-                f"order {order_id}" if order_id else "",
-                f"status {status.value}" if status else "",
-            )
-            if part
-        )
         return page_of(
             [Ticket(**row) for row in rows],
-            empty_message=f"No tickets match {described}.",
+            empty_message=f"No tickets match {_described(query, customer_id, order_id, status)}.",
         )
 
     return source.server
+
+
+def _take_a_token(limiter: RateLimiter) -> None:
+    """Go on if the rate limit allows a call now; otherwise fail, saying how long to wait."""
+    wait_ms = limiter.wait_ms()
+    if wait_ms:
+        raise ToolFailure(
+            ToolError.of(
+                ErrorCategory.TRANSIENT,
+                f"The tickets source is rate limited; the request did not execute. Retry after {wait_ms} ms.",
+                retry_after_ms=wait_ms,
+            )
+        )
+
+
+Filters = list[tuple[str, str]]  # SQL conditions on tickets ``t``, each with its one parameter
+
+
+def _filters(customer_id: str | None, order_id: str | None, status: TicketStatus | None) -> Filters:
+    filters: Filters = []
+    if customer_id:
+        filters.append(("t.customer_id = ?", customer_id))
+    if order_id:
+        filters.append(("t.order_id = ?", order_id))
+    if status:
+        filters.append(("t.status = ?", status.value))
+    return filters
+
+
+def _search(query: str | None, filters: Filters) -> tuple[str, list[str]]:
+    """The SQL for a search, and its parameters but the limit: best matches first for words, else newest."""
+    conditions = [condition for condition, _ in filters]
+    parameters = [parameter for _, parameter in filters]
+    if not query:
+        return (
+            f"SELECT t.* FROM tickets t WHERE {' AND '.join(conditions)} ORDER BY t.opened_on DESC, t.id LIMIT ?",  # noqa: S608  (literal clauses)
+            parameters,
+        )
+    where = " AND ".join(["tickets_text MATCH ?", *conditions])
+    return (
+        f"SELECT t.* FROM tickets_text JOIN tickets t ON t.rowid = tickets_text.rowid "  # noqa: S608  (literal clauses)
+        f"WHERE {where} ORDER BY bm25(tickets_text), t.id LIMIT ?",
+        [match_any_word(query), *parameters],
+    )
+
+
+def _described(
+    query: str | None, customer_id: str | None, order_id: str | None, status: TicketStatus | None
+) -> str:
+    """What a search asked for, as an empty result's message says it."""
+    return " and ".join(
+        part
+        for part in (
+            f"'{query}'" if query else "",
+            f"customer {customer_id}" if customer_id else "",
+            f"order {order_id}" if order_id else "",
+            f"status {status.value}" if status else "",
+        )
+        if part
+    )
 
 
 if __name__ == "__main__":

@@ -70,8 +70,13 @@ class Source:
     store: Store
     settings: SourceSettings
 
-    def tool(self, record: type[BaseModel]) -> Callable[[ToolFn], ToolFn]:
-        """Register a function as a contract tool whose results are ``record``s."""
+    def tool(self, record: type[BaseModel], *, description: str | None = None) -> Callable[[ToolFn], ToolFn]:
+        """Register a function as a contract tool whose results are ``record``s.
+
+        The tool's published description is the function's docstring, or ``description`` (indented
+        like a docstring, and cleaned the same way) where the text is built from values, such as a
+        domain limit that must be written in one place only.
+        """
 
         def register(fn: ToolFn) -> ToolFn:
             tool_name = fn.__name__
@@ -107,9 +112,10 @@ class Source:
 
             signature = inspect.signature(fn, eval_str=True)
             run.__signature__ = signature.replace(  # type: ignore[attr-defined]  # read by the SDK's schema builder
-                return_annotation=Annotated[CallToolResult, ResultPage[record]]  # type: ignore[valid-type]
+                return_annotation=Annotated[CallToolResult, ResultPage[record]]  # type: ignore[valid-type]  # a generic parametrized at run time, by this tool's record
             )
-            self.server.add_tool(run, name=tool_name, description=inspect.getdoc(fn))
+            text = inspect.getdoc(fn) if description is None else inspect.cleandoc(description)
+            self.server.add_tool(run, name=tool_name, description=text)
             return fn
 
         return register

@@ -8,15 +8,15 @@ Every order delivered (``delivered``, ``delivered_damaged``, and ``returned``, w
 first) has a delivery date, ``delivered_on``, in the orders source and on its invoice in billing (a
 billing system learns of deliveries from fulfilment; the sources share no database). Orders not
 delivered (``processing``, ``shipped``, ``cancelled``) have none. The story orders are delivered
-within the 60-day refund window of ``TODAY``, except the one whose story is being outside it.
+within the refund window of ``TODAY``, except the one whose story is being outside it.
 
 The story records have fixed identifiers that docs, examples and checks rely on:
 
 | story                                               | identifiers                                        |
 |-----------------------------------------------------|----------------------------------------------------|
 | damaged order, £750 refund requested, open ticket   | jane.doe@example.com = CUST-00042, ORD-10023, SKU-4417-BLK |
-| a small refund within the £500 limit                | CUST-00042, ORD-10031, £45                         |
-| too late: delivered 101 days ago, outside 60 days  | old.order@example.com = CUST-00460, ORD-12460, £129 |
+| a small refund within the automatic refund limit    | CUST-00042, ORD-10031, £45                         |
+| too late: delivered 101 days ago, past the window   | old.order@example.com = CUST-00460, ORD-12460, £129 |
 | erased on request (GDPR)                            | CUST-00013 / erased.user@example.com               |
 | restricted VIP, needs customers:restricted          | CUST-00001 / vip@example.com                       |
 | no orders, no tickets, no invoices                  | CUST-00077 / new.customer@example.com              |
@@ -31,20 +31,26 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import random
 import re
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sources.catalogue import SOURCES
-from sources.domain import TODAY
+from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, TODAY, pounds
+from sources.identifiers import CUSTOMER_ID, ORDER_ID, SKU
 from sources.private_files import private_folder
+
+if TYPE_CHECKING:
+    from faker import Faker
 
 __all__ = ["SOURCES", "TODAY", "World", "build_world", "ensure_world", "world_path"]
 
@@ -53,6 +59,9 @@ WORLD_VERSION = 2  # 2: delivery dates (orders.delivered_on, invoices.delivered_
 _CUSTOMERS = 400
 _TICKETS = 600
 _LONG_TICKET_EVERY = 25  # one ticket in 25 has a very long body, the kind a hook must trim
+
+Row = dict[str, Any]  # one row of a table, by column
+Order = tuple[Row, list[Row]]  # an order's row and its items' rows
 
 _SCHEMA: dict[str, str] = {
     "customers": """
@@ -106,11 +115,11 @@ _FTS_REBUILD = {
 class World:
     """Every table's rows, by source and table, in insertion order."""
 
-    tables: dict[str, dict[str, list[dict[str, Any]]]] = field(
+    tables: dict[str, dict[str, list[Row]]] = field(
         default_factory=lambda: {source: {} for source in SOURCES}
     )
 
-    def add(self, source: str, table: str, row: dict[str, Any]) -> None:
+    def add(self, source: str, table: str, row: Row) -> None:
         self.tables[source].setdefault(table, []).append(row)
 
     def fingerprint(self) -> str:
@@ -121,7 +130,7 @@ class World:
 
 # --- the story -------------------------------------------------------------------------------
 
-_STORY_CUSTOMERS = [
+_STORY_CUSTOMERS: list[Row] = [
     {
         "id": "CUST-00001",
         "email": "vip@example.com",
@@ -173,7 +182,7 @@ _STORY_CUSTOMERS = [
         "erased_on": None,
     },
 ]
-_STORY_ORDERS = [
+_STORY_ORDERS: list[Order] = [
     (
         {
             "id": "ORD-10023",
@@ -237,7 +246,7 @@ _STORY_ORDERS = [
             "customer_id": "CUST-00460",
             "placed_on": "2026-07-20",
             "status": "delivered",
-            "delivered_on": "2026-07-23",  # 101 days before TODAY: outside the 60-day refund window
+            "delivered_on": "2026-07-23",  # 101 days before TODAY: outside the refund window
             "total": 129.0,
             "currency": "GBP",
         },
@@ -251,7 +260,7 @@ _STORY_ORDERS = [
         ],
     ),
 ]
-_STORY_TICKETS = [
+_STORY_TICKETS: list[Row] = [
     {
         "id": "TCK-20042",
         "customer_id": "CUST-00042",
@@ -290,14 +299,17 @@ _STORY_TICKETS = [
         "opened_on": "2026-10-28",
     },
 ]
+_LIMIT = pounds(
+    AUTOMATIC_REFUND_LIMIT, short=True
+)  # as the policies write it; a new limit is a new WORLD_VERSION
 _POLICIES = [
     (
         "KB-REFUNDS",
         "Refunds",
-        "Refunds up to £500 are issued automatically; larger refunds need a manager.",
-        "A refund may be issued for an order within 60 days of delivery, up to the amount paid less earlier "
-        "refunds. Refunds up to £500 are issued automatically by support agents. A refund above the £500 "
-        "automatic limit must be approved by a manager: see KB-ESCALATION.",
+        f"Refunds up to {_LIMIT} are issued automatically; larger refunds need a manager.",
+        f"A refund may be issued for an order within {REFUND_WINDOW_DAYS} days of delivery, up to the amount "
+        f"paid less earlier refunds. Refunds up to {_LIMIT} are issued automatically by support agents. A "
+        f"refund above the {_LIMIT} automatic limit must be approved by a manager: see KB-ESCALATION.",
     ),
     (
         "KB-DAMAGED",
@@ -305,13 +317,13 @@ _POLICIES = [
         "Items that arrive damaged qualify for a full refund or a replacement.",
         "When an item arrives damaged, the customer may choose a full refund or a replacement. Ask for photos "
         "of the damage and record them on the ticket. The refund itself follows KB-REFUNDS, including its "
-        "£500 automatic limit.",
+        f"{_LIMIT} automatic limit.",
     ),
     (
         "KB-ESCALATION",
         "Escalation to a manager",
         "How to escalate a case that exceeds an agent's authority.",
-        "Escalate to a duty manager when a refund exceeds the £500 automatic limit, when a customer is "
+        f"Escalate to a duty manager when a refund exceeds the {_LIMIT} automatic limit, when a customer is "
         "restricted, or when a business rule blocks an action. Attach the attempted action, the evidence "
         "gathered so far and the customer's request.",
     ),
@@ -401,7 +413,7 @@ def _slug(text: str) -> str:
 
 
 def _sku(rng: random.Random, product_index: int) -> str:
-    return f"SKU-{1000 + product_index * 311 % 9000:04d}-{rng.choice(_COLOURS)}"
+    return SKU.numbered(1000 + product_index * 311 % 9000, rng.choice(_COLOURS))
 
 
 def build_world(seed: int) -> World:
@@ -416,124 +428,162 @@ def build_world(seed: int) -> World:
     deliveries = random.Random(f"{seed}:deliveries")  # noqa: S311
     fake = Faker("en_GB")
     fake.seed_instance(seed)
-    world = World()
+    # The draws happen in this order, customers, orders, tickets, and must stay in it: each step's
+    # draws move every later one, and the same seed must give the same world.
+    customers = _customers(rng, fake)
+    orders = _orders(customers, rng, deliveries)
+    tickets = _tickets(orders, rng, fake)
 
-    customers = list(_STORY_CUSTOMERS)
-    emails = {customer["email"] for customer in customers}
-    for number in range(1, _CUSTOMERS + 1):
-        customer_id = f"CUST-{number:05d}"
-        if customer_id in _STORY_CUSTOMER_IDS:
-            continue
-        first, last = fake.first_name(), fake.last_name()
-        email = f"{_slug(first)}.{_slug(last)}@{rng.choice(['example.com', 'example.org', 'example.net'])}"
-        while email in emails:
-            email = email.replace("@", f"{rng.randint(1, 99)}@", 1)
-        emails.add(email)
-        created = TODAY - timedelta(days=rng.randint(30, 2500))
-        customers.append(
-            {
-                "id": customer_id,
-                "email": email,
-                "name": f"{first} {last}",
-                "tier": rng.choice(["standard", "standard", "standard", "gold"]),
-                "country": "GB",
-                "created_on": created.isoformat(),
-                "restricted": 0,
-                "erased_on": None,
-            }
-        )
-    customers.sort(key=lambda customer: customer["id"])
+    world = World()
     for customer in customers:
         world.add("customers", "customers", customer)
-
-    # Orders: the story's, then generated ones for every active customer except the one with none.
-    orders: list[tuple[dict[str, Any], list[dict[str, Any]]]] = list(_STORY_ORDERS)
-    next_order = 10001
-    for customer in customers:
-        if customer["id"] in _STORY_CUSTOMER_IDS:
-            continue
-        for _ in range(rng.randint(0, 6)):
-            while f"ORD-{next_order:05d}" in _RESERVED_ORDERS:
-                next_order += 1
-            order_id = f"ORD-{next_order:05d}"
-            next_order += 1
-            items = []
-            for _ in range(rng.randint(1, 3)):
-                index = rng.randrange(len(_PRODUCTS))
-                name, price = _PRODUCTS[index]
-                items.append(
-                    {
-                        "sku": _sku(rng, index),
-                        "description": name,
-                        "quantity": rng.randint(1, 2),
-                        "unit_price": price,
-                    }
-                )
-            placed = TODAY - timedelta(days=rng.randint(1, 720))
-            total = round(sum(item["quantity"] * item["unit_price"] for item in items), 2)
-            status = rng.choice(_ORDER_STATUSES)
-            delivered = None
-            if status in _DELIVERED:  # never after the world's today
-                delivered = min(placed + timedelta(days=deliveries.randint(*_DELIVERY_DAYS)), TODAY)
-            orders.append(
-                (
-                    {
-                        "id": order_id,
-                        "customer_id": customer["id"],
-                        "placed_on": placed.isoformat(),
-                        "status": status,
-                        "delivered_on": delivered.isoformat() if delivered else None,
-                        "total": total,
-                        "currency": "GBP",
-                    },
-                    items,
-                )
-            )
-    orders.sort(key=lambda pair: pair[0]["id"])
     for order, items in orders:
         world.add("orders", "orders", order)
         for item in items:
             world.add("orders", "order_items", {"order_id": order["id"], **item})
-        world.add(
-            "billing",
-            "invoices",
-            {
-                "id": f"INV-{30000 + int(order['id'][4:]):05d}",
-                "customer_id": order["customer_id"],
-                "order_id": order["id"],
-                "issued_on": order["placed_on"],
-                "amount": order["total"],
-                "currency": "GBP",
-                "status": "void" if order["status"] == "cancelled" else "paid",
-                "delivered_on": order["delivered_on"],
-            },
-        )
-
-    tickets = list(_STORY_TICKETS)
-    ticket_owners = [order for order, _ in orders if order["customer_id"] not in _STORY_CUSTOMER_IDS]
-    for number in range(_TICKETS):
-        ticket_id = f"TCK-{20100 + number:05d}"
-        order = rng.choice(ticket_owners)
-        subject, problem = rng.choice(_TICKET_TOPICS)
-        body = f"Order {order['id']} {problem}. {fake.paragraph(nb_sentences=3)}"
-        if number % _LONG_TICKET_EVERY == 0:
-            body += " " + " ".join(fake.paragraphs(nb=60))
-        opened = date.fromisoformat(order["placed_on"]) + timedelta(days=rng.randint(1, 30))
-        tickets.append(
-            {
-                "id": ticket_id,
-                "customer_id": order["customer_id"],
-                "order_id": order["id"],
-                "subject": subject,
-                "body": body,
-                "status": rng.choice(["open", "pending", "closed", "closed"]),
-                "priority": rng.choice(["low", "normal", "normal", "high"]),
-                "opened_on": min(opened, TODAY).isoformat(),
-            }
-        )
+        world.add("billing", "invoices", _invoice(order))
     for ticket in tickets:
         world.add("tickets", "tickets", ticket)
+    _add_knowledge_base(world)
+    return world
 
+
+# --- customers -------------------------------------------------------------------------------
+
+
+def _customers(rng: random.Random, fake: Faker) -> list[Row]:
+    """The story's customers and the generated ones, numbered 1 to ``_CUSTOMERS``, in id order."""
+    customers = list(_STORY_CUSTOMERS)
+    emails = {customer["email"] for customer in customers}
+    for number in range(1, _CUSTOMERS + 1):
+        customer_id = CUSTOMER_ID.canonical(number)
+        if customer_id not in _STORY_CUSTOMER_IDS:
+            customers.append(_generated_customer(customer_id, emails, rng, fake))
+    customers.sort(key=lambda customer: customer["id"])
+    return customers
+
+
+def _generated_customer(customer_id: str, emails: set[str], rng: random.Random, fake: Faker) -> Row:
+    """A made-up customer; its email is added to ``emails``, which it is unique in."""
+    first, last = fake.first_name(), fake.last_name()
+    email = _unique_email(f"{_slug(first)}.{_slug(last)}", emails, rng)
+    emails.add(email)
+    created = TODAY - timedelta(days=rng.randint(30, 2500))
+    return {
+        "id": customer_id,
+        "email": email,
+        "name": f"{first} {last}",
+        "tier": rng.choice(["standard", "standard", "standard", "gold"]),
+        "country": "GB",
+        "created_on": created.isoformat(),
+        "restricted": 0,
+        "erased_on": None,
+    }
+
+
+def _unique_email(user: str, emails: set[str], rng: random.Random) -> str:
+    """``user`` at a random example domain, numbered until no email in ``emails`` is the same."""
+    email = f"{user}@{rng.choice(['example.com', 'example.org', 'example.net'])}"
+    while email in emails:
+        email = email.replace("@", f"{rng.randint(1, 99)}@", 1)
+    return email
+
+
+# --- orders and their invoices ---------------------------------------------------------------
+
+
+def _orders(customers: list[Row], rng: random.Random, deliveries: random.Random) -> list[Order]:
+    """The story's orders, then generated ones for every customer outside the story, in id order."""
+    orders = list(_STORY_ORDERS)
+    order_ids = _order_ids()
+    for customer in customers:
+        if customer["id"] in _STORY_CUSTOMER_IDS:
+            continue
+        for _ in range(rng.randint(0, 6)):
+            orders.append(_generated_order(next(order_ids), customer["id"], rng, deliveries))
+    orders.sort(key=lambda pair: pair[0]["id"])
+    return orders
+
+
+def _order_ids() -> Iterator[str]:
+    """Order ids from ORD-10001 up, skipping the story's."""
+    for number in itertools.count(10001):
+        order_id = ORDER_ID.canonical(number)
+        if order_id not in _RESERVED_ORDERS:
+            yield order_id
+
+
+def _generated_order(order_id: str, customer_id: str, rng: random.Random, deliveries: random.Random) -> Order:
+    """A made-up order of one to three products; delivered ones have a delivery date."""
+    items = [_generated_item(rng) for _ in range(rng.randint(1, 3))]
+    placed = TODAY - timedelta(days=rng.randint(1, 720))
+    total = round(sum(item["quantity"] * item["unit_price"] for item in items), 2)
+    status = rng.choice(_ORDER_STATUSES)
+    delivered = None
+    if status in _DELIVERED:  # never after the world's today
+        delivered = min(placed + timedelta(days=deliveries.randint(*_DELIVERY_DAYS)), TODAY)
+    order = {
+        "id": order_id,
+        "customer_id": customer_id,
+        "placed_on": placed.isoformat(),
+        "status": status,
+        "delivered_on": delivered.isoformat() if delivered else None,
+        "total": total,
+        "currency": "GBP",
+    }
+    return order, items
+
+
+def _generated_item(rng: random.Random) -> Row:
+    index = rng.randrange(len(_PRODUCTS))
+    name, price = _PRODUCTS[index]
+    return {"sku": _sku(rng, index), "description": name, "quantity": rng.randint(1, 2), "unit_price": price}
+
+
+def _invoice(order: Row) -> Row:
+    """Billing's invoice for an order: issued when it was placed, void when it was cancelled."""
+    return {
+        "id": f"INV-{30000 + ORDER_ID.number_of(order['id']):05d}",
+        "customer_id": order["customer_id"],
+        "order_id": order["id"],
+        "issued_on": order["placed_on"],
+        "amount": order["total"],
+        "currency": "GBP",
+        "status": "void" if order["status"] == "cancelled" else "paid",
+        "delivered_on": order["delivered_on"],
+    }
+
+
+# --- tickets and policies --------------------------------------------------------------------
+
+
+def _tickets(orders: list[Order], rng: random.Random, fake: Faker) -> list[Row]:
+    """The story's tickets, then ``_TICKETS`` generated ones about orders outside the story."""
+    ticketed = [order for order, _ in orders if order["customer_id"] not in _STORY_CUSTOMER_IDS]
+    return [*_STORY_TICKETS, *(_generated_ticket(number, ticketed, rng, fake) for number in range(_TICKETS))]
+
+
+def _generated_ticket(number: int, orders: list[Row], rng: random.Random, fake: Faker) -> Row:
+    """A made-up ticket about one of ``orders``; every ``_LONG_TICKET_EVERY``-th has a very long body."""
+    order = rng.choice(orders)
+    subject, problem = rng.choice(_TICKET_TOPICS)
+    body = f"Order {order['id']} {problem}. {fake.paragraph(nb_sentences=3)}"
+    if number % _LONG_TICKET_EVERY == 0:
+        body += " " + " ".join(fake.paragraphs(nb=60))
+    opened = date.fromisoformat(order["placed_on"]) + timedelta(days=rng.randint(1, 30))
+    return {
+        "id": f"TCK-{20100 + number:05d}",
+        "customer_id": order["customer_id"],
+        "order_id": order["id"],
+        "subject": subject,
+        "body": body,
+        "status": rng.choice(["open", "pending", "closed", "closed"]),
+        "priority": rng.choice(["low", "normal", "normal", "high"]),
+        "opened_on": min(opened, TODAY).isoformat(),
+    }
+
+
+def _add_knowledge_base(world: World) -> None:
     for article_id, title, summary, body in _POLICIES:
         world.add(
             "kb",
@@ -542,7 +592,6 @@ def build_world(seed: int) -> World:
         )
     for source, target, relation in _LINKS:
         world.add("kb", "links", {"source": source, "target": target, "relation": relation})
-    return world
 
 
 def world_path(data_dir: Path, seed: int) -> Path:

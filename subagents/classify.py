@@ -155,21 +155,17 @@ _FAILURES: list[tuple[tuple[type[BaseException], ...], ErrorCategory, str, str]]
 
 
 def classify_exception(exc: BaseException) -> Outcome:
-    """Map what a call raised into the contract. Cancellation is never passed here: it must propagate."""
+    """Map what a call raised into the contract.
+
+    Cancellation is not an answer: a group holding any (asyncio's or trio's, both ``BaseException``)
+    has it split off and re-raised, so it propagates; the errors of a group are all classified.
+    """
     if isinstance(exc, BaseExceptionGroup):
-        # Cancellation (asyncio's or trio's) is a BaseException, never an Exception: it is not an answer.
-        leaves = [leaf for leaf in _leaves(exc) if isinstance(leaf, Exception)]
-        if not leaves:
-            return _error(
-                ErrorCategory.TRANSIENT,
-                "The call was cancelled before it completed.",
-                "cancelled",
-                reopen=True,
-            )
-        return classify_exception(leaves[0])
+        return _from_group(exc)
     if isinstance(exc, SourceUnavailable):
         inner = classify_exception(exc.cause)
-        description = f"The {exc.source} source could not be reached: {inner.result.description}"  # type: ignore[union-attr]
+        cause = inner.error.description if inner.error is not None else type(exc.cause).__name__
+        description = f"The {exc.source} source could not be reached: {cause}"
         return _error(ErrorCategory.TRANSIENT, description, inner.error_type or "unavailable", reopen=True)
     if isinstance(exc, MCPError):
         return _from_mcp_error(exc)
@@ -178,12 +174,7 @@ def classify_exception(exc: BaseException) -> Outcome:
             detail = f" ({exc})" if str(exc) else ""
             return _error(category, happened + detail, error_type, reopen=True)
     if isinstance(exc, httpx2.HTTPStatusError):
-        status = exc.response.status_code
-        category = ErrorCategory.TRANSIENT if status >= 500 or status == 429 else ErrorCategory.VALIDATION
-        if status in (401, 403):
-            category = ErrorCategory.PERMISSION
-        reopen = category is ErrorCategory.TRANSIENT
-        return _error(category, f"The source answered HTTP {status}.", f"http_{status}", reopen=reopen)
+        return _from_http_status(exc.response.status_code)
     if isinstance(exc, httpx2.HTTPError):
         return _error(
             ErrorCategory.TRANSIENT,
@@ -209,6 +200,14 @@ def classify_exception(exc: BaseException) -> Outcome:
         "unexpected",
         reopen=True,
     )
+
+
+def _from_http_status(status: int) -> Outcome:
+    category = ErrorCategory.TRANSIENT if status >= 500 or status == 429 else ErrorCategory.VALIDATION
+    if status in (401, 403):
+        category = ErrorCategory.PERMISSION
+    reopen = category is ErrorCategory.TRANSIENT
+    return _error(category, f"The source answered HTTP {status}.", f"http_{status}", reopen=reopen)
 
 
 def _from_mcp_error(exc: MCPError) -> Outcome:
@@ -249,6 +248,24 @@ def _from_mcp_error(exc: MCPError) -> Outcome:
         f"The source refused the request (JSON-RPC {code}): {message}",
         f"jsonrpc_{code}",
     )
+
+
+def _from_group(group: BaseExceptionGroup[BaseException]) -> Outcome:
+    errors, cancellation = group.split(Exception)
+    if cancellation is not None:
+        raise cancellation
+    assert errors is not None  # split leaves every leaf on one side or the other
+    return _group_outcome([classify_exception(leaf) for leaf in _leaves(errors)])
+
+
+def _group_outcome(outcomes: list[Outcome]) -> Outcome:
+    """Several failures of one call: the first a retry cannot fix decides, else the first; all are named."""
+    decisive = next((o for o in outcomes if o.error is not None and not o.error.is_retryable), outcomes[0])
+    descriptions = list(dict.fromkeys(o.error.description for o in outcomes if o.error is not None))
+    if len(descriptions) < 2 or decisive.error is None:
+        return decisive
+    error = decisive.error.model_copy(update={"description": " Also: ".join(descriptions)})
+    return Outcome("error", error, decisive.error_type, any(o.reopen for o in outcomes))
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

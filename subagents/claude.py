@@ -11,29 +11,19 @@ own retries (``max_retries``) are the one retry layer for the model API: nothing
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
 from sources.contract import ErrorCategory
+from sources.environment import Environment, variable
 
 if TYPE_CHECKING:
     import anthropic
 
 __all__ = ["ClaudeSettings", "TokenBudget", "model_api_category"]
-
-
-def _positive_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"{name} must be a positive whole number, e.g. {default}; got {raw!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -52,13 +42,14 @@ class ClaudeSettings:
     @classmethod
     def from_environment(cls) -> ClaudeSettings:
         """Settings from ``ANTHROPIC_*`` and ``RESEARCH_CLAUDE_*``; a bad number raises ``ValueError``."""
+        env = _ClaudeEnvironment.read()
         return cls(
-            model=os.environ.get("RESEARCH_CLAUDE_MODEL", cls.model),
-            max_tokens=_positive_int("RESEARCH_CLAUDE_MAX_TOKENS", cls.max_tokens),
-            max_turns=_positive_int("RESEARCH_CLAUDE_MAX_TURNS", cls.max_turns),
-            token_budget=_positive_int("RESEARCH_CLAUDE_TOKEN_BUDGET", cls.token_budget),
-            api_key=os.environ.get("ANTHROPIC_API_KEY") or None,
-            base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+            model=env.model,
+            max_tokens=env.max_tokens,
+            max_turns=env.max_turns,
+            token_budget=env.token_budget,
+            api_key=env.api_key,
+            base_url=env.base_url,
         )
 
     def client(self) -> anthropic.AsyncAnthropic:
@@ -69,6 +60,22 @@ class ClaudeSettings:
         return anthropic.AsyncAnthropic(
             api_key=self.api_key, base_url=self.base_url, max_retries=self.max_retries, timeout=self.timeout_s
         )
+
+
+_POSITIVE = "a positive whole number"
+
+
+class _ClaudeEnvironment(Environment):
+    """The variables ``ClaudeSettings`` reads: ``RESEARCH_CLAUDE_*``, and the SDK's own ``ANTHROPIC_*``."""
+
+    model_config = SettingsConfigDict(env_prefix="RESEARCH_CLAUDE_")
+
+    model: str = ClaudeSettings.model
+    max_tokens: int = variable(ClaudeSettings.max_tokens, _POSITIVE, ge=1)
+    max_turns: int = variable(ClaudeSettings.max_turns, _POSITIVE, ge=1)
+    token_budget: int = variable(ClaudeSettings.token_budget, _POSITIVE, ge=1)
+    api_key: str | None = Field(default=None, validation_alias="ANTHROPIC_API_KEY")
+    base_url: str | None = Field(default=None, validation_alias="ANTHROPIC_BASE_URL")
 
 
 @dataclass

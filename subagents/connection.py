@@ -16,18 +16,26 @@ import math
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from anyio.abc import TaskGroup
 from mcp import Client, StdioServerParameters
 from mcp.server import MCPServer
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, RequestParamsMeta
 
 from sources.settings import SourceSettings
 from subagents.classify import SourceUnavailable
 
-__all__ = ["Connections", "SourceConnection", "Target", "forked_target", "http_target", "stdio_target"]
+__all__ = [
+    "Connections",
+    "SourceConnection",
+    "Target",
+    "forked_target",
+    "http_target",
+    "stdio_parameters",
+    "stdio_target",
+]
 
 # What a session is opened on: an in-process server (tests), stdio parameters, an HTTP URL, or a
 # transport of our own (a forked source).
@@ -38,17 +46,19 @@ _SAFETY_MARGIN_S = 1.0  # beyond the SDK's own read timeout, in case a transport
 _SPAWN_GRACE_S = 0.1  # how long a session still opening may finish spawning before it is cancelled
 
 
+def stdio_parameters(source: str, settings: SourceSettings, *extra_args: str) -> StdioServerParameters:
+    """How to spawn ``python -m sources.<source>``: a stdio child sees only a safe subset of this
+    environment, so what it needs (the settings) is passed explicitly."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", f"sources.{source}", *extra_args],
+        env=settings.child_environment(),
+    )
+
+
 def stdio_target(source: str, settings: SourceSettings, *extra_args: str) -> Target:
     """Spawn ``python -m sources.<source>``, passing the settings it needs through its environment."""
-
-    def target() -> StdioServerParameters:
-        return StdioServerParameters(
-            command=sys.executable,
-            args=["-m", f"sources.{source}", *extra_args],
-            env=settings.child_environment(),
-        )
-
-    return target
+    return lambda: stdio_parameters(source, settings, *extra_args)
 
 
 def forked_target(source: str, settings: SourceSettings) -> Target:
@@ -136,7 +146,10 @@ class SourceConnection:
     ) -> CallToolResult:
         """One call, bounded by the SDK's read timeout and, should a transport never answer, by our own."""
         with anyio.fail_after(timeout_s + _SAFETY_MARGIN_S):
-            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s, meta=meta)
+            # MCP's _meta is an open object (the credential travels in it); the SDK types only its
+            # progress token, so the cast says what the protocol allows.
+            params_meta = cast("RequestParamsMeta | None", meta)
+            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s, meta=params_meta)
 
     async def reopen(self, generation: int) -> None:
         """Drop the session a caller saw fail; the next call opens a new one (respawning a stdio source)."""

@@ -2,11 +2,11 @@
 
 * A **pre-call hook** sees a call before it leaves the process and may block it: a blocked call
   becomes a ``business`` error with ``attempted_query`` and never reaches the source.
-  ``RefundLimit`` guarantees that no refund above £500 is ever sent to billing, and fails closed: an
+  ``RefundLimit`` guarantees that no refund above the automatic limit (``sources.domain``) is ever sent to billing, and fails closed: an
   amount it cannot read as a positive number of pounds is not sent either (billing enforces the limit
   per order too: two independent guards). Given a ``RefundLedger`` it also holds to the per-order
   rules from what billing has told this runtime: a refund that would take the order's known refunds
-  above the limit, or on an order billing said is outside the 60-day window, is not sent either.
+  above the limit, or on an order billing said is outside the refund window, is not sent either.
 * ``RefundLedger`` is a post-call hook that only listens: what billing said was already refunded on
   each order (eligibility assessments, refused ones' partial results too; invoices; refunds issued),
   and which orders it said are outside the window.

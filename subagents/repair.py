@@ -16,13 +16,12 @@ from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any
 
+from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, EMAIL, ORDER_ID, SKU, Spelled
+
 __all__ = ["repair"]
 
-_CUSTOMER_ID = re.compile(r"^\s*cust[-_ ]?0*(\d{1,5})\s*$", re.I)
-_ORDER_ID = re.compile(r"^\s*ord[-_ ]?0*(\d{1,5})\s*$", re.I)
-_SKU = re.compile(r"^\s*sku[-_ ]?(\d{4})[-_ ]?([a-z]{3})\s*$", re.I)
-_ARTICLE = re.compile(r"^\s*kb[-_ ]?([a-z0-9]+(?:[-_][a-z0-9]+)*)\s*$", re.I)
-_EMAIL = re.compile(r"^\s*[^@\s]+@[^@\s]+\.[^@\s]+\s*$")
+# The tolerant spellings of each identifier, and its canonical form, are the sources' own.
+_EMAIL_LIKE = re.compile(rf"^\s*{EMAIL.like}\s*$")
 _DATE_SPELLINGS = (
     "%Y-%m-%d",
     "%Y/%m/%d",
@@ -45,22 +44,25 @@ def _iso_date(value: str) -> str | None:
     return None
 
 
-def _pattern_rule(pattern: re.Pattern[str], build: Callable[[re.Match[str]], str]) -> Callable[[str], str]:
+def _spelling_rule(identifier: Spelled) -> Callable[[str], str]:
+    """Rebuild a value typed in one of ``identifier``'s tolerant spellings; else only trim it."""
+    pattern = re.compile(rf"^\s*{identifier.spelled}\s*$", re.I)
+
     def rule(value: str) -> str:
         match = pattern.match(value)
-        return build(match) if match else value.strip()
+        return identifier.from_match(match) if match else value.strip()
 
     return rule
 
 
-_customer_id = _pattern_rule(_CUSTOMER_ID, lambda m: f"CUST-{int(m[1]):05d}")
-_order_id = _pattern_rule(_ORDER_ID, lambda m: f"ORD-{int(m[1]):05d}")
-_sku = _pattern_rule(_SKU, lambda m: f"SKU-{m[1]}-{m[2].upper()}")
-_article_id = _pattern_rule(_ARTICLE, lambda m: f"KB-{m[1].upper().replace('_', '-')}")
+_customer_id = _spelling_rule(CUSTOMER_ID)
+_order_id = _spelling_rule(ORDER_ID)
+_sku = _spelling_rule(SKU)
+_article_id = _spelling_rule(ARTICLE_ID)
 
 
 def _identifier(value: str) -> str:
-    return value.strip().lower() if _EMAIL.match(value) else _customer_id(value)
+    return EMAIL.canonical(value) if _EMAIL_LIKE.match(value) else _customer_id(value)
 
 
 def _date_value(value: str) -> str:

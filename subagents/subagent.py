@@ -16,41 +16,36 @@ a ``Decision`` in its report, in order:
 Only three things send a call again: a transient failure (the identical call, after a back-off),
 a repair (changed arguments), an elevation (a new credential). Nothing above or below retries.
 
-``settle`` is the part under any decision-maker: it makes one call until it settles (hooks, deadline,
-breaker, transient retries, elevation). ``recover`` decides on what settled, in code. In Claude mode
-``subagents.tool_loop`` lets a model decide instead, on top of the same ``settle``.
+This module acts; ``subagents.recovery`` decides. A ``Subagent`` holds its run's state (an immutable
+``RunState``, replaced at each step), asks the machine for the next step and carries it out: it calls,
+sleeps on the injected clock, asks the broker, records each decision on the trace and tells the
+observer. ``Subagent.settle`` makes one call until it settles (hooks, deadline, breaker, transient
+retries, elevation); ``Subagent.recover`` is the code deciding on what settled. In Claude mode
+``subagents.tool_loop`` lets a model choose the calls instead, through the same ``settle`` and the
+same machine, so every bound is counted once.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import anyio
-from opentelemetry.trace import INVALID_SPAN, Span
-from pydantic import BaseModel, ConfigDict
+from opentelemetry.trace import Span
 
-from sources.contract import (
-    AttemptedQuery,
-    Decision,
-    DecisionAction,
-    EmptyResult,
-    ErrorCategory,
-    Escalation,
-    ResultPage,
-    ToolError,
-)
-from subagents.breaker import Breaker, Breakers, BreakerState
+from sources.contract import ErrorCategory, ToolError
+from subagents import recovery
+from subagents.breaker import Breakers, BreakerState
 from subagents.broker import CredentialBroker
 from subagents.classify import Outcome, classify_exception, classify_result, with_attempted_query
 from subagents.connection import Connections
+from subagents.decisions import Decision, DecisionAction
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
-from subagents.policy import Recovery, RecoveryPolicy
-from subagents.repair import repair
+from subagents.policy import RecoveryPolicy
+from subagents.recovery import ACCEPT_EMPTY, RunState, Stop, SubagentReport, Task
 from traces.client_status import collect_client_spans
 from traces.spans import end_subagent, record_decision, subagent_span
 
@@ -61,20 +56,14 @@ __all__ = [
     "ModelDriver",
     "MonotonicClock",
     "Observer",
-    "Run",
     "Runtime",
     "Settled",
     "SilentObserver",
+    "Subagent",
     "SubagentReport",
     "Task",
-    "add_new",
-    "describe_changes",
-    "recover",
     "run_subagent",
-    "settle",
 ]
-
-ACCEPT_EMPTY = "the query ran and matched nothing: a valid empty result, not retried"
 
 # Every wait of a subagent (opening a session, a call, a back-off) is bounded by the time its deadline
 # leaves, so it reports by the deadline. Should anything still run this long after it, the subagent
@@ -122,45 +111,10 @@ class SilentObserver:
         pass
 
 
-@dataclass(frozen=True)
-class Task:
-    id: str
-    source: str
-    tool: str
-    arguments: dict[str, Any]
-    purpose: str = "research"
-
-
-class SubagentReport(BaseModel):
-    """What a subagent hands its coordinator."""
-
-    model_config = ConfigDict(frozen=True)
-
-    task: str
-    source: str
-    tool: str
-    state: Literal["ok", "empty", "escalated"]
-    results: list[Any] = []
-    truncated: bool = False
-    message: str | None = None
-    attempts: int
-    decisions: list[Decision]
-    attempted_query: AttemptedQuery
-    escalation: Escalation | None = None
-    # Escalated on a permission error: the scope the source said would allow the call (the way out).
-    required_scope: str | None = None
-    out_of_time: bool = False  # escalated because the deadline came, not because recovery ran out
-    # Claude mode: records of the source's other tools the model called, by tool, and what the model cost.
-    other_results: dict[str, list[Any]] = {}
-    turns: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
 class ModelDriver(Protocol):
-    """Drives a subagent's run with a model choosing the calls (Claude mode); ``settle`` stays under it."""
+    """Drives a subagent with a model choosing the calls (Claude mode); ``Subagent.settle`` stays under it."""
 
-    async def drive(self, run: Run) -> SubagentReport: ...
+    async def drive(self, agent: Subagent) -> SubagentReport: ...
 
 
 @dataclass
@@ -179,29 +133,50 @@ class Runtime:
     model: ModelDriver | None = None  # None: the code decides every step (the deterministic mode)
 
 
-@dataclass
-class Run:
-    """The state of one subagent's run. ``tool`` and ``arguments`` are the current call's."""
+@dataclass(frozen=True)
+class Settled:
+    """A call that settled: its outcome, why it ended there, and whether the code stopped the run on it.
 
-    task: Task
-    runtime: Runtime
-    deadline: float
-    tool: str
-    arguments: dict[str, Any]
-    meta: dict[str, Any] | None
-    held_scopes: set[str] = field(default_factory=set)
-    attempts: int = 0
-    retries: int = 0
-    repairs: int = 0
-    elevations: int = 0
-    decisions: list[Decision] = field(default_factory=list)
-    partial_results: list[Any] = field(default_factory=list)
-    out_of_time: bool = False
-    span: Span = INVALID_SPAN
-    other_results: dict[str, list[Any]] = field(default_factory=dict)
-    turns: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
+    ``stopped``: the code had to end the run here (deadline, open breaker, retries spent); its decision
+    is recorded and nothing more may be called. Otherwise the decision-maker acts on the outcome.
+    """
+
+    outcome: Outcome
+    reason: str
+    stopped: bool = False
+
+
+async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> SubagentReport:
+    """Carry one task to a report by ``deadline`` (on ``runtime.clock``), recovering what can be recovered."""
+    with subagent_span(task.id, task.source, task.tool, task.arguments) as span:
+        agent = Subagent(runtime, RunState.start(task, deadline, runtime.broker.base_meta(task.source)), span)
+        report: SubagentReport | None = None
+        with anyio.move_on_after(max(deadline - runtime.clock.now(), 0.0) + DEADLINE_GRACE_S):
+            report = await (runtime.model.drive(agent) if runtime.model is not None else agent.recover())
+        if report is None:  # the backstop fired: this scope's own cancellation, caught by it
+            report = agent.cut_short()
+        category = report.escalation.error_category.value if report.escalation else None
+        end_subagent(
+            span,
+            state=report.state,
+            attempts=report.attempts,
+            category=category,
+            message=report.message or "",
+        )
+    return report
+
+
+class Subagent:
+    """Acts for one task on what ``subagents.recovery`` decides; ``state`` is replaced at every step."""
+
+    def __init__(self, runtime: Runtime, state: RunState, span: Span) -> None:
+        self.runtime = runtime
+        self.state = state
+        self.span = span
+
+    @property
+    def task(self) -> Task:
+        return self.state.task
 
     def decide(
         self,
@@ -211,14 +186,15 @@ class Run:
         backoff_ms: int = 0,
         error_type: str = "",
     ) -> None:
+        """Record a decision: in the run's state, on the trace, and to the observer."""
         decision = Decision(
             action=action,
             category=category,
-            attempt=max(self.attempts, 1),
+            attempt=max(self.state.attempts, 1),
             backoff_ms=backoff_ms,
             reason=reason,
         )
-        self.decisions.append(decision)
+        self.state = self.state.decided(decision)
         record_decision(
             self.span,
             action=action,
@@ -231,272 +207,192 @@ class Run:
         self.runtime.observer.decided(self.task, decision)
 
     def step(self, action: DecisionAction, reason: str, outcome: Outcome, backoff_ms: int = 0) -> None:
-        """A decision about a failed call, after which the subagent calls again."""
+        """Record a decision about ``outcome``, a failed call."""
         category = outcome.error.error_category if outcome.error else None
         self.decide(action, reason, category, backoff_ms=backoff_ms, error_type=outcome.error_type)
 
-    def stop(self, action: DecisionAction, reason: str, outcome: Outcome) -> SubagentReport:
-        """A decision after which the subagent stops, and its report."""
-        self.step(action, reason, outcome)
+    def stop(self, stop: Stop, outcome: Outcome) -> SubagentReport:
+        """Carry out a ``Stop``: its decision, then the report."""
+        if stop.out_of_time:
+            self.state = self.state.timed_out()
+        self.step(stop.action, stop.reason, outcome)
         return self.report(outcome)
 
-    def query(self) -> AttemptedQuery:
-        return AttemptedQuery(tool=self.tool, arguments=dict(self.arguments))
+    def report(self, outcome: Outcome) -> SubagentReport:
+        return recovery.report(self.state, outcome)
 
-    def out_of_time_stop(self, reason: str, outcome: Outcome | None = None) -> SubagentReport:
-        """Give up because the deadline came: what the run sent, did and kept so far is reported."""
-        self.out_of_time = True
-        return self.stop("give_up", reason, outcome or _deadline_outcome(self))
+    def repair(self, step: recovery.Repair, outcome: Outcome | None) -> None:
+        """Carry out a ``Repair``: the next call has the new arguments (``outcome``: the code's repair
+        of a failed call; None: the model's, whose corrected call is the one about to be made)."""
+        self.state = self.state.repaired(step.arguments)
+        if outcome is None:
+            self.decide("repair", step.reason, ErrorCategory.VALIDATION)
+        else:
+            self.step("repair", step.reason, outcome)
 
     def cut_short(self) -> SubagentReport:
         """The report of a run stopped from outside mid-step (the backstop after the deadline)."""
-        return self.out_of_time_stop(f"the deadline passed while {self.task.source} was still working")
+        why = f"the deadline passed while {self.task.source} was still working"
+        return self.stop(Stop("give_up", why, out_of_time=True), self._deadline_outcome())
 
-    def keep_partial(self, error: ToolError) -> None:
-        add_new(self.partial_results, error.partial_results or [])
+    async def recover(self) -> SubagentReport:
+        """The code decides: a result is reported, a validation error repaired, anything else escalated."""
+        while True:
+            settled = await self.settle()
+            if settled.stopped:
+                return self.report(settled.outcome)
+            step = recovery.on_settled(self.runtime.policy, self.state, settled.outcome, settled.reason)
+            if isinstance(step, recovery.Finish):
+                if step.accept_empty:
+                    self.decide("accept_empty", ACCEPT_EMPTY)
+                return self.report(settled.outcome)
+            if isinstance(step, Stop):
+                return self.stop(step, settled.outcome)
+            self.repair(step, settled.outcome)
 
-    def report(self, outcome: Outcome) -> SubagentReport:
-        result = outcome.result
-        common = {
-            "task": self.task.id, "source": self.task.source, "tool": self.task.tool,
-            "attempts": self.attempts, "decisions": self.decisions, "attempted_query": self.query(),
-            "out_of_time": self.out_of_time, "other_results": self.other_results, "turns": self.turns,
-            "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-        }  # fmt: skip
-        if isinstance(result, ResultPage):
-            return SubagentReport(state="ok", results=result.results, truncated=result.truncated, **common)
-        if isinstance(result, EmptyResult):
-            return SubagentReport(state="empty", message=result.message, **common)
-        escalation = Escalation(
-            error_category=result.error_category,
-            is_retryable=result.is_retryable,
-            message=result.description,
-            attempted_query=result.attempted_query or self.query(),
-            partial_results=self.partial_results,
-            source=self.task.source,
-            attempts=self.attempts,
-            decisions=self.decisions,
-        )
-        return SubagentReport(
-            state="escalated", message=result.description, escalation=escalation,
-            required_scope=result.required_scope if result.error_category == ErrorCategory.PERMISSION else None,
-            **common,
-        )  # fmt: skip
+    async def settle(self) -> Settled:
+        """Make the current call until it settles; transient faults are retried and permission elevated here.
 
+        Returns what the decision-maker (``recover``, or a model) must act on: a result, or an error that
+        was blocked by a hook, or is validation, business, or permission the broker would not grant. Or
+        the outcome the code itself stopped on (deadline, open breaker, retries spent).
+        """
+        breaker = self.runtime.breakers[self.task.source]
+        while True:
+            early = self._before_call()
+            if early is not None:
+                return early
+            outcome = await self._guarded_call()
+            if (
+                outcome.error_type == "deadline"
+            ):  # the call's time was clipped to the deadline, and it ran out
+                return self._stopped(
+                    Stop("give_up", f"the deadline passed before {self.task.source} answered", True), outcome
+                )
+            error = outcome.error
+            breaker.record(
+                source_failed=error is not None and error.error_category is ErrorCategory.TRANSIENT,
+                now=self.runtime.clock.now(),
+            )
+            if error is None:
+                return Settled(outcome, "")
+            self.state = self.state.keeping(error.partial_results or [])
+            settled = await self._after_failure(outcome, error)
+            if settled is not None:
+                return settled
 
-async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> SubagentReport:
-    """Carry one task to a report by ``deadline`` (on ``runtime.clock``), recovering what can be recovered."""
-    run = Run(task, runtime, deadline, task.tool, dict(task.arguments), runtime.broker.base_meta(task.source))
-    with subagent_span(task.id, task.source, task.tool, task.arguments) as span:
-        run.span = span
-        report: SubagentReport | None = None
-        with anyio.move_on_after(max(deadline - runtime.clock.now(), 0.0) + DEADLINE_GRACE_S):
-            report = await (runtime.model.drive(run) if runtime.model is not None else recover(run))
-        if report is None:  # the backstop fired: this scope's own cancellation, caught by it
-            report = run.cut_short()
-        category = report.escalation.error_category.value if report.escalation else None
-        end_subagent(
-            span,
-            state=report.state,
-            attempts=report.attempts,
-            category=category,
-            message=report.message or "",
-            input_tokens=report.input_tokens,
-            output_tokens=report.output_tokens,
-        )
-    return report
-
-
-def add_new(into: list[Any], records: list[Any]) -> None:
-    """Append the records ``into`` does not hold yet (by value): what a subagent keeps is never doubled."""
-    seen = {json.dumps(item, sort_keys=True, default=str) for item in into}
-    for record in records:
-        if json.dumps(record, sort_keys=True, default=str) not in seen:
-            into.append(record)
-
-
-@dataclass(frozen=True)
-class Settled:
-    """A call that settled: its outcome, and why it ended there (the reason of the decision taken on it)."""
-
-    outcome: Outcome
-    reason: str
-
-
-async def recover(run: Run) -> SubagentReport:
-    """The code decides: a result is reported, a validation error repaired, anything else escalated."""
-    while True:
-        settled = await settle(run)
-        if isinstance(settled, SubagentReport):
-            return settled
-        outcome, error = settled.outcome, settled.outcome.error
-        if error is None:
-            if outcome.kind == "empty":
-                run.decide("accept_empty", ACCEPT_EMPTY)
-            return run.report(outcome)
-        if outcome.error_type == "hook_blocked":
-            return run.stop("hook_blocked", settled.reason, outcome)
-        if run.runtime.policy.action_for(error.error_category) is not Recovery.REPAIR:
-            return run.stop("escalate", settled.reason, outcome)
-        stopped = _repair(run, outcome, error)
-        if stopped is not None:
-            return stopped
-
-
-async def settle(run: Run) -> SubagentReport | Settled:
-    """Make the current call until it settles; transient faults are retried and permission elevated here.
-
-    Returns what the decision-maker (``recover``, or a model) must act on: a result, or an error that
-    was blocked by a hook, or is validation, business, or permission the broker would not grant. Or
-    the final report, when the code itself had to stop (deadline, open breaker, retries spent).
-    """
-    task, runtime = run.task, run.runtime
-    breaker = runtime.breakers[task.source]
-    while True:
-        call = ToolCall(task.source, run.tool, dict(run.arguments), run.attempts + 1, task.id)
+    def _before_call(self) -> Settled | None:
+        """What stops a call before it is sent: a pre-call hook, the deadline, an open breaker."""
+        runtime, call = self.runtime, self._tool_call()
         blocked = next((error for hook in runtime.pre_call if (error := hook(call)) is not None), None)
         if blocked is not None:
             return Settled(Outcome("error", blocked, "hook_blocked"), blocked.description)
-        remaining = run.deadline - runtime.clock.now()
-        if remaining <= 0:
-            return run.out_of_time_stop("the deadline passed before the call could be made")
-        if not breaker.allow(runtime.clock.now()):
-            return run.report(_breaker_open(run, breaker))
+        if self.state.deadline - runtime.clock.now() <= 0:
+            why = "the deadline passed before the call could be made"
+            return self._stopped(Stop("give_up", why, out_of_time=True), self._deadline_outcome())
+        if not runtime.breakers[self.task.source].allow(runtime.clock.now()):
+            return Settled(self._breaker_open(), "", stopped=True)
+        return None
 
+    async def _after_failure(self, outcome: Outcome, error: ToolError) -> Settled | None:
+        """Carry out what the machine says of a failed call; None: call again."""
+        runtime = self.runtime
+        breaker = runtime.breakers[self.task.source]
+        step = recovery.after_failure(
+            runtime.policy, self.state, error, outcome.error_type,
+            breaker_open=breaker.state is BreakerState.OPEN, now=runtime.clock.now(), rng=runtime.rng,
+        )  # fmt: skip
+        match step:
+            case recovery.Retry(delay_s=delay, reason=reason):
+                self.state = self.state.retried()
+                self.step("retry", reason, outcome, backoff_ms=round(delay * 1000))
+                await runtime.clock.sleep(delay)
+                return None
+            case recovery.Elevate(scope=scope):
+                refusal = self._elevate(scope, outcome, error)
+                return None if refusal is None else Settled(outcome, refusal)
+            case recovery.NotCalled():
+                return Settled(self._breaker_open(), "", stopped=True)
+            case Stop():
+                return self._stopped(step, outcome)
+            case recovery.HandOver(reason=reason):
+                return Settled(outcome, reason)
+
+    def _stopped(self, stop: Stop, outcome: Outcome) -> Settled:
+        if stop.out_of_time:
+            self.state = self.state.timed_out()
+        self.step(stop.action, stop.reason, outcome)
+        return Settled(outcome, stop.reason, stopped=True)
+
+    def _tool_call(self) -> ToolCall:
+        call, task = self.state.call, self.task
+        return ToolCall(task.source, call.tool, dict(call.arguments), self.state.attempts + 1, task.id)
+
+    async def _guarded_call(self) -> Outcome:
+        breaker = self.runtime.breakers[self.task.source]
         try:
-            outcome = await _call(run, call, remaining)
+            outcome = await self._call(self._tool_call())
         except BaseException:  # cancelled mid-call (the deadline, a stopped model): re-raised at once
             breaker.abandon()
             raise
-        if outcome.error_type == "deadline":  # the call's time was clipped to the deadline, and it ran out
+        if outcome.error_type == "deadline":
             breaker.abandon()  # says nothing of the source's health
-            return run.out_of_time_stop(f"the deadline passed before {task.source} answered", outcome)
-        error = outcome.error
-        breaker.record(
-            source_failed=error is not None and error.error_category is ErrorCategory.TRANSIENT,
-            now=runtime.clock.now(),
+        return outcome
+
+    async def _call(self, call: ToolCall) -> Outcome:
+        """One attempt: the call, its outcome in the contract, the post-call hooks; a dead session dropped."""
+        runtime = self.runtime
+        connection = runtime.connections[self.task.source]
+        self.state = self.state.attempted()
+        runtime.observer.attempt(self.task, self.state.attempts, dict(self.state.call.arguments))
+        deadline, sent = self.state.deadline, self.state.call
+        generation = None
+        with collect_client_spans() as client_spans:
+            try:
+                client, generation = await connection.session(timeout_s=deadline - runtime.clock.now())
+                timeout_s = min(runtime.policy.call_timeout_s, deadline - runtime.clock.now())
+                result = await connection.call(
+                    client, sent.tool, sent.arguments, timeout_s=timeout_s, meta=sent.meta
+                )
+                outcome = classify_result(result)
+            except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
+                outcome = self._cut_by_deadline(classify_exception(exc))
+            if outcome.error is not None:  # the SDK leaves its client span's status unset here: set it
+                client_spans.failed(outcome.error_type or "tool_error", outcome.error.description)
+        outcome = with_attempted_query(outcome, sent.query())
+        for hook in runtime.post_call:
+            outcome = hook(call, outcome)
+        if outcome.reopen and generation is not None:
+            await connection.reopen(generation)
+        return outcome
+
+    def _cut_by_deadline(self, outcome: Outcome) -> Outcome:
+        """A transient failure at the deadline is the deadline's doing (the call's timeout was clipped to it)."""
+        transient = outcome.error is not None and outcome.error.error_category is ErrorCategory.TRANSIENT
+        if transient and self.state.deadline - self.runtime.clock.now() <= _AT_DEADLINE_S:
+            return Outcome("error", self._deadline_outcome().result, "deadline", outcome.reopen)
+        return outcome
+
+    def _elevate(self, scope: str | None, outcome: Outcome, error: ToolError) -> str | None:
+        """Ask the broker for the scope the error names: None when granted (call again), else why not."""
+        elevation = self.runtime.broker.elevate(
+            scope, self.task.purpose, set(self.state.held_scopes), source=self.task.source
         )
-        if error is None:
-            return Settled(outcome, "")
-        run.keep_partial(error)
-        match runtime.policy.action_for(error.error_category):
-            case Recovery.RETRY:
-                stopped = await _retry(run, outcome, error, breaker)
-                if stopped is not None:
-                    return stopped
-            case Recovery.ELEVATE:
-                refusal = _elevate(run, outcome, error)
-                if refusal is not None:
-                    return Settled(outcome, refusal)
-            case _:
-                return Settled(outcome, error.description)
+        if not elevation.granted:
+            return f"elevation refused ({elevation.reason}): {error.description}"
+        self.state = self.state.elevated(scope or "", elevation.meta())
+        self.step("elevate", elevation.reason, outcome)
+        return None
 
-
-async def _call(run: Run, call: ToolCall, remaining: float) -> Outcome:
-    """One attempt: the call, its outcome in the contract, the post-call hooks; a dead session dropped."""
-    task, runtime = run.task, run.runtime
-    connection = runtime.connections[task.source]
-    run.attempts += 1
-    runtime.observer.attempt(task, run.attempts, run.arguments)
-    generation = None
-    with collect_client_spans() as client_spans:
-        try:
-            client, generation = await connection.session(timeout_s=remaining)  # spawning counts too
-            left = run.deadline - runtime.clock.now()
-            timeout_s = min(runtime.policy.call_timeout_s, left)
-            result = await connection.call(
-                client, run.tool, run.arguments, timeout_s=timeout_s, meta=run.meta
-            )
-            outcome = classify_result(result)
-        except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
-            outcome = classify_exception(exc)
-            transient = outcome.error is not None and outcome.error.error_category is ErrorCategory.TRANSIENT
-            if transient and run.deadline - runtime.clock.now() <= _AT_DEADLINE_S:  # the deadline cut it
-                outcome = Outcome("error", _deadline_outcome(run).result, "deadline", outcome.reopen)
-        if outcome.error is not None:  # the SDK leaves its client span's status unset here: set it
-            client_spans.failed(outcome.error_type or "tool_error", outcome.error.description)
-    outcome = with_attempted_query(outcome, run.query())
-    for hook in runtime.post_call:
-        outcome = hook(call, outcome)
-    if outcome.reopen and generation is not None:
-        await connection.reopen(generation)
-    return outcome
-
-
-async def _retry(run: Run, outcome: Outcome, error: ToolError, breaker: Breaker) -> SubagentReport | None:
-    policy, runtime = run.runtime.policy, run.runtime
-    if breaker.state is BreakerState.OPEN:  # this failure opened it: no point waiting to retry
-        return run.report(_breaker_open(run, breaker))
-    if run.retries >= policy.max_retries:
-        return run.stop("give_up", f"{run.retries} retries spent: {error.description}", outcome)
-    delay = policy.backoff_s(run.retries + 1, runtime.rng, error.retry_after_ms)
-    if runtime.clock.now() + delay >= run.deadline:
-        return run.out_of_time_stop(
-            f"a back-off of {delay:.2f} s would pass the deadline: {error.description}", outcome
+    def _breaker_open(self) -> Outcome:
+        breaker = self.runtime.breakers[self.task.source]
+        wait_s = breaker.retry_in_s(self.runtime.clock.now())
+        reason = f"the circuit for {self.task.source} is open; it probes again in {wait_s:.1f} s"
+        self.decide("breaker_open", reason, ErrorCategory.TRANSIENT, error_type="breaker_open")
+        return Outcome(
+            "error", ToolError.of(ErrorCategory.TRANSIENT, f"Not called: {reason}."), "breaker_open"
         )
-    run.retries += 1
-    cause = outcome.error_type if outcome.error_type not in ("", "tool_error") else "a transient error"
-    hint = f", honouring retryAfterMs {error.retry_after_ms}" if error.retry_after_ms else ""
-    reason = f"retry {run.retries}/{policy.max_retries} after {cause}{hint}: {error.description}"
-    run.step("retry", reason, outcome, backoff_ms=round(delay * 1000))
-    await runtime.clock.sleep(delay)
-    return None
 
-
-def _repair(run: Run, outcome: Outcome, error: ToolError) -> SubagentReport | None:
-    policy = run.runtime.policy
-    if run.repairs >= policy.max_repairs:
-        return run.stop("escalate", f"{run.repairs} repairs spent: {error.description}", outcome)
-    repaired = repair(run.arguments)
-    if repaired is None:
-        return run.stop("escalate", f"no repair applies: {error.description}", outcome)
-    changes = describe_changes(run.arguments, repaired)
-    run.repairs += 1
-    run.arguments = repaired
-    run.step("repair", f"repair {run.repairs}/{policy.max_repairs}: {changes}", outcome)
-    return None
-
-
-def describe_changes(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """What a repair changed, argument by argument: ``sku "sku-1" -> "SKU-1"``."""
-    names = [*after, *(name for name in before if name not in after)]
-    changed = [
-        f"{name} {json.dumps(before.get(name), default=str)} -> {json.dumps(after.get(name), default=str)}"
-        for name in names
-        if before.get(name) != after.get(name)
-    ]
-    return ", ".join(changed) or "no argument changed"
-
-
-def _elevate(run: Run, outcome: Outcome, error: ToolError) -> str | None:
-    """Ask the broker for the scope the error names: None when granted (call again), else why not."""
-    if run.elevations >= run.runtime.policy.max_elevations:
-        why = f"{run.elevations} elevation already used"
-        return f"elevation refused ({why}): {error.description}"
-    elevation = run.runtime.broker.elevate(
-        error.required_scope, run.task.purpose, run.held_scopes, source=run.task.source
-    )
-    if not elevation.granted:
-        return f"elevation refused ({elevation.reason}): {error.description}"
-    run.elevations += 1
-    run.held_scopes.add(error.required_scope or "")
-    run.meta = elevation.meta()
-    run.step("elevate", elevation.reason, outcome)
-    return None
-
-
-def _breaker_open(run: Run, breaker: Breaker) -> Outcome:
-    wait_s = breaker.retry_in_s(run.runtime.clock.now())
-    reason = f"the circuit for {run.task.source} is open; it probes again in {wait_s:.1f} s"
-    run.decide("breaker_open", reason, ErrorCategory.TRANSIENT, error_type="breaker_open")
-    return Outcome("error", ToolError.of(ErrorCategory.TRANSIENT, f"Not called: {reason}."), "breaker_open")
-
-
-def _deadline_outcome(run: Run) -> Outcome:
-    return Outcome(
-        "error",
-        ToolError.of(
-            ErrorCategory.TRANSIENT, f"The deadline passed before {run.task.source} answered {run.tool}."
-        ),
-        "deadline",
-    )
+    def _deadline_outcome(self) -> Outcome:
+        answered = f"The deadline passed before {self.task.source} answered {self.state.call.tool}."
+        return Outcome("error", ToolError.of(ErrorCategory.TRANSIENT, answered), "deadline")

@@ -33,23 +33,18 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from sources.contract import ErrorCategory, ResultPage, ToolError, to_call_tool_result
+from subagents import recovery
 from subagents.classify import Outcome
 from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
+from subagents.model_use import ClaudeReport, ModelUse
 from subagents.policy import Recovery
-from subagents.subagent import (
-    ACCEPT_EMPTY,
-    Run,
-    Settled,
-    SubagentReport,
-    add_new,
-    describe_changes,
-    recover,
-    settle,
-)
+from subagents.recovery import ACCEPT_EMPTY, Stop, SubagentReport, add_new
+from subagents.subagent import Settled, Subagent
+from traces.spans import record_model_use
 
 if TYPE_CHECKING:
     import anthropic
-    from anthropic.types.beta import BetaMessageParam
+    from anthropic.types.beta import BetaMessage, BetaMessageParam
     from mcp.types import CallToolResult
 
 __all__ = ["ClaudeSubagents", "ModelCaller", "claude_subagents"]
@@ -77,23 +72,41 @@ def _call_key(tool: str, arguments: dict[str, Any]) -> str:
     return json.dumps([tool, arguments], sort_keys=True, default=str)
 
 
+class _OwnCodeFailed(Exception):
+    """Our own code failed under the SDK's tool runner, which would hand any exception to the model as
+    an error result; it is carried out of the loop instead and re-raised there, never hidden."""
+
+
 @dataclass
 class ModelCaller:
-    """What the model's MCP tools call: the subagent's own recovery between the model and its source."""
+    """What the model's MCP tools call: the subagent's own recovery between the model and its source.
 
-    run: Run
+    It feeds the model's calls to the same ``Subagent`` and the same decisions (``subagents.recovery``)
+    as the deterministic mode; what it keeps itself is only what a model adds: the calls that failed
+    for good, the tool it was asked to repair, every record the task's tool returned.
+    """
+
+    agent: Subagent
     runner: Any = None  # the SDK's tool runner this caller serves; closed when the code ends the loop
     stopped: SubagentReport | None = None  # the code ended the subagent (deadline, breaker, repairs)
     planned: tuple[dict[str, Any], Outcome] | None = None  # the last call of the task's tool, and its outcome
     found: list[Any] = field(default_factory=list)  # every record the task's tool returned (pages add up)
+    other_results: dict[str, list[Any]] = field(default_factory=dict)  # records of the source's other tools
     last: Outcome | None = None  # the outcome of the model's last call, whatever its tool
     failed_for_good: dict[str, ToolError] = field(default_factory=dict)  # by identical call
     repairing: str | None = None  # the tool whose validation error the model was given to repair
     ended_loop: bool = False  # the code ended the model's loop (its decision says why)
+    crashed: BaseException | None = None  # our own code failed under the runner: re-raised after the loop
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **_: Any) -> CallToolResult:
-        """The signature ``async_mcp_tool`` calls; never raises, every outcome is a contract result."""
-        return to_call_tool_result(await self._answer(name, dict(arguments or {})))
+        """The signature ``async_mcp_tool`` calls; every outcome is a contract result."""
+        try:
+            answer = await self._answer(name, dict(arguments or {}))
+        except Exception as exc:  # our own bug: kept for the loop to re-raise (see _OwnCodeFailed)
+            self.crashed = exc
+            await self._end_loop()
+            raise _OwnCodeFailed from exc
+        return to_call_tool_result(answer)
 
     async def _end_loop(self) -> None:
         """The runner stops after this turn's calls: the model is asked nothing more."""
@@ -102,65 +115,76 @@ class ModelCaller:
             await self.runner.close()
 
     async def _answer(self, tool: str, arguments: dict[str, Any]) -> ResultPage[Any] | ToolError | Any:
-        run, policy = self.run, self.run.runtime.policy
+        agent = self.agent
         if self.stopped is not None:
             return _stopped_error(self.stopped)
         key = _call_key(tool, arguments)
+        refused = await self._refusal(key)
+        if refused is not None:
+            return refused
+        if self.repairing is not None:
+            if tool == self.repairing:  # the model's answer to a validation error: a repair
+                repaired = recovery.model_repair(agent.runtime.policy, agent.state, arguments)
+                agent.repair(repaired, None)
+            self.repairing = None
+        agent.state = agent.state.calling(tool, arguments)
+        settled = await agent.settle()
+        if settled.stopped:  # the code had to stop: deadline, open breaker, retries spent
+            self.stopped = agent.report(settled.outcome)
+            await self._end_loop()
+            return _stopped_error(self.stopped)
+        return await self._hand_over(key, settled)
+
+    async def _refusal(self, key: str) -> ToolError | None:
+        """A call the code will not send: identical to one that failed for good, or over the call budget."""
+        agent, policy = self.agent, self.agent.runtime.policy
         if key in self.failed_for_good:
             error = self.failed_for_good[key]
             reason = f"not sent again: the identical call failed with a {error.error_category} error"
-            run.decide("refused", f"{reason}: {error.description}", error.error_category)
+            agent.decide("refused", f"{reason}: {error.description}", error.error_category)
             return error
-        if run.attempts >= policy.max_attempts:  # the same bound a subagent has in the deterministic mode
+        if recovery.calls_spent(policy, agent.state):  # the same bound as in the deterministic mode
             error = ToolError.of(
                 ErrorCategory.BUSINESS, f"Not called: the subagent's {policy.max_attempts} calls are spent."
             )
-            run.decide("refused", error.description, ErrorCategory.BUSINESS)
+            agent.decide("refused", error.description, ErrorCategory.BUSINESS)
             await self._end_loop()
             return error
-        if self.repairing is not None:
-            if tool == self.repairing:  # the model's answer to a validation error: a repair
-                run.repairs += 1
-                reason = f"repair {run.repairs}/{policy.max_repairs} by the model: {describe_changes(run.arguments, arguments)}"
-                run.decide("repair", reason, ErrorCategory.VALIDATION)
-            self.repairing = None
-        run.tool, run.arguments = tool, arguments
-        settled = await settle(run)
-        if isinstance(settled, SubagentReport):  # the code had to stop: deadline, open breaker, retries spent
-            self.stopped = settled
-            await self._end_loop()
-            return _stopped_error(settled)
-        return await self._hand_over(key, settled)
+        return None
+
+    def _keep(self, outcome: Outcome) -> None:
+        """Record what a call returned: the task's own tool's records, and the other tools' apart."""
+        call = self.agent.state.call
+        self.last = outcome
+        page = outcome.result if isinstance(outcome.result, ResultPage) else None
+        if call.tool == self.agent.task.tool:
+            self.planned = (dict(call.arguments), outcome)
+            add_new(self.found, page.results if page else [])
+        elif page is not None:
+            add_new(self.other_results.setdefault(call.tool, []), page.results)
 
     async def _hand_over(self, key: str, settled: Settled) -> ResultPage[Any] | ToolError | Any:
         """Record what settled, decide what the model may do next, and return what it sees."""
-        run, policy = self.run, self.run.runtime.policy
+        agent, policy = self.agent, self.agent.runtime.policy
         outcome, error = settled.outcome, settled.outcome.error
-        self.last = outcome
-        page = outcome.result if isinstance(outcome.result, ResultPage) else None
-        if run.tool == run.task.tool:
-            self.planned = (dict(run.arguments), outcome)
-            add_new(self.found, page.results if page else [])
-        elif page is not None:
-            add_new(run.other_results.setdefault(run.tool, []), page.results)
+        self._keep(outcome)
         if error is None:
             if outcome.kind == "empty":
-                run.decide("accept_empty", ACCEPT_EMPTY)
+                agent.decide("accept_empty", ACCEPT_EMPTY)
             return outcome.result
         if outcome.error_type == "hook_blocked":
-            run.step("hook_blocked", f"{settled.reason} Returned to the model.", outcome)
+            agent.step("hook_blocked", f"{settled.reason} Returned to the model.", outcome)
         elif policy.action_for(error.error_category) is Recovery.REPAIR:
-            if run.repairs >= policy.max_repairs:
-                self.stopped = run.stop(
-                    "escalate", f"{run.repairs} repairs spent: {error.description}", outcome
-                )
+            spent = recovery.repairs_spent(policy, agent.state, error)
+            if spent is not None:
+                self.stopped = agent.stop(spent, outcome)
                 await self._end_loop()
                 return error
-            self.repairing = run.tool
-            used = f"{run.repairs}/{policy.max_repairs} repairs used"
-            run.step("to_model", f"returned to the model to repair ({used}): {error.description}", outcome)
+            self.repairing = agent.state.call.tool
+            used = f"{agent.state.repairs}/{policy.max_repairs} repairs used"
+            agent.step("to_model", f"returned to the model to repair ({used}): {error.description}", outcome)
         else:
-            run.step("to_model", f"returned to the model, not retried: {settled.reason}", outcome)
+            agent.step("to_model", f"returned to the model, not retried: {settled.reason}", outcome)
         if not error.is_retryable:
             self.failed_for_good[key] = error
         return error
@@ -170,18 +194,18 @@ class ModelCaller:
 
         An error left after the model's last call, or on the task's own tool, escalates the task.
         """
-        run = self.run
+        agent = self.agent
         if self.stopped is not None:
             return self._keeping_found(self.stopped)
         planned = self.planned[1] if self.planned is not None else None
         unresolved = next((o for o in (self.last, planned) if o is not None and o.error is not None), None)
         if unresolved is not None and unresolved.error is not None:
             reason = f"the model ended with this unresolved: {unresolved.error.description}"
-            return self._keeping_found(run.stop("escalate", reason, unresolved))
+            return self._keeping_found(agent.stop(Stop("escalate", reason), unresolved))
         if self.planned is None:
             return None
-        run.tool, run.arguments = run.task.tool, self.planned[0]
-        report = run.report(self.planned[1])
+        arguments, outcome = self.planned
+        report = recovery.report(agent.state.calling(agent.task.tool, arguments), outcome)
         if self.found:  # every page the model read, not only its last one
             report = report.model_copy(update={"state": "ok", "results": self.found, "message": None})
         return report
@@ -191,8 +215,7 @@ class ModelCaller:
         escalation = report.escalation
         if escalation is None or not self.found:
             return report
-        kept = list(escalation.partial_results)
-        add_new(kept, self.found)
+        kept = add_new(list(escalation.partial_results), self.found)
         return report.model_copy(
             update={"escalation": escalation.model_copy(update={"partial_results": kept})}
         )
@@ -208,49 +231,53 @@ class ClaudeSubagents:
     # A source's tools, listed once per session (a respawned source is listed again).
     _listed: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
 
-    async def drive(self, run: Run) -> SubagentReport:
+    async def drive(self, agent: Subagent) -> SubagentReport:
+        use = _Use()
+        report = await self._drive(agent, use)
+        record_model_use(
+            agent.span, input_tokens=use.model.input_tokens, output_tokens=use.model.output_tokens
+        )
+        return ClaudeReport.of(report, use.model, use.other_results)
+
+    async def _drive(self, agent: Subagent, use: _Use) -> SubagentReport:
         if self.budget.exhausted:
             return await _code_takes_over(
-                run, f"the query's token budget is spent ({self.budget.describe()})"
+                agent, f"the query's token budget is spent ({self.budget.describe()})"
             )
         try:
-            tools = await self._tools(run)
+            tools = await self._tools(agent)
         except Exception as exc:  # a boundary: the code's own recovery deals with a source it cannot list
-            return await _code_takes_over(
-                run,
-                f"{run.task.source}'s tools could not be listed ({type(exc).__name__})",
-                ErrorCategory.TRANSIENT,
-            )
-        caller = ModelCaller(run)
-        await self._loop(run, caller, tools)
+            why = f"{agent.task.source}'s tools could not be listed ({type(exc).__name__})"
+            return await _code_takes_over(agent, why, ErrorCategory.TRANSIENT)
+        caller = ModelCaller(agent)
+        await self._loop(agent, caller, tools, use)
+        use.other_results = caller.other_results
         report = caller.final_report()
         if report is not None:
             return report
-        return await _code_takes_over(run, f"the model ended without calling {run.task.tool}")
+        return await _code_takes_over(agent, f"the model ended without calling {agent.task.tool}")
 
-    async def _tools(self, run: Run) -> list[Any]:
-        connection = run.runtime.connections[run.task.source]
+    async def _tools(self, agent: Subagent) -> list[Any]:
+        connection = agent.runtime.connections[agent.task.source]
         client, generation = await connection.session()  # opening is bounded by the connection itself
-        key = (run.task.source, generation)
+        key = (agent.task.source, generation)
         if key not in self._listed:
-            timeout_s = min(
-                run.runtime.policy.call_timeout_s, max(run.deadline - run.runtime.clock.now(), 0.0)
-            )
-            with anyio.fail_after(timeout_s):
+            left = max(agent.state.deadline - agent.runtime.clock.now(), 0.0)
+            with anyio.fail_after(min(agent.runtime.policy.call_timeout_s, left)):
                 self._listed[key] = (await client.list_tools()).tools
         return self._listed[key]
 
-    async def _loop(self, run: Run, caller: ModelCaller, tools: list[Any]) -> None:
+    def _runner(self, agent: Subagent, caller: ModelCaller, tools: list[Any]) -> Any:
+        """The SDK's tool runner over the source's tools, each answered through ``caller``."""
         # Here, not at the top: start-up time (the SDK takes seconds to import; only Claude mode needs it).
-        import anthropic
         from anthropic.lib.tools.mcp import async_mcp_tool
 
-        task = run.task
+        task = agent.task
         planned = json.dumps({"tool": task.tool, "arguments": task.arguments}, default=str)
         first: BetaMessageParam = {"role": "user", "content": f"Planned call: {planned}"}
         # async_mcp_tool is typed for an mcp ClientSession; it only calls ``call_tool``, which ModelCaller has.
         runnable = [async_mcp_tool(tool, caller) for tool in tools]  # type: ignore[arg-type]
-        runner = self.client.beta.messages.tool_runner(
+        return self.client.beta.messages.tool_runner(
             model=self.settings.model,
             max_tokens=self.settings.max_tokens,
             max_iterations=self.settings.max_turns,  # the runner runs the last turn's calls, then stops
@@ -261,47 +288,64 @@ class ClaudeSubagents:
             # trace see it) and nothing depends on state a server holds between turns.
             thread=False,
         )
-        caller.runner = runner
-        known = {tool.name for tool in tools}
-        clock = run.runtime.clock
-        stop, wants_more = "", False
+
+    async def _loop(self, agent: Subagent, caller: ModelCaller, tools: list[Any], use: _Use) -> None:
+        import anthropic  # here, not at the top: start-up time (see _runner)
+
+        runner = caller.runner = self._runner(agent, caller, tools)
         try:
-            with anyio.move_on_after(max(run.deadline - clock.now(), 0.0)) as deadline:
-                async for message in runner:
-                    run.turns += 1
-                    input_tokens, output_tokens = self.budget.spend(message.usage)
-                    run.input_tokens += input_tokens
-                    run.output_tokens += output_tokens
-                    wants_more = message.stop_reason == "tool_use"
-                    _refuse_unknown_tools(run, message, known)
-                    if wants_more and self.budget.exhausted:
-                        stop = f"the query's token budget is spent ({self.budget.describe()}); its calls were not made"
-                        break
-                    if wants_more and clock.now() >= run.deadline:
-                        stop = "the deadline came while the model was working"
-                        break
-            if deadline.cancelled_caught:
-                stop = "the deadline came while the model was working"
-            elif not stop and wants_more and not caller.ended_loop:  # the runner ended it at max_turns
-                stop = f"the model used its {run.turns} turns"
+            stop = await self._turns(agent, caller, runner, {tool.name for tool in tools}, use)
             if stop:
-                run.out_of_time = stop.startswith("the deadline")
-                run.decide("stop_model", stop, ErrorCategory.TRANSIENT if run.out_of_time else None)
-        except anthropic.AnthropicError as exc:
+                if stop.startswith("the deadline"):
+                    agent.state = agent.state.timed_out()
+                agent.decide("stop_model", stop, ErrorCategory.TRANSIENT if agent.state.out_of_time else None)
+        except anthropic.AnthropicError as exc:  # the model API failed: the code carries the task on
             reason = f"the model API failed: {type(exc).__name__}: {exc}"
-            run.decide("stop_model", reason, model_api_category(exc))
-        except Exception as exc:  # a boundary: whatever breaks in the loop, the code still carries the task
-            run.decide("stop_model", f"the model's tool loop failed: {type(exc).__name__}: {exc}")
+            agent.decide("stop_model", reason, model_api_category(exc))
         finally:
             await runner.close()
+        if caller.crashed is not None:  # our own code failed under the runner: never hidden
+            raise caller.crashed
+
+    async def _turns(
+        self, agent: Subagent, caller: ModelCaller, runner: Any, known: set[str], use: _Use
+    ) -> str:
+        """Run the model's turns; why the code ended them ("" when the model ended by itself)."""
+        clock, deadline_at = agent.runtime.clock, agent.state.deadline
+        stop, wants_more = "", False
+        with anyio.move_on_after(max(deadline_at - clock.now(), 0.0)) as deadline:
+            async for message in runner:
+                input_tokens, output_tokens = self.budget.spend(message.usage)
+                use.model = use.model.plus(1, input_tokens, output_tokens)
+                wants_more = message.stop_reason == "tool_use"
+                _refuse_unknown_tools(agent, message, known)
+                if wants_more and self.budget.exhausted:
+                    stop = f"the query's token budget is spent ({self.budget.describe()}); its calls were not made"
+                    break
+                if wants_more and clock.now() >= deadline_at:
+                    stop = "the deadline came while the model was working"
+                    break
+        if deadline.cancelled_caught:
+            return "the deadline came while the model was working"
+        if not stop and wants_more and not caller.ended_loop:  # the runner ended it at max_turns
+            return f"the model used its {use.model.turns} turns"
+        return stop
 
 
-def _refuse_unknown_tools(run: Run, message: Any, known: set[str]) -> None:
+@dataclass
+class _Use:
+    """What the model used and read in one subagent, filled in as its loop runs."""
+
+    model: ModelUse = field(default_factory=ModelUse)
+    other_results: dict[str, list[Any]] = field(default_factory=dict)
+
+
+def _refuse_unknown_tools(agent: Subagent, message: BetaMessage, known: set[str]) -> None:
     """A tool the source does not have never runs (the SDK answers the model itself); say so here."""
     for block in message.content:
         if block.type == "tool_use" and block.name not in known:
-            reason = f"the model asked for {block.name}, which {run.task.source} does not have; not called"
-            run.decide("refused", reason, ErrorCategory.VALIDATION)
+            reason = f"the model asked for {block.name}, which {agent.task.source} does not have; not called"
+            agent.decide("refused", reason, ErrorCategory.VALIDATION)
 
 
 @contextlib.asynccontextmanager
@@ -316,8 +360,10 @@ async def claude_subagents(
         yield ClaudeSubagents(settings, client, budget or TokenBudget(settings.token_budget))
 
 
-async def _code_takes_over(run: Run, why: str, category: ErrorCategory | None = None) -> SubagentReport:
+async def _code_takes_over(
+    agent: Subagent, why: str, category: ErrorCategory | None = None
+) -> SubagentReport:
     """The model cannot carry the task: the code makes the planned call, as in deterministic mode."""
-    run.tool, run.arguments = run.task.tool, dict(run.task.arguments)
-    run.decide("fallback", f"{why}; the code makes the planned call", category)
-    return await recover(run)
+    agent.state = agent.state.calling(agent.task.tool, agent.task.arguments)
+    agent.decide("fallback", f"{why}; the code makes the planned call", category)
+    return await agent.recover()

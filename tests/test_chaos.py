@@ -177,7 +177,9 @@ async def test_a_seeded_subset_in_claude_mode_has_no_violations(
         result = await run(scenario, chaos_settings, claude=claude)
         assert result.violations == [], (scenario, result.violations)
         assert result.report is not None and result.report.planning.planner == "claude"
-        assert any(task.turns > 0 for task in result.report.tasks)  # the model drove the subagents
+        assert any(
+            task.model is not None and task.model.turns > 0 for task in result.report.tasks
+        )  # the model drove the subagents
 
 
 async def test_the_checker_judges_the_plan_that_ran(chaos_settings: SourceSettings) -> None:

@@ -11,6 +11,7 @@ import pydantic
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
+from mcp_types import INVALID_PARAMS, REQUEST_TIMEOUT
 
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
 from subagents.classify import SourceUnavailable, classify_exception, classify_result
@@ -125,9 +126,32 @@ def test_an_unforeseen_exception_is_kept_and_named() -> None:
     assert "ZeroDivisionError: division by zero" in outcome.error.description
 
 
-def test_cancellation_alone_in_a_group_is_not_an_answer() -> None:
-    outcome = classify_exception(BaseExceptionGroup("g", [asyncio.CancelledError()]))
-    assert outcome.error_type == "cancelled"
+@pytest.mark.parametrize(
+    "group",
+    [
+        BaseExceptionGroup("cancelled", [asyncio.CancelledError()]),
+        BaseExceptionGroup("mixed", [ConnectionResetError("reset"), asyncio.CancelledError()]),
+        BaseExceptionGroup("nested", [ExceptionGroup("inner", [OSError("x")]), asyncio.CancelledError()]),
+    ],
+)
+def test_cancellation_in_a_group_is_not_an_answer_it_propagates(group: BaseExceptionGroup) -> None:
+    with pytest.raises(BaseExceptionGroup) as raised:
+        classify_exception(group)
+    assert all(isinstance(leaf, asyncio.CancelledError) for leaf in raised.value.exceptions)
+
+
+def test_a_group_of_errors_is_decided_by_the_one_a_retry_cannot_fix_and_names_them_all() -> None:
+    timeout = MCPError(REQUEST_TIMEOUT, "slow")
+    bad_params = MCPError(INVALID_PARAMS, "order_id is malformed")
+    outcome = classify_exception(ExceptionGroup("two", [timeout, ExceptionGroup("inner", [bad_params])]))
+    assert outcome.error is not None and outcome.error.error_category is ErrorCategory.VALIDATION
+    assert "slow" in outcome.error.description and "order_id is malformed" in outcome.error.description
+    assert outcome.reopen  # the timeout left the session suspect
+
+
+def test_a_group_of_transient_errors_stays_transient() -> None:
+    outcome = classify_exception(ExceptionGroup("two", [ConnectionResetError("a"), BrokenPipeError("b")]))
+    assert outcome.error is not None and outcome.error.is_retryable and outcome.reopen
 
 
 def test_contract_results_map_to_themselves() -> None:

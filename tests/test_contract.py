@@ -12,15 +12,14 @@ from pydantic import BaseModel, ValidationError
 from sources.contract import (
     AttemptedQuery,
     ContractViolation,
-    Decision,
     EmptyResult,
     ErrorCategory,
-    Escalation,
     ResultPage,
     ToolError,
     parse_tool_result,
     to_call_tool_result,
 )
+from subagents.decisions import Decision, Escalation
 
 
 class Record(BaseModel):

@@ -21,7 +21,7 @@ from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
 from subagents.connection import Connections, Target, stdio_target
-from subagents.subagent import Run, Runtime, SubagentReport, Task, run_subagent, settle
+from subagents.subagent import Runtime, Subagent, SubagentReport, Task, run_subagent
 from tests.test_cli import research_process
 from tests.test_coordinator import STORY, in_memory
 
@@ -96,8 +96,8 @@ async def test_the_deadline_counts_from_the_commands_start(settings: SourceSetti
 class _StopsListening:
     """A model that makes one call and then never answers: only the subagent's backstop ends it."""
 
-    async def drive(self, run: Run) -> SubagentReport:
-        await settle(run)
+    async def drive(self, agent: Subagent) -> SubagentReport:
+        await agent.settle()
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 

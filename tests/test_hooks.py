@@ -211,3 +211,9 @@ async def test_a_subagent_that_was_told_the_orders_refunds_does_not_send_one_abo
     assert "101 days ago, outside the 60-day refund window" in (reports["refund-late"].message or "")
     rows = Store(world_path(tmp_path, own.seed) / "billing.db").rows("SELECT idempotency_key FROM refunds")
     assert rows == [{"idempotency_key": "hooks-first-400"}]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The hooks run inside the subagent, which is written for anyio: both backends."""
+    return str(request.param)

@@ -177,7 +177,7 @@ def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settin
         "Jane Doe is a gold-tier customer. [customers:customer_lookup:CUST-00042]"
     )
     assert all(
-        task["turns"] == 2 and task["input_tokens"] == 700 for task in report["tasks"]
+        task["model"]["turns"] == 2 and task["model"]["input_tokens"] == 700 for task in report["tasks"]
     )  # each a tool loop
     assert report["tokens"]["used"] == 200 + 3 * 770 + 200
     assert [d["action"] for d in report["tasks"][2]["decisions"]] == ["elevate", "to_model", "escalate"]
@@ -188,7 +188,7 @@ def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settin
     )  # fmt: skip
     assert task.returncode == 0, task.stderr
     single = json.loads(task.stdout)
-    assert single["state"] == "ok" and single["turns"] == 2 and len(single["results"]) == 3
+    assert single["state"] == "ok" and single["model"]["turns"] == 2 and len(single["results"]) == 3
     bad = subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", STORY, "--llm", "gpt"],
         env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
@@ -300,7 +300,7 @@ def test_research_ask_in_both_modes_gives_the_same_gaps_for_the_same_faults(
         by_claude["planning"]["planner"] == "claude"
         and deterministic["planning"]["planner"] == "deterministic"
     )
-    assert all(task["turns"] > 0 for task in by_claude["tasks"]) and by_claude["tokens"]["used"] > 0
+    assert all(task["model"]["turns"] > 0 for task in by_claude["tasks"]) and by_claude["tokens"]["used"] > 0
 
 
 def test_limits_come_from_the_environment_and_bad_ones_are_named(monkeypatch: pytest.MonkeyPatch) -> None:

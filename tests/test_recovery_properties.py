@@ -131,10 +131,13 @@ async def _run(
     budget=st.floats(min_value=0.2, max_value=40),
     purpose=st.sampled_from(["granted", "other"]),
     seed=st.integers(0, 2**16),
+    backend=st.sampled_from(["asyncio", "trio"]),  # the subagent is written for anyio: both backends
 )
-def test_recovery_stays_within_its_bounds(script: list[str], budget: float, purpose: str, seed: int) -> None:
+def test_recovery_stays_within_its_bounds(
+    script: list[str], budget: float, purpose: str, seed: int, backend: str
+) -> None:
     source = ScriptedSource(script)
-    report, clock, breakers = anyio.run(_run, source, budget, purpose, seed)
+    report, clock, breakers = anyio.run(_run, source, budget, purpose, seed, backend=backend)
     calls = source.calls
 
     assert report.attempts == len(calls) <= MAX_CALLS

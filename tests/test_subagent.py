@@ -278,3 +278,9 @@ async def test_a_cancelled_probe_lets_the_next_caller_probe(
     assert cancelled.cancelled_caught
     assert breaker.state is BreakerState.HALF_OPEN and not breaker.probing
     assert breaker.allow(clock.now())  # the next caller may probe
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The subagent is written for anyio, not asyncio: every test here runs on both backends."""
+    return str(request.param)

@@ -128,7 +128,7 @@ async def test_the_model_calls_its_sources_tools_and_the_report_is_the_usual_one
         report = await run(runtime, "orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
     assert report.state == "ok" and report.attempts == 1 and report.decisions == []
     assert [order["id"] for order in report.results] == ["ORD-10031", "ORD-10023", "ORD-10008"]
-    assert (report.turns, report.input_tokens, report.output_tokens) == (2, 700, 70)
+    assert (report.model.turns, report.model.input_tokens, report.model.output_tokens) == (2, 700, 70)
     first = api.requests_of("orders")[0]
     assert {tool["name"] for tool in first["tools"]} == {
         "search_orders",
@@ -330,7 +330,7 @@ async def test_the_turn_limit_ends_a_model_that_keeps_calling(
     api = fake_api(orders=[again, again, again, again])
     async with claude_runtime(settings, api, max_turns=2) as runtime:
         report = await run(runtime, "orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
-    assert len(api.requests_of("orders")) == 2 and report.turns == 2
+    assert len(api.requests_of("orders")) == 2 and report.model.turns == 2
     assert actions(report) == ["stop_model"] and "used its 2 turns" in report.decisions[0].reason
     assert report.state == "ok"  # what it found before the limit stands
 
@@ -348,7 +348,7 @@ async def test_the_token_budget_is_shared_and_stops_the_model(
     assert (
         "token budget is spent (340 of 300 tokens used); its calls were not made" in first.decisions[0].reason
     )
-    assert actions(second) == ["fallback"] and second.state == "ok" and second.turns == 0
+    assert actions(second) == ["fallback"] and second.state == "ok" and second.model.turns == 0
     assert api.requests_of("tickets") == []  # no model call once the budget is spent
 
 
@@ -403,15 +403,15 @@ async def test_a_query_in_claude_mode_has_the_gaps_and_escalations_of_the_determ
     assert [(t.id, t.state) for t in by_claude.tasks] == [(t.id, t.state) for t in deterministic.tasks]
     assert by_claude.findings == deterministic.findings
     assert (by_claude.planning.planner, by_claude.synthesis.writer) == ("claude", "claude")
-    assert all(task.turns >= 1 and task.input_tokens > 0 for task in by_claude.tasks)
-    assert all(task.turns == 0 and task.input_tokens == 0 for task in deterministic.tasks)
-    spent = sum(t.input_tokens + t.output_tokens for t in by_claude.tasks) + sum(
+    assert all(task.model.turns >= 1 and task.model.input_tokens > 0 for task in by_claude.tasks)
+    assert all(task.model is None for task in deterministic.tasks)
+    spent = sum(t.model.input_tokens + t.model.output_tokens for t in by_claude.tasks) + sum(
         part.input_tokens + part.output_tokens for part in (by_claude.planning, by_claude.synthesis)
     )
     assert by_claude.tokens is not None and by_claude.tokens.used == spent
     assert deterministic.tokens is None
     wire = json.loads(by_claude.to_json())
-    assert wire["tokens"] == {"limit": 200_000, "used": spent} and "input_tokens" in wire["tasks"][0]
+    assert wire["tokens"] == {"limit": 200_000, "used": spent} and "input_tokens" in wire["tasks"][0]["model"]
 
 
 async def test_the_sdks_spans_join_the_query_trace(
@@ -439,7 +439,7 @@ async def test_the_sdks_spans_join_the_query_trace(
     mcp_calls = [span for span in finished if span.name.startswith("MCP send tools/call")]
     assert mcp_calls and all("anthropic.messages.tool_runner" in ancestors(span) for span in mcp_calls)
     subagent = next(span for span in finished if span.name == "subagent orders")
-    assert subagent.attributes["gen_ai.usage.input_tokens"] == report.tasks[1].input_tokens > 0
+    assert subagent.attributes["gen_ai.usage.input_tokens"] == report.tasks[1].model.input_tokens > 0
 
 
 async def test_every_page_the_model_reads_is_in_the_report(fake_api: Any, settings: SourceSettings) -> None:
@@ -458,7 +458,7 @@ async def test_every_page_the_model_reads_is_in_the_report(fake_api: Any, settin
             report = await run(runtime, "orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
     finally:
         api.close()
-    assert report.state == "ok" and report.attempts == 2 and report.turns == 3
+    assert report.state == "ok" and report.attempts == 2 and report.model.turns == 3
     assert [order["id"] for order in report.results] == ["ORD-10031", "ORD-10023", "ORD-10008"]
 
 
@@ -525,3 +525,22 @@ async def test_records_from_the_sources_other_tools_become_findings(
     assert invoices and all(f.citation.startswith("billing:list_invoices:") for f in invoices)
     assert "invoice for ORD-10023" in " ".join(f.text for f in invoices)
     assert [gap.task for gap in report.gaps] == ["refund"]  # the refund itself is still a gap
+
+
+class _BrokenHook:
+    """A post-call hook with a bug: our own code failing under the SDK's tool runner."""
+
+    def __call__(self, call: Any, outcome: Any) -> Any:
+        raise ZeroDivisionError("a bug in a hook")
+
+
+async def test_a_bug_in_our_own_code_under_the_model_is_raised_not_turned_into_a_stop(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    """The SDK's runner hands any exception of a tool to the model as an error result; ours is not
+    hidden so: the loop ends and the bug reaches the caller, as it would in the deterministic mode."""
+    api = fake_api(orders=[calls(("search_orders", {"customer_id": "CUST-00042"})), says("Done.")])
+    async with claude_runtime(settings, api, post_call=(_BrokenHook(),)) as runtime:
+        with pytest.raises(ZeroDivisionError, match="a bug in a hook"):
+            await run(runtime, "orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
+    assert len(api.requests_of("orders")) == 1  # the model was not asked again with the bug as data

@@ -15,6 +15,10 @@ from typing import Any
 __all__ = ["for_trace", "redact", "set_full_payloads"]
 
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
+# Deliberately not the customers tool's email format (``sources.identifiers.EMAIL``), and not only
+# because traces imports no other package: a redaction detector must catch any email-shaped text,
+# including addresses that format refuses (upper case, "jane@mail..example.com"). Narrowed to the
+# tool's format, it would leak the personal data in every query and argument the tool would reject.
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 _SECRET_KEYS = re.compile(r"credential|token|secret|password|authorization|api[_-]?key|signing", re.I)
 _PERSONAL_KEYS = frozenset({"email", "name", "identifier"})

@@ -175,12 +175,15 @@ def configure_tracing(
     return provider
 
 
-def start_run(service_name: str, traces_dir: Path, *, full_payloads: bool = False) -> str:
+def start_run(
+    service_name: str, traces_dir: Path, *, full_payloads: bool = False, exporters: list[str] | None = None
+) -> str:
     """Configure the tracing of a command that starts a run; returns the run's id, for its sources.
 
-    Raises ``ValueError`` when ``OTEL_TRACES_EXPORTER`` names an unknown exporter.
+    ``exporters``: the command's choice (`research ask --otlp` adds OTLP); by default the ones
+    ``OTEL_TRACES_EXPORTER`` names, and an unknown name there raises ``ValueError``.
     """
-    exporters = exporter_names()
+    exporters = exporter_names() if exporters is None else exporters
     run_id = uuid.uuid4().hex[:12]
     configure_tracing(
         service_name, traces_dir=traces_dir, run_id=run_id, full_payloads=full_payloads, exporters=exporters

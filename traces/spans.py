@@ -37,6 +37,7 @@ __all__ = [
     "end_subagent",
     "plan_span",
     "record_decision",
+    "record_model_use",
     "record_plan",
     "record_synthesis",
     "research_span",
@@ -143,19 +144,21 @@ def end_subagent(
     attempts: int,
     category: str | None,
     message: str = "",
-    input_tokens: int = 0,
-    output_tokens: int = 0,
 ) -> None:
     span.set_attributes({names.TASK_STATE: state, names.TASK_ATTEMPTS: attempts})
-    if input_tokens or output_tokens:  # a model drove this subagent (Claude mode)
-        span.set_attributes(
-            {names.GEN_AI_INPUT_TOKENS: input_tokens, names.GEN_AI_OUTPUT_TOKENS: output_tokens}
-        )
     if state in ("ok", "empty"):
         span.set_status(Status(StatusCode.OK))
         return
     span.set_attribute(names.ERROR_TYPE, category or state)
     span.set_status(Status(StatusCode.ERROR, str(for_trace(message))[:300]))
+
+
+def record_model_use(span: Span, *, input_tokens: int, output_tokens: int) -> None:
+    """The tokens a model used driving a subagent (Claude mode)."""
+    if input_tokens or output_tokens:
+        span.set_attributes(
+            {names.GEN_AI_INPUT_TOKENS: input_tokens, names.GEN_AI_OUTPUT_TOKENS: output_tokens}
+        )
 
 
 @contextmanager

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from coordinator.chaos.catalogue import Scenario
 from coordinator.plan import Plan
 from coordinator.report import ResearchReport
+from sources.refund_ledger import LedgerRefund
 from subagents.classify import Outcome
 from subagents.hooks import PostCallHook, ToolCall
 from subagents.policy import RecoveryPolicy
@@ -41,8 +41,8 @@ class ScenarioResult:
     report: ResearchReport | None
     history: History
     elapsed_s: float
-    refund_rows: list[dict[str, Any]]
-    refund_key: str | None
+    refunds: list[LedgerRefund]  # billing's whole ledger after a scenario with a side refund, else none
+    refund_key: str | None  # the side refund's idempotency key
     leaked_processes: list[int]
     leaked_sockets: int
     policy: RecoveryPolicy

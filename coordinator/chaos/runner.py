@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import psutil
@@ -14,18 +14,20 @@ from coordinator.chaos.catalogue import _MODULES, CATALOGUE, CHAOS_POLICY, Scena
 from coordinator.chaos.checker import check
 from coordinator.chaos.history import History, ScenarioResult
 from coordinator.research import ResearchOptions, make_plan, research
+from coordinator.runtime import build_runtime
 from sources.catalogue import SOURCES
-from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS
+from sources.refund_ledger import LedgerRefund, ledger
 from sources.settings import SourceSettings
-from sources.store import Store
-from sources.world import world_path
 from subagents.broker import CredentialBroker
 from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.connection import Connections, Target, stdio_target
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, TrimResults
 from subagents.policy import RecoveryPolicy
-from subagents.subagent import Runtime, Task, run_subagent
+from subagents.subagent import Task, run_subagent
 from subagents.tool_loop import claude_subagents
+
+if TYPE_CHECKING:
+    from mcp.server import MCPServer
 
 
 def _targets(scenario: Scenario, settings: SourceSettings) -> dict[str, Target]:
@@ -34,14 +36,12 @@ def _targets(scenario: Scenario, settings: SourceSettings) -> dict[str, Target]:
     for source in SOURCES:
         name = scenario.faults.get(source)
         if name is None:
-            server = _MODULES[source].create_server(settings)
-            targets[source] = lambda server=server: server
+            targets[source] = _in_process(_MODULES[source].create_server(settings))
             continue
         needs_process, make = CATALOGUE[name]
         faults = make(rng)
         if not needs_process:
-            server = _MODULES[source].create_server(settings.with_faults(faults))
-            targets[source] = lambda server=server: server
+            targets[source] = _in_process(_MODULES[source].create_server(settings.with_faults(faults)))
         elif name == "restart_in_flight":
             targets[source] = _in_turn(
                 stdio_target(source, settings.with_faults(faults)), stdio_target(source, settings)
@@ -52,6 +52,10 @@ def _targets(scenario: Scenario, settings: SourceSettings) -> dict[str, Target]:
         else:
             targets[source] = stdio_target(source, settings.with_faults(faults))
     return targets
+
+
+def _in_process(server: MCPServer) -> Target:
+    return lambda: server
 
 
 def _in_turn(*targets: Target) -> Target:
@@ -88,8 +92,8 @@ async def run_scenario(
     targets = _targets(scenario, settings)
     started = time.monotonic()
     hooks: tuple[PostCallHook, ...] = (history.recorder(), *post_call, TrimResults())
-    options = ResearchOptions(
-        deadline_s=scenario.deadline_s, policy=policy, seed=scenario.seed, claude=claude
+    options = ResearchOptions(  # one deadline for planning and the run, from the instant `elapsed` counts
+        deadline_s=scenario.deadline_s, policy=policy, seed=scenario.seed, claude=claude, started_at=started
     )
     budget = TokenBudget(claude.token_budget) if claude is not None else None
     # Planned here, as research() would, so the checker judges the plan that ran (Claude's in Claude mode).
@@ -99,24 +103,16 @@ async def run_scenario(
         planning=planning, budget=budget,
     )  # fmt: skip
     elapsed = time.monotonic() - started
-    refund_rows: list[dict[str, Any]] = []
+    refunds: list[LedgerRefund] = []
     key = None
     if scenario.refund_amount is not None:
         key = f"chaos-{scenario.seed}-{uuid.uuid4().hex[:8]}"
         await _refund(scenario, settings, targets, policy, pre_call, hooks, key, claude)
-        store = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
-        refund_rows = store.rows(  # this scenario's refund, every order refunded beyond the limit, and
-            # every refund issued outside the window (each row with its order's delivery date)
-            "SELECT r.*, i.delivered_on FROM refunds r LEFT JOIN invoices i ON i.order_id = r.order_id "
-            "WHERE r.idempotency_key = ? OR r.order_id IN "
-            "(SELECT order_id FROM refunds GROUP BY order_id HAVING SUM(amount) > ?) "
-            "OR julianday(r.issued_on) - julianday(i.delivered_on) > ?",
-            (key, AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS),
-        )
+        refunds = await anyio.to_thread.run_sync(ledger, settings)  # what billing paid, as its ledger says
     # The connections closed their source processes on the way out; give them a bounded moment to go.
     await anyio.to_thread.run_sync(lambda: psutil.wait_procs(_children(), timeout=2))
     result = ScenarioResult(
-        scenario=scenario, plan=plan, report=report, history=history, elapsed_s=elapsed, refund_rows=refund_rows,
+        scenario=scenario, plan=plan, report=report, history=history, elapsed_s=elapsed, refunds=refunds,
         refund_key=key, leaked_processes=_live_children(), leaked_sockets=_open_sockets() - sockets_before,
         policy=policy,
     )  # fmt: skip
@@ -133,9 +129,9 @@ async def _refund(
         Connections.opened({"billing": targets["billing"]}) as connections,
         claude_subagents(claude) as model,
     ):
-        runtime = Runtime(
-            connections=connections, broker=broker, policy=policy, pre_call=pre_call, post_call=hooks,
-            rng=random.Random(scenario.seed), model=model,  # noqa: S311
+        runtime = build_runtime(
+            connections, broker, policy=policy, pre_call=pre_call, post_call=hooks, seed=scenario.seed,
+            model=model,
         )  # fmt: skip
         amount = scenario.refund_amount or 0.0
         task = Task(

@@ -15,7 +15,7 @@ import time
 STARTED_AT = time.monotonic()
 
 # After STARTED_AT on purpose; importing each command module registers its commands.
-from coordinator.cli import ask, chaos, plan, sources, traces  # noqa: E402, F401
+from coordinator.cli import ask, chaos, plan, sources, task, traces  # noqa: E402, F401
 from coordinator.cli.common import app  # noqa: E402
 
 __all__ = ["STARTED_AT", "app"]

@@ -2,47 +2,62 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from coordinator.cli.common import (
-    Llm,
-    LlmOption,
-    chaos_app,
-    claude_for,
-    fleet,
-    fleet_call,
-    known_member,
-    known_source,
-    usage_error,
-)
+from coordinator.cli.common import Llm, LlmOption, chaos_app, claude_for, fleet, fleet_call, usage_error
+from coordinator.cli.params import known_member, known_source
 
 if TYPE_CHECKING:
-    from sources.fleet import Member
+    from coordinator.chaos import Scenario, ScenarioResult
+    from sources.fleet import Member, MemberStatus
+    from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
 
 
-def _chaos(source: str, **faults: float) -> None:
+def _chaos(source: str, faults: dict[str, float]) -> None:
     """Add a fault to those a running source has in force: set these ``FaultSettings`` fields, keep the
     others; print all its faults after."""
-    known_source(source)
     from sources.faults import FaultSettings  # here, not at the top: start-up time (it imports mcp)
 
-    state = fleet_call(lambda: fleet().set_faults(source, FaultSettings(**faults), merge=True))
+    change = FaultSettings.model_validate(faults)  # the fields given, and only those, are set
+    state = fleet_call(lambda: fleet().set_faults(source, change, merge=True))
     typer.echo(f"{source}: faults now {state['faults'] or 'none'}")
 
 
 def _healed(name: str, before: Member | None, after: Member) -> str:
     restarted = "restarted; " if before is not None and before.pid != after.pid else ""
     return f"{name}: healthy ({restarted}pid {after.pid}, {after.url})"
+
+
+class _ChaosRow(NamedTuple):
+    """One member of the fleet as `research chaos status` shows it (its JSON object, for scripts)."""
+
+    name: str
+    alive: bool
+    answering: bool
+    pid: int
+    url: str
+    chaos_control: bool
+    faults: str | None  # None: not answering, or a service (which has no faults)
+
+    @classmethod
+    def of(cls, status: MemberStatus) -> _ChaosRow:
+        member, health = status.member, status.health
+        faults = health.get("faults") if health is not None else None  # a service's health has none
+        return cls(
+            name=member.source, alive=status.alive, answering=health is not None, pid=member.pid,
+            url=member.url, chaos_control=member.chaos_control, faults=None if faults is None else str(faults),
+        )  # fmt: skip
 
 
 @chaos_app.command("status")
@@ -57,47 +72,33 @@ def chaos_status(
     if not probed:
         typer.echo("no fleet: `research sources up --chaos` starts one", err=True)
         raise typer.Exit(1)
-    rows = [
-        {
-            "name": status.member.source,
-            "alive": status.alive,
-            "answering": status.health is not None,
-            "pid": status.member.pid,
-            "url": status.member.url,
-            "chaos_control": status.member.chaos_control,
-            "faults": status.health.get("faults")
-            if status.health is not None
-            else None,  # a service has none
-        }
-        for status in probed
-    ]
+    rows = [_ChaosRow.of(status) for status in probed]
     services = {status.member.source for status in probed if status.member.module}
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps([row._asdict() for row in rows], indent=2))
         return
     table = Table("member", "state", "pid", "chaos control", "faults")
     for row in rows:
-        state = "dead" if not row["alive"] else ("alive" if row["answering"] else "alive, not answering")
-        control = "-" if row["name"] in services else ("on" if row["chaos_control"] else "off")
+        state = "dead" if not row.alive else ("alive" if row.answering else "alive, not answering")
+        control = (
+            "-" if row.name in services else ("on" if row.chaos_control else "off")
+        )  # a service has none
         table.add_row(
-            row["name"],
-            state,
-            str(row["pid"]),
-            control,  # a service has no faults to control
-            "-" if row["faults"] is None else (row["faults"] or "none"),
+            row.name, state, str(row.pid), control, "-" if row.faults is None else (row.faults or "none")
         )
     Console().print(table)
 
 
 @chaos_app.command("kill")
 def chaos_kill(
-    source: Annotated[str, typer.Argument(help="The source (or the coordinator service) to SIGKILL.")],
+    source: Annotated[
+        str, typer.Argument(parser=known_member, help="The source (or the coordinator service) to SIGKILL.")
+    ],
 ) -> None:
     """SIGKILL one source of the fleet, or its coordinator service.
 
     Example: research chaos kill customers
     """
-    known_member(source)
     member = fleet_call(lambda: fleet().kill(source))
     typer.echo(f"{source}: killed (pid {member.pid})")
 
@@ -105,7 +106,10 @@ def chaos_kill(
 @chaos_app.command("heal")
 def chaos_heal(
     source: Annotated[
-        str | None, typer.Argument(help="The source (or the coordinator service) to bring back to normal.")
+        str | None,
+        typer.Argument(
+            parser=known_member, help="The source (or the coordinator service) to bring back to normal."
+        ),
     ] = None,
     every: Annotated[
         bool, typer.Option("--all", help="Heal every member of the fleet: one line each.")
@@ -122,7 +126,6 @@ def chaos_heal(
             else "name a source or pass --all, not both"
         )
     if source is not None:
-        known_member(source)
         before = fleet_call(lambda: fleet().members().get(source))
         member = fleet_call(lambda: fleet().heal(source))
         typer.echo(_healed(source, before, member))
@@ -140,7 +143,9 @@ def chaos_heal(
 
 @chaos_app.command("hang")
 def chaos_hang(
-    source: Annotated[str, typer.Argument(help="The source that will accept calls and never answer.")],
+    source: Annotated[
+        str, typer.Argument(parser=known_source, help="The source that will accept calls and never answer.")
+    ],
 ) -> None:
     """Make a source accept every call and never answer.
 
@@ -148,12 +153,12 @@ def chaos_hang(
 
     Example: research chaos hang tickets
     """
-    _chaos(source, hang=1)
+    _chaos(source, {"hang": 1})
 
 
 @chaos_app.command("slow")
 def chaos_slow(
-    source: Annotated[str, typer.Argument(help="The source to slow down.")],
+    source: Annotated[str, typer.Argument(parser=known_source, help="The source to slow down.")],
     ms: Annotated[float, typer.Option("--ms", min=0, help="Added latency per call, in milliseconds.")] = 1000,
     jitter: Annotated[
         float, typer.Option("--jitter", min=0, help="Latency varies by up to this much either way.")
@@ -165,12 +170,12 @@ def chaos_slow(
 
     Example: research chaos slow orders --ms 800 --jitter 200
     """
-    _chaos(source, latency_ms=ms, jitter_ms=jitter)
+    _chaos(source, {"latency_ms": ms, "jitter_ms": jitter})
 
 
 @chaos_app.command("flaky")
 def chaos_flaky(
-    source: Annotated[str, typer.Argument(help="The source to make flaky.")],
+    source: Annotated[str, typer.Argument(parser=known_source, help="The source to make flaky.")],
     rate: Annotated[
         float, typer.Option("--rate", min=0, max=1, help="Probability of a transient failure per call.")
     ] = 0.5,
@@ -184,12 +189,14 @@ def chaos_flaky(
 
     Example: research chaos flaky orders --rate 0.3
     """
-    _chaos(source, transient=rate, **({} if seed is None else {"seed": seed}))
+    _chaos(source, {"transient": rate, **({} if seed is None else {"seed": seed})})
 
 
 @chaos_app.command("garbage")
 def chaos_garbage(
-    source: Annotated[str, typer.Argument(help="The source whose answers get corrupted.")],
+    source: Annotated[
+        str, typer.Argument(parser=known_source, help="The source whose answers get corrupted.")
+    ],
     rate: Annotated[float, typer.Option("--rate", min=0, max=1, help="Probability per call.")] = 1.0,
 ) -> None:
     """Corrupt a source's answers on the wire.
@@ -198,7 +205,7 @@ def chaos_garbage(
 
     Example: research chaos garbage kb
     """
-    _chaos(source, garbage=rate)
+    _chaos(source, {"garbage": rate})
 
 
 @chaos_app.command("run")
@@ -236,34 +243,59 @@ def chaos_run(
     if soak is not None:
         _soak(soak, seed, claude)
         return
-    # Here, not at the top: start-up time (the scenarios run the five sources in this process).
-    import anyio
-
-    from coordinator import chaos
-    from sources.settings import SourceSettings
-    from sources.world import ensure_world
-    from traces.setup import ensure_tracing
+    from coordinator import chaos  # here, not at the top: start-up time (it imports the five sources)
 
     chosen = [chaos.scenario_from(replay)] if replay is not None else chaos.scenarios(scenarios, seed)
     console = Console()
-    with tempfile.TemporaryDirectory() as data_dir:  # a world of its own: chaos refunds stay out of yours
-        settings = SourceSettings(
-            data_dir=Path(data_dir), kb_warmup_ms=0, tickets_rate_per_second=1000, tickets_burst=1000
-        )
-        ensure_world(settings.data_dir, settings.seed)
+    results, elapsed = _run_scenarios(chosen, claude, console)
+    console.print(_summary(results, elapsed))
+    for result in results:
+        for kind, what in result.violations:
+            console.print(f"[red]{kind}[/] seed {result.scenario.seed}: {what}")
+            console.print(f"  replay: research chaos run --replay {result.scenario.seed}")
+    raise typer.Exit(1 if any(result.violations for result in results) else 0)
+
+
+def _run_scenarios(
+    chosen: list[Scenario], claude: ClaudeSettings | None, console: Console
+) -> tuple[list[ScenarioResult], float]:
+    """Run each scenario in this process, on a world of its own (chaos refunds stay out of yours),
+    printing a line for each as it ends; the results, and the seconds they took."""
+    import anyio
+
+    from coordinator import chaos
+    from traces.setup import ensure_tracing
+
+    results: list[ScenarioResult] = []
+    with tempfile.TemporaryDirectory() as data_dir:
+        settings = _chaos_world(Path(data_dir))
         ensure_tracing("research-coordinator")
         started = time.monotonic()
-        results = []
         for index, scenario in enumerate(chosen, 1):
-            result = anyio.run(
-                lambda scenario=scenario: chaos.run_scenario(scenario, settings, claude=claude)
-            )
+            result = anyio.run(functools.partial(chaos.run_scenario, scenario, settings, claude=claude))
             results.append(result)
             mark = "[red]VIOLATION[/]" if result.violations else "[green]ok[/]"
             console.print(
                 f"{index:4}/{len(chosen)} seed {scenario.seed:<11} {scenario.describe():48} {result.elapsed_s:5.2f} s {mark}"
             )
         elapsed = time.monotonic() - started
+    return results, elapsed
+
+
+def _chaos_world(data_dir: Path) -> SourceSettings:
+    """Settings for the scenarios' sources in ``data_dir``, its world generated: no warm-up, no rate limit."""
+    from sources.settings import SourceSettings
+    from sources.world import ensure_world
+
+    settings = SourceSettings(
+        data_dir=data_dir, kb_warmup_ms=0, tickets_rate_per_second=1000, tickets_burst=1000
+    )
+    ensure_world(settings.data_dir, settings.seed)
+    return settings
+
+
+def _summary(results: list[ScenarioResult], elapsed: float) -> Table:
+    """The run in one table: the scenarios, the faults injected, the violations by invariant, the time."""
     faults = Counter(name for result in results for name in result.scenario.faults.values())
     violations = Counter(kind for result in results for kind, _ in result.violations)
     table = Table("scenarios", "faults injected", "violations by invariant", "time")
@@ -273,12 +305,7 @@ def chaos_run(
         "\n".join(f"{kind} {count}" for kind, count in sorted(violations.items())) or "none",
         f"{elapsed:.1f} s",
     )
-    console.print(table)
-    for result in results:
-        for kind, what in result.violations:
-            console.print(f"[red]{kind}[/] seed {result.scenario.seed}: {what}")
-            console.print(f"  replay: research chaos run --replay {result.scenario.seed}")
-    raise typer.Exit(1 if violations else 0)
+    return table
 
 
 def _soak(count: int, seed: int, claude: ClaudeSettings | None) -> None:

@@ -1,4 +1,4 @@
-"""What every `research` command shares: the command groups, exit statuses, argument checks.
+"""What every `research` command shares: the command groups, exit statuses, the shared options.
 
 Start-up time: every command module is imported for any command, `--help` and usage errors
 included, so the modules import only typer, rich, the standard library and light project modules
@@ -9,7 +9,7 @@ the fleet) it imports in its body, after its arguments are checked.
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -18,11 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from sources.catalogue import SOURCES
+from coordinator.cli.params import JsonObject, SourceFaults, json_object, known_source, source_faults
 
 if TYPE_CHECKING:
-    from mcp import StdioServerParameters
-
     from sources.fleet import Fleet
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
@@ -41,9 +39,7 @@ class _OneLineUsageErrors(typer.Typer):
             sys.exit(asked.exit_code)
         except parser.UsageError as exc:
             where = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
-            # typer checks choices through pydantic, whose "Value error, " adds nothing for a reader
-            message = exc.format_message().replace("Value error, ", "").rstrip(".")
-            typer.echo(f"error: {message}{where}", err=True)
+            typer.echo(f"error: {_usage_message(exc)}{where}", err=True)
             sys.exit(EXIT_USAGE)
         except (parser.Abort, typer.Abort):  # Ctrl-C while the parser or a prompt waits
             sys.exit(EXIT_INTERRUPTED)
@@ -53,12 +49,23 @@ class _OneLineUsageErrors(typer.Typer):
         sys.exit(status if isinstance(status, int) else 0)
 
 
+def _usage_message(exc: Any) -> str:
+    """A usage error's message. A converter's (``coordinator.cli.params``) that names its option
+    already (``--url must be an http(s) URL ...``) stands alone, without typer's "Invalid value for
+    '--url': " before it."""
+    param = getattr(exc, "param", None)
+    if param is not None and any(exc.message.startswith(f"{name} ") for name in param.opts):
+        return str(exc.message)
+    # typer checks choices through pydantic, whose "Value error, " adds nothing for a reader
+    return str(exc.format_message()).replace("Value error, ", "").rstrip(".")
+
+
 def _parser_errors() -> Any:
     """The exceptions of the click that typer parses with: its own copy since typer 0.2x, else click."""
     try:
         from typer._click import exceptions
     except ImportError:  # an older typer, on the click package
-        from click import exceptions  # type: ignore[no-redef]
+        from click import exceptions  # type: ignore[no-redef]  # the same exceptions, from click itself
     return exceptions
 
 
@@ -150,10 +157,23 @@ SeedOption = Annotated[
     ),
 ]
 FaultsOption = Annotated[
-    list[str] | None,
+    list[SourceFaults] | None,
     typer.Option(
         "--faults",
-        help="SOURCE:SETTINGS: faults for one spawned source, e.g. 'tickets:transient=0.5,seed=13' (repeatable).",
+        parser=source_faults,
+        metavar="SOURCE:SETTINGS",
+        help="Faults for one spawned source, e.g. 'tickets:transient=0.5,seed=13' (repeatable).",
+    ),
+]
+SourceArgument = Annotated[
+    str, typer.Argument(parser=known_source, help="customers, orders, billing, tickets or kb.")
+]
+ArgumentsArgument = Annotated[
+    JsonObject | None,
+    typer.Argument(
+        parser=json_object,
+        show_default=False,
+        help='The arguments as a JSON object, e.g. \'{"identifier": "CUST-00042"}\'; {} when left out.',
     ),
 ]
 GrantOption = Annotated[
@@ -180,42 +200,26 @@ def claude_for(llm: Llm | str) -> ClaudeSettings | None:
         raise usage_error(str(exc)) from None
 
 
-def stdio_parameters(source: str, settings: SourceSettings) -> StdioServerParameters:
-    from mcp import StdioServerParameters  # here, not at the top: start-up time
+def start_tracing(
+    settings: SourceSettings, *, full_payloads: bool = False, otlp: bool = False
+) -> SourceSettings:
+    """Configure the tracing of a command that starts a run (``--otlp`` adds the OTLP exporter to
+    those ``OTEL_TRACES_EXPORTER`` names); the returned settings carry the run's id, and the
+    exporters the command chose, to the sources it spawns."""
+    from traces.setup import exporter_names, start_run  # here, not at the top: start-up time
 
-    # A stdio child sees only a safe subset of this environment: pass what it needs explicitly.
-    return StdioServerParameters(
-        command=sys.executable, args=["-m", f"sources.{source}"], env=settings.child_environment()
-    )
-
-
-def json_object(arguments: str) -> dict[str, Any]:
+    full_payloads = full_payloads or settings.full_payloads
     try:
-        parsed: Any = json.loads(arguments)
-    except json.JSONDecodeError as exc:
-        raise typer.BadParameter(
-            f'arguments must be a JSON object, e.g. \'{{"identifier": "CUST-00042"}}\': {exc}'
-        ) from None
-    if not isinstance(parsed, dict):
-        raise typer.BadParameter('arguments must be a JSON object, e.g. \'{"identifier": "CUST-00042"}\'')
-    return parsed
-
-
-def known_source(source: str) -> str:
-    if source not in SOURCES:
-        raise typer.BadParameter(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
-    return source
-
-
-def known_member(name: str) -> str:
-    """A member of the fleet: a source, or the coordinator service (which can be killed and healed)."""
-    from coordinator.ask_service import NAME  # light
-
-    if name not in (*SOURCES, NAME):
-        raise typer.BadParameter(
-            f"unknown fleet member {name!r}; choose one of {', '.join((*SOURCES, NAME))}"
+        exporters = exporter_names()
+        if otlp and "otlp" not in exporters:
+            exporters.append("otlp")
+        run_id = start_run(
+            "research-coordinator", settings.traces_path, full_payloads=full_payloads, exporters=exporters
         )
-    return name
+    except ValueError as exc:
+        raise usage_error(str(exc)) from None
+    chosen = tuple(exporters) if otlp else settings.trace_exporters
+    return dataclasses.replace(settings, run_id=run_id, full_payloads=full_payloads, trace_exporters=chosen)
 
 
 def fleet() -> Fleet:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
 
 import typer
 from rich.console import Console
@@ -12,18 +12,23 @@ from rich.table import Table
 
 from coordinator.cli.common import (
     _CALL_TIMEOUT_SECONDS,
+    ArgumentsArgument,
+    SourceArgument,
     fleet,
     fleet_call,
-    json_object,
-    known_source,
     sources_app,
-    stdio_parameters,
+    start_tracing,
     usage_error,
 )
+from coordinator.cli.params import MemberPort, http_url, member_port
 from sources.catalogue import SOURCES, input_schemas
 
 if TYPE_CHECKING:
-    from mcp.types import CallToolResult
+    from mcp import StdioServerParameters
+    from mcp.types import CallToolResult, RequestParamsMeta
+
+    from sources.fleet import MemberStatus
+    from sources.settings import SourceSettings
 
 
 @sources_app.command("list")
@@ -63,6 +68,7 @@ def _live_tools() -> dict[str, list[str]]:
     from mcp import Client
 
     from sources.settings import SourceSettings
+    from subagents.connection import stdio_parameters
 
     async def listing() -> dict[str, list[str]]:
         settings = SourceSettings.from_environment()
@@ -85,11 +91,9 @@ def _live_tools() -> dict[str, list[str]]:
 
 @sources_app.command("call")
 def call_source(
-    source: Annotated[str, typer.Argument(help="customers, orders, billing, tickets or kb.")],
+    source: SourceArgument,
     tool: Annotated[str, typer.Argument(help="The tool to call, e.g. customer_lookup.")],
-    arguments: Annotated[
-        str, typer.Argument(help='The arguments as a JSON object, e.g. \'{"identifier": "CUST-00042"}\'.')
-    ] = "{}",
+    arguments: ArgumentsArgument = None,
     scope: Annotated[
         list[str] | None,
         typer.Option("--scope", help="Call with a credential holding this scope (repeatable)."),
@@ -97,8 +101,10 @@ def call_source(
     url: Annotated[
         str | None,
         typer.Option(
+            parser=http_url,
+            metavar="URL",
             help="Call the source serving streamable HTTP at this URL (e.g. http://127.0.0.1:8101/mcp, "
-            "a fleet's: `research sources status`) instead of spawning it."
+            "a fleet's: `research sources status`) instead of spawning it.",
         ),
     ] = None,
 ) -> None:
@@ -112,62 +118,18 @@ def call_source(
 
     Example: research sources call billing refund_eligibility '{"order_id": "ORD-10023", "amount": 750}' --scope billing:read
     """
-    known_source(source)
-    tools = input_schemas()[source]
-    if tool not in tools:
-        raise usage_error(f"{source} has no tool {tool!r}; its tools are {', '.join(tools)}")
-    parsed = json_object(arguments)
-    if url is not None:
-        _check_url(url)
+    _check_tool(source, tool)
     # Here, not at the top: start-up time.
     import anyio
-    from mcp import Client
 
-    from sources.auth import CREDENTIAL_META_KEY, issue_credential
     from sources.settings import SourceSettings
+    from subagents.connection import stdio_parameters
 
-    settings = SourceSettings.from_environment()
-    from dataclasses import replace  # the call's tracing: one trace, its run's id passed to the source
-
-    from traces.setup import start_run
-    from traces.spans import command_span, end_command
-
+    # The call's tracing: one trace, its run's id passed to the source.
+    settings = start_tracing(SourceSettings.from_environment())
+    call = _ToolCall(source, tool, dict(arguments or {}), _credential(settings, source, scope or []))
     try:
-        run_id = start_run("research-coordinator", settings.traces_path, full_payloads=settings.full_payloads)
-    except ValueError as exc:
-        raise usage_error(str(exc)) from None
-    settings = replace(settings, run_id=run_id)
-    meta = (
-        {CREDENTIAL_META_KEY: issue_credential(settings.signing_key(), "research-cli", scope, source=source)}
-        if scope
-        else None
-    )
-
-    async def calling() -> tuple[bool, Any]:
-        # One root span for the command: the handshake, tools/list and the call are its children.
-        with command_span("call", f"{source}.{tool}") as span, anyio.fail_after(_CALL_TIMEOUT_SECONDS):
-            async with Client(
-                url or stdio_parameters(source, settings), read_timeout_seconds=_CALL_TIMEOUT_SECONDS
-            ) as client:
-                result = await client.call_tool(
-                    tool, parsed, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=meta
-                )
-                wait_ms = _warming_up(result)
-                if wait_ms is not None:  # once, bounded: a source that said when it will be ready
-                    Console(stderr=True).print(
-                        f"[dim]{source} is warming up; calling again in {wait_ms / 1000:.2f} s, as it asked[/]"
-                    )
-                    await anyio.sleep(wait_ms / 1000)
-                    result = await client.call_tool(
-                        tool, parsed, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=meta
-                    )
-            end_command(span, status="error" if result.is_error else "ok")
-        if result.structured_content is not None:
-            return result.is_error, result.structured_content
-        return result.is_error, _json_of(result)
-
-    try:
-        is_error, payload = anyio.run(calling)
+        is_error, payload = anyio.run(_call, call, url or stdio_parameters(source, settings))
     except Exception as exc:  # whatever the transport raised: one line, never a traceback
         typer.echo(
             f"error: could not call {source} at {url or 'its stdio process'}: {_reason(exc)}", err=True
@@ -175,6 +137,58 @@ def call_source(
         raise typer.Exit(1) from None
     Console().print_json(data={"isError": is_error, **(payload or {})})
     raise typer.Exit(1 if is_error else 0)
+
+
+def _check_tool(source: str, tool: str) -> None:
+    tools = input_schemas()[source]
+    if tool not in tools:
+        raise usage_error(f"{source} has no tool {tool!r}; its tools are {', '.join(tools)}")
+
+
+class _ToolCall(NamedTuple):
+    source: str
+    tool: str
+    arguments: dict[str, Any]
+    meta: RequestParamsMeta | None  # the credential, when the call asks for scopes
+
+
+def _credential(settings: SourceSettings, source: str, scopes: list[str]) -> RequestParamsMeta | None:
+    """A credential holding ``scopes`` for ``source``, as a call's ``_meta``; None for no scope."""
+    if not scopes:
+        return None
+    from sources.auth import CREDENTIAL_META_KEY, issue_credential  # here, not at the top: start-up time
+
+    token = issue_credential(settings.signing_key(), "research-cli", scopes, source=source)
+    # An open TypedDict (extra_items=Any, PEP 728), which mypy does not model yet: the SDK casts so too.
+    return cast("RequestParamsMeta", {CREDENTIAL_META_KEY: token})
+
+
+async def _call(call: _ToolCall, where: str | StdioServerParameters) -> tuple[bool, dict[str, Any] | None]:
+    """Call the tool on a session of its own, once more if the source said it is warming up; the
+    result's JSON. One root span for the command: the handshake, tools/list and the call are its children."""
+    import anyio
+    from mcp import Client
+
+    from traces.spans import command_span, end_command
+
+    with command_span("call", f"{call.source}.{call.tool}") as span, anyio.fail_after(_CALL_TIMEOUT_SECONDS):
+        async with Client(where, read_timeout_seconds=_CALL_TIMEOUT_SECONDS) as client:
+            result = await client.call_tool(
+                call.tool, call.arguments, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=call.meta
+            )
+            wait_ms = _warming_up(result)
+            if wait_ms is not None:  # once, bounded: a source that said when it will be ready
+                Console(stderr=True).print(
+                    f"[dim]{call.source} is warming up; calling again in {wait_ms / 1000:.2f} s, as it asked[/]"
+                )
+                await anyio.sleep(wait_ms / 1000)
+                result = await client.call_tool(
+                    call.tool, call.arguments, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=call.meta
+                )
+        end_command(span, status="error" if result.is_error else "ok")
+    if result.structured_content is not None:
+        return result.is_error, result.structured_content
+    return result.is_error, _json_of(result)
 
 
 # The longest wait for a source warming up that `sources call` accepts; kb asks for about a second.
@@ -190,18 +204,6 @@ def _warming_up(result: CallToolResult) -> float | None:
     if payload.get("errorCategory") != "transient" or not isinstance(wait, int | float):
         return None
     return float(wait) if 0 < wait <= _MAX_WARM_UP_WAIT_MS else None
-
-
-def _check_url(url: str) -> None:
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  (raises for a port that is not a number)
-    except ValueError:
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise usage_error(f"--url must be an http(s) URL such as http://127.0.0.1:8101/mcp; got {url!r}")
 
 
 def _reason(exc: BaseException) -> str:
@@ -224,20 +226,6 @@ def _json_of(result: CallToolResult) -> dict[str, Any]:
     return payload if isinstance(payload, dict) else {"text": text}
 
 
-def _ports(specs: list[str]) -> dict[str, int]:
-    from coordinator.ask_service import NAME  # light
-
-    ports = {}
-    for spec in specs:
-        source, sep, port = spec.partition("=")
-        if not sep or source not in (*SOURCES, NAME) or not port.isdigit() or not 0 < int(port) < 65536:
-            raise usage_error(
-                f"--port takes NAME=PORT with a name among {', '.join((*SOURCES, NAME))}, e.g. kb=9105; got {spec!r}"
-            )
-        ports[source] = int(port)
-    return ports
-
-
 @sources_app.command("up")
 def fleet_up(
     chaos: Annotated[
@@ -245,9 +233,12 @@ def fleet_up(
         typer.Option("--chaos", help="Accept run-time faults (hang, slow, flaky, garbage) on 127.0.0.1."),
     ] = False,
     port: Annotated[
-        list[str] | None,
+        list[MemberPort] | None,
         typer.Option(
-            "--port", help="NAME=PORT to move a source or the coordinator off its default port (repeatable)."
+            "--port",
+            parser=member_port,
+            metavar="NAME=PORT",
+            help="Move a source or the coordinator off its default port, e.g. kb=9105 (repeatable).",
         ),
     ] = None,
 ) -> None:
@@ -258,11 +249,33 @@ def fleet_up(
     """
     from coordinator import ask_service  # light
 
-    ports = _ports(port or [])
+    ports = {given.name: given.port for given in port or []}
     service = {ask_service.NAME: (ask_service.MODULE, ports.pop(ask_service.NAME, ask_service.DEFAULT_PORT))}
     members = fleet_call(lambda: fleet().up(ports, chaos_control=chaos, services=service))
     for member in members.values():
         typer.echo(f"{member.source:10} pid {member.pid:<7} {member.url}")
+
+
+class _MemberRow(NamedTuple):
+    """One member of the fleet as `research sources status` shows it (its JSON object, for scripts)."""
+
+    name: str
+    pid: int
+    port: int
+    url: str
+    uptime_s: int | None
+    health: str
+    faults: str
+
+    @classmethod
+    def of(cls, status: MemberStatus) -> _MemberRow:
+        member = status.member
+        return cls(
+            name=member.source, pid=member.pid, port=member.port, url=member.url,
+            uptime_s=round(time.time() - member.started_at) if status.alive else None,
+            health="ok" if status.health else ("dead" if not status.alive else "not answering"),
+            faults=str((status.health or {}).get("faults") or ""),
+        )  # fmt: skip
 
 
 @sources_app.command("status")
@@ -277,25 +290,14 @@ def fleet_status(
     if not probed:
         typer.echo("no fleet: `research sources up` starts one", err=True)
         raise typer.Exit(1)
-    rows = [
-        {
-            "name": status.member.source, "pid": status.member.pid, "port": status.member.port,
-            "url": status.member.url,
-            "uptime_s": round(time.time() - status.member.started_at) if status.alive else None,
-            "health": "ok" if status.health else ("dead" if not status.alive else "not answering"),
-            "faults": (status.health or {}).get("faults") or "",
-        }
-        for status in probed
-    ]  # fmt: skip
+    rows = [_MemberRow.of(status) for status in probed]
     if json_output:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps([row._asdict() for row in rows], indent=2))
         return
     table = Table("member", "pid", "port", "uptime", "health", "faults")
     for row in rows:
-        uptime = f"{row['uptime_s']} s" if row["uptime_s"] is not None else "-"
-        table.add_row(
-            row["name"], str(row["pid"]), str(row["port"]), uptime, row["health"], row["faults"] or "-"
-        )
+        uptime = f"{row.uptime_s} s" if row.uptime_s is not None else "-"
+        table.add_row(row.name, str(row.pid), str(row.port), uptime, row.health, row.faults or "-")
     Console().print(table)
 
 

@@ -7,22 +7,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from coordinator.cli.common import (
-    traces_app,
-    usage_error,
-)
+from coordinator.cli.common import traces_app, usage_error
+from coordinator.cli.params import TraceKind, trace_kind
 
 if TYPE_CHECKING:
     from traces.summary import TraceSummary
 
-_KINDS = ("query", "task", "call", "other")
 _KIND_HELP = "Only traces of this kind: query (research ask), task (research task), call (research sources call), other."
-
-
-def _kind(kind: str | None) -> str | None:
-    if kind is not None and kind not in _KINDS:
-        raise usage_error(f"--kind must be one of {', '.join(_KINDS)}, not {kind!r}")
-    return kind
 
 
 def _load() -> dict[str, list[dict[str, Any]]]:
@@ -43,7 +34,7 @@ def _none_yet(kind: str | None) -> str:
 
 @traces_app.command("list")
 def list_traces(
-    kind: Annotated[str | None, typer.Option("--kind", help=_KIND_HELP)] = None,
+    kind: Annotated[TraceKind | None, typer.Option("--kind", parser=trace_kind, help=_KIND_HELP)] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many traces.")] = 20,
     json_output: Annotated[bool, typer.Option("--json", help="Print a JSON list, for scripts.")] = False,
 ) -> None:
@@ -51,7 +42,6 @@ def list_traces(
 
     Example: research traces list --kind query --limit 5
     """
-    kind = _kind(kind)
     from traces.summary import summaries
     from traces.viewer import trace_table
 
@@ -76,13 +66,14 @@ def show_trace(
     trace_id: Annotated[
         str, typer.Argument(help="A trace id (32 hex), or 'latest': the newest trace of --kind.")
     ] = "latest",
-    kind: Annotated[str, typer.Option("--kind", help="What 'latest' means. " + _KIND_HELP)] = "query",
+    kind: Annotated[
+        TraceKind, typer.Option("--kind", parser=trace_kind, help="What 'latest' means. " + _KIND_HELP)
+    ] = "query",
 ) -> None:
     """Show one trace as a tree: services, durations, status, and every recovery decision.
 
     Example: research traces show latest
     """
-    kind = _kind(kind) or "query"
     from traces.summary import latest_trace_id
     from traces.viewer import render_trace
 

@@ -1,0 +1,166 @@
+"""The value grammars of the command line: one typed converter per grammar.
+
+Each converter is given to typer as an option's or argument's ``parser``: typer calls it on every
+value given, and a value it refuses is a usage error on one line (exit status 2) that names the
+option, the form it takes and an example. A converter imports what it needs when it is called, so
+`research --help` and the usage errors of other options stay quick. The values are typed
+``NamedTuple``s, as are the commands' other records: every command module is imported for any
+command, and a ``NamedTuple`` costs a fifth of a frozen dataclass to define (start-up time).
+
+| grammar                             | converter        | e.g.                                        |
+|-------------------------------------|------------------|---------------------------------------------|
+| `--faults SOURCE:SETTINGS`          | `source_faults`  | `tickets:transient=0.5,seed=13`             |
+| `--chaos KIND:SOURCE[=VALUE][@TIME]` | `query_chaos`   | `kill:customers@0.5s,flaky:orders=0.3`      |
+| `--port NAME=PORT`                  | `member_port`    | `kb=9105`                                   |
+| `--url URL`                         | `http_url`       | `http://127.0.0.1:8101/mcp`                 |
+| `--kind KIND`                       | `trace_kind`     | `query`                                     |
+| a JSON object of arguments          | `json_object`    | `'{"identifier": "CUST-00042"}'`            |
+| a source; a member of the fleet     | `known_source`, `known_member` | `customers`; `coordinator`    |
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+import typer
+
+from sources.catalogue import SOURCES
+
+if TYPE_CHECKING:
+    from sources.faults import FaultSettings
+
+__all__ = [
+    "TRACE_KINDS",
+    "JsonObject",
+    "MemberPort",
+    "QueryChaos",
+    "SourceFaults",
+    "TraceKind",
+    "http_url",
+    "json_object",
+    "known_member",
+    "known_source",
+    "member_port",
+    "query_chaos",
+    "source_faults",
+    "trace_kind",
+]
+
+
+class SourceFaults(NamedTuple):
+    """``--faults SOURCE:SETTINGS``: the faults of one spawned source."""
+
+    source: str
+    settings: FaultSettings
+
+
+def source_faults(value: str) -> SourceFaults:
+    source, sep, settings = value.partition(":")
+    if not sep or source not in SOURCES:
+        raise typer.BadParameter(
+            f"--faults takes SOURCE:SETTINGS with a source among {', '.join(SOURCES)}, e.g. tickets:transient=0.5,seed=13; got {value!r}"
+        )
+    from sources.faults import FaultSettings  # here, not at the top: start-up time (it imports pydantic)
+
+    try:
+        return SourceFaults(source, FaultSettings.parse(settings))
+    except ValueError as exc:
+        raise typer.BadParameter(f"--faults {source}: {exc}") from None
+
+
+class QueryChaos(NamedTuple):
+    """``--chaos KIND:SOURCE[=VALUE][@TIME],...``: faults for one query's spawned sources, and timed kills."""
+
+    faults: Mapping[str, FaultSettings]
+    kills: tuple[tuple[str, float], ...]  # (source, seconds from the start of the run)
+
+
+def query_chaos(value: str) -> QueryChaos:
+    # Here, not at the top: start-up time (it imports the fault settings and psutil).
+    from coordinator.query_chaos import parse_query_chaos
+
+    try:
+        faults, kills = parse_query_chaos(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return QueryChaos(faults, tuple(kills))
+
+
+class MemberPort(NamedTuple):
+    """``--port NAME=PORT``: where one member of the fleet serves."""
+
+    name: str
+    port: int
+
+
+def member_port(value: str) -> MemberPort:
+    from coordinator.ask_service import NAME  # light
+
+    name, sep, port = value.partition("=")
+    if not sep or name not in (*SOURCES, NAME) or not port.isdigit() or not 0 < int(port) < 65536:
+        raise typer.BadParameter(
+            f"--port takes NAME=PORT with a name among {', '.join((*SOURCES, NAME))}, e.g. kb=9105; got {value!r}"
+        )
+    return MemberPort(name, int(port))
+
+
+def http_url(value: str) -> str:
+    """``--url``: an http(s) URL with a host (and a port that is a number, when it has one)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018  (raises for a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise typer.BadParameter(
+            f"--url must be an http(s) URL such as http://127.0.0.1:8101/mcp; got {value!r}"
+        )
+    return value
+
+
+TraceKind = Literal["query", "task", "call", "other"]
+TRACE_KINDS: tuple[TraceKind, ...] = ("query", "task", "call", "other")
+
+
+def trace_kind(value: str) -> TraceKind:
+    for kind in TRACE_KINDS:
+        if value == kind:
+            return kind
+    raise typer.BadParameter(f"--kind must be one of {', '.join(TRACE_KINDS)}, not {value!r}")
+
+
+class JsonObject(dict[str, Any]):
+    """A tool's arguments, given as a JSON object (the name is the type help shows)."""
+
+
+def json_object(arguments: str) -> JsonObject:
+    try:
+        parsed: Any = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(
+            f'arguments must be a JSON object, e.g. \'{{"identifier": "CUST-00042"}}\': {exc}'
+        ) from None
+    if not isinstance(parsed, dict):
+        raise typer.BadParameter('arguments must be a JSON object, e.g. \'{"identifier": "CUST-00042"}\'')
+    return JsonObject(parsed)
+
+
+def known_source(source: str) -> str:
+    if source not in SOURCES:
+        raise typer.BadParameter(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
+    return source
+
+
+def known_member(name: str) -> str:
+    """A member of the fleet: a source, or the coordinator service (which can be killed and healed)."""
+    from coordinator.ask_service import NAME  # light
+
+    if name not in (*SOURCES, NAME):
+        raise typer.BadParameter(
+            f"unknown fleet member {name!r}; choose one of {', '.join((*SOURCES, NAME))}"
+        )
+    return name

@@ -1,0 +1,150 @@
+"""`research task`: one task through one subagent, every recovery decision shown as it is made."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+
+import typer
+from rich.console import Console
+
+from coordinator.cli.common import (
+    ArgumentsArgument,
+    FaultsOption,
+    GrantOption,
+    Llm,
+    LlmOption,
+    SeedOption,
+    SourceArgument,
+    app,
+    claude_for,
+    start_tracing,
+    usage_error,
+)
+from coordinator.cli.params import SourceFaults
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sources.faults import FaultSettings
+    from sources.settings import SourceSettings
+    from subagents.claude import ClaudeSettings
+    from subagents.decisions import Decision
+    from subagents.subagent import SubagentReport, Task
+
+
+class _Call(NamedTuple):
+    """The task `research task` was asked to run, and how."""
+
+    source: str
+    tool: str
+    arguments: dict[str, Any]
+    purpose: str
+    grants: tuple[str, ...]
+    timeout: float
+    deadline: float
+    seed: int | None
+    claude: ClaudeSettings | None
+
+
+@app.command("task")
+def run_task(
+    source: SourceArgument,
+    tool: Annotated[str, typer.Argument(help="The tool to call, e.g. search_orders.")],
+    arguments: ArgumentsArgument = None,
+    purpose: Annotated[
+        str, typer.Option(help="What the task is for; the broker grants scopes by purpose.")
+    ] = "research",
+    grant: GrantOption = None,
+    faults: FaultsOption = None,
+    timeout: Annotated[float, typer.Option(help="Seconds per call.", min=0.1)] = 5.0,
+    deadline: Annotated[float, typer.Option(help="Seconds for the whole task.", min=0.1)] = 30.0,
+    seed: SeedOption = None,
+    llm: LlmOption = Llm.auto,
+) -> None:
+    """Run one task through a subagent, showing every recovery decision, then its report as JSON.
+
+    With --llm claude, Claude drives the subagent's calls and the code keeps its bounds and hooks.
+
+    Exit status 0 for ok or a valid empty result, 1 when the task was escalated.
+
+    Example: research task customers customer_lookup '{"identifier": " Jane.Doe@Example.com "}'
+    """
+    source_faults = _faults_of(source, faults or [])
+    # Here, after the source and the arguments are checked, not at the top: start-up time.
+    import anyio
+
+    from sources.settings import SourceSettings
+
+    # Traced like a query: this process's spans and the source's join one trace (the run's id goes to it).
+    settings = start_tracing(SourceSettings.from_environment().with_faults(source_faults))
+    call = _Call(
+        source=source, tool=tool, arguments=dict(arguments or {}), purpose=purpose, grants=tuple(grant or ()),
+        timeout=timeout, deadline=deadline, seed=seed, claude=claude_for(llm),
+    )  # fmt: skip
+    report = anyio.run(_run, call, settings)
+    Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))
+    raise typer.Exit(1 if report.state == "escalated" else 0)
+
+
+def _faults_of(source: str, faults: list[SourceFaults]) -> FaultSettings:
+    """The faults given for the task's source (the last --faults for it); --faults for another is refused."""
+    others = sorted({given.source for given in faults} - {source})
+    if others:
+        raise usage_error(f"--faults names {', '.join(others)}; this task calls {source}")
+    from sources.faults import FaultSettings  # here, not at the top: start-up time
+
+    return next((given.settings for given in reversed(faults)), FaultSettings())
+
+
+async def _run(call: _Call, settings: SourceSettings) -> SubagentReport:
+    """The task, under one root span for the command: the session's handshake and every call are its children."""
+    from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
+    from coordinator.runtime import build_runtime
+    from subagents.broker import CredentialBroker, Grant
+    from subagents.connection import Connections, stdio_target
+    from subagents.policy import RecoveryPolicy
+    from subagents.subagent import Task, run_subagent
+    from subagents.tool_loop import claude_subagents
+    from traces.spans import command_span, end_command
+
+    with command_span("task", f"{call.source}.{call.tool}") as span:
+        async with (
+            Connections.opened({call.source: stdio_target(call.source, settings)}) as connections,
+            claude_subagents(call.claude) as model,
+        ):
+            grants = tuple(Grant(scope, call.purpose) for scope in call.grants)
+            runtime = build_runtime(
+                connections, CredentialBroker(settings.signing_key(), grants=grants),
+                policy=RecoveryPolicy(call_timeout_s=call.timeout), seed=call.seed,
+                observer=_Progress(Console(stderr=True)), model=model,
+            )  # fmt: skip
+            task = Task(
+                id=f"{call.source}.{call.tool}", source=call.source, tool=call.tool, arguments=call.arguments,
+                purpose=call.purpose,
+            )  # fmt: skip
+            report = await run_subagent(
+                task, runtime, deadline=STARTED_AT + call.deadline
+            )  # monotonic, as the clock
+        end_command(span, status=report.state)
+        return report
+
+
+class _Progress:
+    """Prints each attempt and decision of a subagent as it happens."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+
+    def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
+        self._console.print(f"[dim]{task.source}[/] attempt {attempt}: {task.tool} {json.dumps(arguments)}")
+
+    def ended(self, task_id: str, state: str, attempts: int, decisions: Sequence[Decision]) -> None:
+        pass  # the report that follows says how the task ended
+
+    def decided(self, task: Task, decision: Decision) -> None:
+        wait = f" in {decision.backoff_ms / 1000:.2f} s" if decision.backoff_ms else ""
+        category = f" ({decision.category})" if decision.category else ""
+        self._console.print(
+            f"[dim]{task.source}[/] [bold]{decision.action}[/]{category}{wait}: {decision.reason}"
+        )

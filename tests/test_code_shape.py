@@ -1,0 +1,86 @@
+"""The shape the code keeps: short functions, commented type ignores, each domain fact written once.
+
+These read the source, not its behaviour: a reviewer's checks, run on every change.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("coordinator", "sources", "subagents", "traces")
+MAX_OWN_LINES = 60
+MODULES = sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+
+
+def _own_lines(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's lines from ``def`` to its end, less those of the functions and classes inside it."""
+    lines = set(range(function.lineno, (function.end_lineno or function.lineno) + 1))
+    for node in ast.walk(function):
+        if node is not function and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            lines -= set(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return len(lines)
+
+
+def test_the_packages_are_found() -> None:
+    assert len(MODULES) > 50
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_no_function_is_longer_than_the_limit(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    long = [
+        f"{node.name} (line {node.lineno}): {_own_lines(node)} lines"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _own_lines(node) > MAX_OWN_LINES
+    ]
+    assert long == [], f"over {MAX_OWN_LINES} lines of their own: {long}"
+
+
+_IGNORE = re.compile(r"#\s*type:\s*ignore(?P<code>\[[a-z-, ]+\])?(?P<rest>.*)$")
+
+
+def test_every_type_ignore_names_its_code_and_says_why() -> None:
+    unexplained = []
+    for path in MODULES:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, 1):
+            found = _IGNORE.search(line)
+            if found is None:
+                continue
+            said_why = "#" in found["rest"] or lines[number - 2].strip().startswith("#")
+            if not found["code"] or not said_why:
+                unexplained.append(f"{path.relative_to(ROOT)}:{number}")
+    assert unexplained == []
+
+
+def _string_constants(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fact", "pattern", "home"),
+    [
+        ("the automatic refund limit", re.compile(r"£\s?500\b"), "sources/domain.py"),
+        ("the refund window", re.compile(r"\b60[- ]day"), "sources/domain.py"),
+    ],
+)
+def test_a_domain_fact_is_written_in_one_module(fact: str, pattern: re.Pattern[str], home: str) -> None:
+    """Texts that state a rule (tool descriptions, policies, messages) build it from the one constant."""
+    elsewhere = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in MODULES
+        if str(path.relative_to(ROOT)) != home
+        for line, text in _string_constants(path)
+        if pattern.search(text)
+    ]
+    assert elsewhere == [], f"{fact} is written outside {home}"

@@ -1,0 +1,159 @@
+"""The recovery machine on its own: states and outcomes in, steps out; no source, no clock, no I/O.
+
+Both drivers (the code's loop and the Claude tool loop) ask these functions, so the bounds checked
+here are the only ones there are.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import FrozenInstanceError
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError
+from subagents import recovery
+from subagents.classify import Outcome
+from subagents.policy import RecoveryPolicy
+from subagents.recovery import (
+    Elevate,
+    Finish,
+    HandOver,
+    NotCalled,
+    Repair,
+    Retry,
+    RunState,
+    Stop,
+    Task,
+    after_failure,
+    model_repair,
+    on_settled,
+)
+
+POLICY = RecoveryPolicy()
+TASK = Task("lookup", "customers", "customer_lookup", {"identifier": "CUST 42"})
+
+
+def start(deadline: float = 100.0) -> RunState:
+    return RunState.start(TASK, deadline, meta=None)
+
+
+def failed(category: ErrorCategory, description: str = "no", **fields: object) -> Outcome:
+    return Outcome("error", ToolError.of(category, description, **fields), "tool_error")  # type: ignore[arg-type]
+
+
+def transient_step(state: RunState, *, now: float = 0.0, breaker_open: bool = False, seed: int = 1) -> object:
+    error = failed(ErrorCategory.TRANSIENT).error
+    assert error is not None
+    return after_failure(
+        POLICY, state, error, "timeout", breaker_open=breaker_open, now=now, rng=random.Random(seed)
+    )
+
+
+def test_a_state_is_a_value_and_each_transition_a_new_one() -> None:
+    state = start()
+    after = state.attempted().retried().repaired({"identifier": "CUST-00042"})
+    assert (state.attempts, state.retries, state.repairs) == (0, 0, 0)
+    assert (after.attempts, after.retries, after.repairs) == (1, 1, 1)
+    assert after.call.arguments == {"identifier": "CUST-00042"} and state.call.arguments == TASK.arguments
+    with pytest.raises(FrozenInstanceError):
+        state.attempts = 3  # type: ignore[misc]
+
+
+@given(retries=st.integers(0, 10), seed=st.integers(0, 2**16))
+def test_a_transient_fault_is_retried_until_the_bound_then_given_up(retries: int, seed: int) -> None:
+    state = start()
+    for _ in range(retries):
+        state = state.retried()
+    step = transient_step(state, seed=seed)
+    if retries < POLICY.max_retries:
+        assert isinstance(step, Retry) and 0 <= step.delay_s <= POLICY.max_delay_s
+        assert step.reason.startswith(f"retry {retries + 1}/{POLICY.max_retries} after timeout")
+    else:
+        assert isinstance(step, Stop) and step.action == "give_up" and not step.out_of_time
+
+
+def test_a_back_off_past_the_deadline_is_not_slept_it_gives_up_out_of_time() -> None:
+    step = transient_step(start(deadline=1.0), now=0.999999, seed=3)
+    assert isinstance(step, Stop) and step.action == "give_up" and step.out_of_time
+
+
+def test_a_transient_fault_that_opened_the_breaker_is_not_retried() -> None:
+    assert isinstance(transient_step(start(), breaker_open=True), NotCalled)
+
+
+def test_permission_asks_for_elevation_once_then_hands_over() -> None:
+    error = failed(ErrorCategory.PERMISSION, required_scope="billing:read").error
+    assert error is not None
+    first = after_failure(POLICY, start(), error, "", breaker_open=False, now=0, rng=random.Random(1))
+    assert first == Elevate("billing:read")
+    used = start().elevated("billing:read", {"credential": "x"})
+    second = after_failure(POLICY, used, error, "", breaker_open=False, now=0, rng=random.Random(1))
+    assert isinstance(second, HandOver) and "1 elevation already used" in second.reason
+    assert used.held_scopes == frozenset({"billing:read"}) and used.call.meta == {"credential": "x"}
+
+
+@pytest.mark.parametrize("category", [ErrorCategory.BUSINESS, ErrorCategory.VALIDATION])
+def test_business_and_validation_are_handed_to_the_decision_maker(category: ErrorCategory) -> None:
+    error = failed(category, "stop here").error
+    assert error is not None
+    step = after_failure(POLICY, start(), error, "", breaker_open=False, now=0, rng=random.Random(1))
+    assert step == HandOver("stop here")
+
+
+def test_what_settled_is_finished_repaired_or_stopped() -> None:
+    page = Outcome("ok", ResultPage[dict](result_count=1, results=[{"id": 1}]))  # type: ignore[type-var]
+    empty = Outcome("empty", EmptyResult(message="nothing"))
+    blocked = Outcome("error", ToolError.of(ErrorCategory.BUSINESS, "over the limit"), "hook_blocked")
+    assert on_settled(POLICY, start(), page, "") == Finish(accept_empty=False)
+    assert on_settled(POLICY, start(), empty, "") == Finish(accept_empty=True)
+    assert on_settled(POLICY, start(), blocked, "over") == Stop("hook_blocked", "over")
+    assert on_settled(POLICY, start(), failed(ErrorCategory.BUSINESS), "why") == Stop("escalate", "why")
+    repaired = on_settled(POLICY, start(), failed(ErrorCategory.VALIDATION), "")
+    assert isinstance(repaired, Repair) and repaired.arguments == {"identifier": "CUST-00042"}
+
+
+def test_a_validation_error_nothing_can_repair_escalates() -> None:
+    state = start().calling("customer_lookup", {"identifier": "???"})
+    step = on_settled(POLICY, state, failed(ErrorCategory.VALIDATION, "bad identifier"), "")
+    assert isinstance(step, Stop) and step.action == "escalate" and "no repair applies" in step.reason
+
+
+@given(by_code=st.integers(0, 3), by_model=st.integers(0, 3))
+def test_the_code_and_the_model_spend_one_repair_budget(by_code: int, by_model: int) -> None:
+    """Repairs are counted by one transition whoever makes them, and bounded by one check."""
+    state = start()
+    for _ in range(by_code):
+        state = state.repaired({"identifier": "CUST-00042"})
+    for _ in range(by_model):
+        step = model_repair(POLICY, state, {"identifier": "CUST-00043"})
+        assert step.reason.startswith(f"repair {state.repairs + 1}/{POLICY.max_repairs} by the model")
+        state = state.repaired(step.arguments)
+    assert state.repairs == by_code + by_model
+    error = failed(ErrorCategory.VALIDATION, "still bad").error
+    assert error is not None
+    spent = recovery.repairs_spent(POLICY, state, error)
+    repairable = state.calling("customer_lookup", {"identifier": "cust 7"})
+    settled = on_settled(POLICY, repairable, failed(ErrorCategory.VALIDATION, "still bad"), "")
+    if state.repairs >= POLICY.max_repairs:
+        assert spent == settled == Stop("escalate", f"{state.repairs} repairs spent: still bad")
+    else:
+        assert spent is None and isinstance(settled, Repair)
+
+
+def test_the_call_budget_is_the_policy_s() -> None:
+    state = start()
+    for _ in range(POLICY.max_attempts - 1):
+        state = state.attempted()
+    assert not recovery.calls_spent(POLICY, state)
+    assert recovery.calls_spent(POLICY, state.attempted())
+
+
+def test_the_report_escalates_with_every_field_and_the_partial_results_kept_once() -> None:
+    state = start().attempted().keeping([{"id": 1}]).keeping([{"id": 1}, {"id": 2}])
+    report = recovery.report(state, failed(ErrorCategory.BUSINESS, "closed account"))
+    assert report.state == "escalated" and report.escalation is not None
+    assert report.escalation.partial_results == [{"id": 1}, {"id": 2}]
+    assert report.escalation.attempted_query.arguments == TASK.arguments and report.attempts == 1
