@@ -38,6 +38,7 @@ __all__ = [
     "ACCEPT_EMPTY",
     "Call",
     "Elevate",
+    "Failed",
     "Finish",
     "HandOver",
     "NotCalled",
@@ -167,20 +168,24 @@ class Finish:
 Step = Retry | Elevate | Repair | Stop | NotCalled | HandOver | Finish
 
 
+@dataclass(frozen=True)
+class Failed:
+    """A failed call as the driver saw it: the error, its short cause, when, and the breaker after it."""
+
+    error: ToolError
+    cause: str  # the outcome's error type: "timeout", "connection_closed", ...
+    now: float
+    breaker_open: bool  # this failure left the source's circuit open
+
+
 def after_failure(
-    policy: RecoveryPolicy,
-    state: RunState,
-    error: ToolError,
-    cause: str,
-    *,
-    breaker_open: bool,
-    now: float,
-    rng: random.Random,
+    policy: RecoveryPolicy, state: RunState, failed: Failed, rng: random.Random
 ) -> Retry | Elevate | Stop | NotCalled | HandOver:
     """What to do about a failed call before anyone else decides: retry a transient fault, elevate."""
+    error = failed.error
     match policy.action_for(error.error_category):
         case Recovery.RETRY:
-            return _retry(policy, state, error, cause, breaker_open=breaker_open, now=now, rng=rng)
+            return _retry(policy, state, failed, rng)
         case Recovery.ELEVATE:
             if state.elevations >= policy.max_elevations:
                 why = f"{state.elevations} elevation already used"
@@ -191,24 +196,18 @@ def after_failure(
 
 
 def _retry(
-    policy: RecoveryPolicy,
-    state: RunState,
-    error: ToolError,
-    cause: str,
-    *,
-    breaker_open: bool,
-    now: float,
-    rng: random.Random,
+    policy: RecoveryPolicy, state: RunState, failed: Failed, rng: random.Random
 ) -> Retry | Stop | NotCalled:
-    if breaker_open:  # this failure opened it: no point waiting to retry
+    error = failed.error
+    if failed.breaker_open:  # this failure opened it: no point waiting to retry
         return NotCalled()
     if state.retries >= policy.max_retries:
         return Stop("give_up", f"{state.retries} retries spent: {error.description}")
     delay = policy.backoff_s(state.retries + 1, rng, error.retry_after_ms)
-    if now + delay >= state.deadline:
+    if failed.now + delay >= state.deadline:
         reason = f"a back-off of {delay:.2f} s would pass the deadline: {error.description}"
         return Stop("give_up", reason, out_of_time=True)
-    cause = cause if cause not in ("", "tool_error") else "a transient error"
+    cause = failed.cause if failed.cause not in ("", "tool_error") else "a transient error"
     hint = f", honouring retryAfterMs {error.retry_after_ms}" if error.retry_after_ms else ""
     reason = f"retry {state.retries + 1}/{policy.max_retries} after {cause}{hint}: {error.description}"
     return Retry(delay, reason)

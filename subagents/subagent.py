@@ -298,10 +298,10 @@ class Subagent:
         """Carry out what the machine says of a failed call; None: call again."""
         runtime = self.runtime
         breaker = runtime.breakers[self.task.source]
-        step = recovery.after_failure(
-            runtime.policy, self.state, error, outcome.error_type,
-            breaker_open=breaker.state is BreakerState.OPEN, now=runtime.clock.now(), rng=runtime.rng,
-        )  # fmt: skip
+        failed = recovery.Failed(
+            error, outcome.error_type, runtime.clock.now(), breaker.state is BreakerState.OPEN
+        )
+        step = recovery.after_failure(runtime.policy, self.state, failed, runtime.rng)
         match step:
             case recovery.Retry(delay_s=delay, reason=reason):
                 self.state = self.state.retried()

@@ -19,6 +19,7 @@ from subagents.classify import Outcome
 from subagents.policy import RecoveryPolicy
 from subagents.recovery import (
     Elevate,
+    Failed,
     Finish,
     HandOver,
     NotCalled,
@@ -47,9 +48,7 @@ def failed(category: ErrorCategory, description: str = "no", **fields: object) -
 def transient_step(state: RunState, *, now: float = 0.0, breaker_open: bool = False, seed: int = 1) -> object:
     error = failed(ErrorCategory.TRANSIENT).error
     assert error is not None
-    return after_failure(
-        POLICY, state, error, "timeout", breaker_open=breaker_open, now=now, rng=random.Random(seed)
-    )
+    return after_failure(POLICY, state, Failed(error, "timeout", now, breaker_open), random.Random(seed))
 
 
 def test_a_state_is_a_value_and_each_transition_a_new_one() -> None:
@@ -87,10 +86,10 @@ def test_a_transient_fault_that_opened_the_breaker_is_not_retried() -> None:
 def test_permission_asks_for_elevation_once_then_hands_over() -> None:
     error = failed(ErrorCategory.PERMISSION, required_scope="billing:read").error
     assert error is not None
-    first = after_failure(POLICY, start(), error, "", breaker_open=False, now=0, rng=random.Random(1))
+    first = after_failure(POLICY, start(), Failed(error, "", 0, False), random.Random(1))
     assert first == Elevate("billing:read")
     used = start().elevated("billing:read", {"credential": "x"})
-    second = after_failure(POLICY, used, error, "", breaker_open=False, now=0, rng=random.Random(1))
+    second = after_failure(POLICY, used, Failed(error, "", 0, False), random.Random(1))
     assert isinstance(second, HandOver) and "1 elevation already used" in second.reason
     assert used.held_scopes == frozenset({"billing:read"}) and used.call.meta == {"credential": "x"}
 
@@ -99,7 +98,7 @@ def test_permission_asks_for_elevation_once_then_hands_over() -> None:
 def test_business_and_validation_are_handed_to_the_decision_maker(category: ErrorCategory) -> None:
     error = failed(category, "stop here").error
     assert error is not None
-    step = after_failure(POLICY, start(), error, "", breaker_open=False, now=0, rng=random.Random(1))
+    step = after_failure(POLICY, start(), Failed(error, "", 0, False), random.Random(1))
     assert step == HandOver("stop here")
 
 
