@@ -26,6 +26,7 @@ from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker, Grant
+from subagents.classify import CONTRACT, Classifier
 from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.connection import Connections, Target, forked_target, http_target
 from subagents.hooks import PostCallHook
@@ -71,6 +72,8 @@ class ResearchOptions:
     # The instant (time.monotonic) the deadline counts from, like a gRPC deadline: the command's
     # start, so start-up counts too. None: when research() is called.
     started_at: float | None = None
+    # The classification boundary (subagents.classify): the contract, unless a comparison swaps it.
+    classifier: Classifier = CONTRACT
 
 
 def _deadline_at(options: ResearchOptions) -> float:
@@ -187,6 +190,7 @@ async def _run_tasks(
             clock=wiring.clock,
             observer=wiring.observer,
             model=model,
+            classifier=options.classifier,
         )
         return await run_plan(plan, runtime, deadline_at - time.monotonic())
 

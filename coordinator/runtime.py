@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker
+from subagents.classify import CONTRACT, Classifier
 from subagents.connection import Connections
 from subagents.hooks import PostCallHook, PreCallHook, TrimResults, refund_guard
 from subagents.policy import RecoveryPolicy
@@ -32,6 +33,7 @@ def build_runtime(
     clock: Clock | None = None,
     observer: Observer | None = None,
     model: ModelDriver | None = None,
+    classifier: Classifier = CONTRACT,
 ) -> Runtime:
     """The runtime one run's subagents share.
 
@@ -58,4 +60,5 @@ def build_runtime(
         rng=random.Random(seed),  # noqa: S311  (back-off jitter, not cryptography)
         observer=observer if observer is not None else SilentObserver(),
         model=model,
+        classifier=classifier,
     )

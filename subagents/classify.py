@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 import httpx2
@@ -46,7 +46,15 @@ from sources.contract import (
     result_text,
 )
 
-__all__ = ["Outcome", "SourceUnavailable", "classify_exception", "classify_result", "with_attempted_query"]
+__all__ = [
+    "CONTRACT",
+    "Classifier",
+    "Outcome",
+    "SourceUnavailable",
+    "classify_exception",
+    "classify_result",
+    "with_attempted_query",
+]
 
 OutcomeKind = Literal["ok", "empty", "error"]
 
@@ -283,3 +291,27 @@ def with_attempted_query(outcome: Outcome, query: AttemptedQuery) -> Outcome:
     return Outcome(
         outcome.kind, error.model_copy(update={"attempted_query": query}), outcome.error_type, outcome.reopen
     )
+
+
+class Classifier(Protocol):
+    """The classification boundary as a subagent sees it: what came back, or what was raised, as an outcome.
+
+    ``CONTRACT`` is the one a coordinator runs with. The boundary is a value so that one substitution
+    can show what a subagent does with less: ``research compare`` replaces it with a boundary that
+    turns every failure into "Operation failed" and runs everything else unchanged.
+    """
+
+    def result(self, result: CallToolResult) -> Outcome: ...
+
+    def exception(self, exc: Exception) -> Outcome: ...
+
+
+class _Contract:
+    def result(self, result: CallToolResult) -> Outcome:
+        return classify_result(result)
+
+    def exception(self, exc: Exception) -> Outcome:
+        return classify_exception(exc)
+
+
+CONTRACT: Classifier = _Contract()

@@ -40,7 +40,7 @@ from sources.contract import ErrorCategory, ToolError
 from subagents import recovery
 from subagents.breaker import Breakers, BreakerState
 from subagents.broker import CredentialBroker
-from subagents.classify import Outcome, classify_exception, classify_result, with_attempted_query
+from subagents.classify import CONTRACT, Classifier, Outcome, with_attempted_query
 from subagents.connection import Connections
 from subagents.decisions import Decision, DecisionAction
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
@@ -131,6 +131,7 @@ class Runtime:
     rng: random.Random = field(default_factory=random.Random)
     observer: Observer = field(default_factory=SilentObserver)
     model: ModelDriver | None = None  # None: the code decides every step (the deterministic mode)
+    classifier: Classifier = CONTRACT  # what a call's outcome is taken to be (see classify.Classifier)
 
 
 @dataclass(frozen=True)
@@ -354,9 +355,9 @@ class Subagent:
                 result = await connection.call(
                     client, sent.tool, sent.arguments, timeout_s=timeout_s, meta=sent.meta
                 )
-                outcome = classify_result(result)
+                outcome = runtime.classifier.result(result)
             except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
-                outcome = self._cut_by_deadline(classify_exception(exc))
+                outcome = self._cut_by_deadline(runtime.classifier.exception(exc))
             if outcome.error is not None:  # the SDK leaves its client span's status unset here: set it
                 client_spans.failed(outcome.error_type or "tool_error", outcome.error.description)
         outcome = with_attempted_query(outcome, sent.query())

@@ -19,11 +19,12 @@ from sources.catalogue import SOURCES
 from sources.refund_ledger import LedgerRefund, ledger
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
+from subagents.classify import CONTRACT, Classifier
 from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.connection import Connections, Target, stdio_target
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, TrimResults
 from subagents.policy import RecoveryPolicy
-from subagents.subagent import Task, run_subagent
+from subagents.subagent import Observer, Task, run_subagent
 from subagents.tool_loop import claude_subagents
 
 if TYPE_CHECKING:
@@ -80,12 +81,15 @@ def _open_sockets() -> int:
 async def run_scenario(
     scenario: Scenario, settings: SourceSettings, *, policy: RecoveryPolicy = CHAOS_POLICY,
     post_call: tuple[PostCallHook, ...] = (), pre_call: tuple[PreCallHook, ...] = (RefundLimit(),),
-    claude: ClaudeSettings | None = None,
+    claude: ClaudeSettings | None = None, classifier: Classifier = CONTRACT, observer: Observer | None = None,
+    stop: anyio.CancelScope | None = None,
 ) -> ScenarioResult:  # fmt: skip
     """Run one scenario and check it. A test passes a deliberately broken policy or hook to see it caught.
 
     With ``claude``, the scenario runs in Claude mode: Claude plans, drives every subagent (the side
-    refund too) and writes the brief, and the same invariants are checked.
+    refund too) and writes the brief, and the same invariants are checked. ``classifier`` is the
+    classification boundary of every subagent (``research compare`` swaps it); ``observer`` watches the
+    query's subagents; cancelling ``stop`` abandons the query (its report is then None).
     """
     history = History()
     sockets_before = _open_sockets()
@@ -93,21 +97,24 @@ async def run_scenario(
     started = time.monotonic()
     hooks: tuple[PostCallHook, ...] = (history.recorder(), *post_call, TrimResults())
     options = ResearchOptions(  # one deadline for planning and the run, from the instant `elapsed` counts
-        deadline_s=scenario.deadline_s, policy=policy, seed=scenario.seed, claude=claude, started_at=started
-    )
+        deadline_s=scenario.deadline_s, policy=policy, seed=scenario.seed, claude=claude, started_at=started,
+        classifier=classifier,
+    )  # fmt: skip
     budget = TokenBudget(claude.token_budget) if claude is not None else None
     # Planned here, as research() would, so the checker judges the plan that ran (Claude's in Claude mode).
     plan, planning = await make_plan(scenario.query, options, budget)
-    report = await research(
-        scenario.query, options, settings=settings, targets=targets, post_call=hooks, plan=plan,
-        planning=planning, budget=budget,
-    )  # fmt: skip
+    report = None
+    with stop or anyio.CancelScope():
+        report = await research(
+            scenario.query, options, settings=settings, targets=targets, post_call=hooks, plan=plan,
+            planning=planning, budget=budget, observer=observer,
+        )  # fmt: skip
     elapsed = time.monotonic() - started
     refunds: list[LedgerRefund] = []
     key = None
     if scenario.refund_amount is not None:
         key = f"chaos-{scenario.seed}-{uuid.uuid4().hex[:8]}"
-        await _refund(scenario, settings, targets, policy, pre_call, hooks, key, claude)
+        await _refund(scenario, settings, targets, options, pre_call, hooks, key)
         refunds = await anyio.to_thread.run_sync(ledger, settings)  # what billing paid, as its ledger says
     # The connections closed their source processes on the way out; give them a bounded moment to go.
     await anyio.to_thread.run_sync(lambda: psutil.wait_procs(_children(), timeout=2))
@@ -121,17 +128,17 @@ async def run_scenario(
 
 
 async def _refund(
-    scenario: Scenario, settings: SourceSettings, targets: dict[str, Target], policy: RecoveryPolicy,
-    pre_call: tuple[PreCallHook, ...], hooks: tuple[PostCallHook, ...], key: str, claude: ClaudeSettings | None,
+    scenario: Scenario, settings: SourceSettings, targets: dict[str, Target], options: ResearchOptions,
+    pre_call: tuple[PreCallHook, ...], hooks: tuple[PostCallHook, ...], key: str,
 ) -> None:  # fmt: skip
     broker = CredentialBroker(settings.signing_key(), base_scopes=frozenset({"billing:refund"}))
     async with (
         Connections.opened({"billing": targets["billing"]}) as connections,
-        claude_subagents(claude) as model,
+        claude_subagents(options.claude) as model,
     ):
         runtime = build_runtime(
-            connections, broker, policy=policy, pre_call=pre_call, post_call=hooks, seed=scenario.seed,
-            model=model,
+            connections, broker, policy=options.policy, pre_call=pre_call, post_call=hooks, seed=scenario.seed,
+            model=model, classifier=options.classifier,
         )  # fmt: skip
         amount = scenario.refund_amount or 0.0
         task = Task(

@@ -6,6 +6,7 @@ research task customers customer_lookup '{"identifier": " Jane.Doe@Example.com "
 research sources list | call | up | status | down
 research traces list | show latest
 research chaos kill | heal | hang | slow | flaky | garbage | run
+research compare --scenarios 200 --seed 1 --plot compare.png
 """
 
 import time
@@ -15,7 +16,7 @@ import time
 STARTED_AT = time.monotonic()
 
 # After STARTED_AT on purpose; importing each command module registers its commands.
-from coordinator.cli import ask, chaos, plan, sources, task, traces  # noqa: E402, F401
+from coordinator.cli import ask, chaos, compare, plan, sources, task, traces  # noqa: E402, F401
 from coordinator.cli.common import app  # noqa: E402
 
 __all__ = ["STARTED_AT", "app"]

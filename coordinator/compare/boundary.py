@@ -1,0 +1,59 @@
+"""The one substitution a comparison makes: what a subagent learns from a failed call.
+
+Both modes classify every outcome with the contract's own classifier (``subagents.classify``) and
+keep that as the truth, for the figures. The **structured** mode hands the subagent that outcome.
+The **generic** mode hands it what the anti-pattern says of any failure, ``Operation failed``: no
+category, no ``isRetryable``, no ``attempted_query``, no ``partial_results``, and a valid empty
+result is a failure like any other. With nothing to tell one failure from another, the only policy
+left is to try again: the outcome is passed on as a failure the recovery policy retries up to the
+same cap and then gives up on (the policy's action for a transient fault). Everything else (planner,
+breaker, deadline, hooks, recovery code) is the same code in both modes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sources.contract import ErrorCategory, ToolError
+from subagents.classify import Outcome, classify_exception, classify_result
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult
+
+__all__ = ["GENERIC_MESSAGE", "Boundary", "operation_failed"]
+
+GENERIC_MESSAGE = "Operation failed"
+
+
+def operation_failed(truth: Outcome) -> Outcome:
+    """``truth`` as the anti-pattern reports it: a result stays a result; anything else is one message.
+
+    The transport's own knowledge that a session died (``reopen``) is kept: that is the SDK's, below
+    any message a tool returns, and a generic system reconnects too.
+    """
+    if truth.kind == "ok":
+        return truth
+    return Outcome(
+        "error", ToolError.of(ErrorCategory.TRANSIENT, GENERIC_MESSAGE), "operation_failed", truth.reopen
+    )
+
+
+@dataclass
+class Boundary:
+    """A ``subagents.classify.Classifier`` that keeps every call's true outcome, in call order."""
+
+    generic: bool
+    truths: list[Outcome] = field(default_factory=list)
+
+    def result(self, result: CallToolResult) -> Outcome:
+        return self._seen(classify_result(result))
+
+    def exception(self, exc: Exception) -> Outcome:
+        return self._seen(classify_exception(exc))
+
+    def _seen(self, truth: Outcome) -> Outcome:
+        # A subagent runs its post-call hooks right after this, with no await between, so the n-th
+        # truth here is the n-th call a post-call hook records (see figures.pair).
+        self.truths.append(truth)
+        return operation_failed(truth) if self.generic else truth
