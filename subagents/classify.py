@@ -44,6 +44,7 @@ from sources.contract import (
     ToolError,
     parse_tool_result,
     result_text,
+    to_call_tool_result,
 )
 
 __all__ = [
@@ -305,6 +306,10 @@ class Classifier(Protocol):
 
     def exception(self, exc: Exception) -> Outcome: ...
 
+    def for_model(self, answer: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
+        """How an answer reads to a model that called the tool (Claude mode)."""
+        ...
+
 
 class _Contract:
     def result(self, result: CallToolResult) -> Outcome:
@@ -312,6 +317,9 @@ class _Contract:
 
     def exception(self, exc: Exception) -> Outcome:
         return classify_exception(exc)
+
+    def for_model(self, answer: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
+        return to_call_tool_result(answer)
 
 
 CONTRACT: Classifier = _Contract()

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from sources.contract import ErrorCategory, ResultPage, ToolError, to_call_tool_result
+from sources.contract import ErrorCategory, ResultPage, ToolError
 from subagents import recovery
 from subagents.classify import Outcome
 from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
@@ -106,7 +106,7 @@ class ModelCaller:
             self.crashed = exc
             await self._end_loop()
             raise _OwnCodeFailed from exc
-        return to_call_tool_result(answer)
+        return self.agent.runtime.classifier.for_model(answer)
 
     async def _end_loop(self) -> None:
         """The runner stops after this turn's calls: the model is asked nothing more."""

@@ -20,7 +20,9 @@ from coordinator.compare.figures import Figures
 from coordinator.compare.runner import MODES, run_mode, worlds
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
 from sources.settings import SourceSettings
+from subagents.claude import ClaudeSettings
 from tests.conftest import PROJECT_ROOT
+from tests.fake_messages_api import Conversations, FakeMessagesApi, last_tool_results
 
 pytestmark = pytest.mark.anyio
 CLI = "from coordinator.cli import app; app()"  # `research`, as a user runs it
@@ -189,3 +191,43 @@ def test_a_plot_that_is_not_png_is_a_usage_error() -> None:
     assert (
         done.returncode == 2 and "--plot takes a .png file" in done.stderr and "Traceback" not in done.stderr
     )
+
+
+async def test_in_claude_mode_only_the_contract_tells_the_model_what_failed(
+    mode_worlds: dict[str, SourceSettings],
+) -> None:
+    """The scripted Messages API plays the model. Structured: the refusal reaches it as a business
+    error it must not repeat. Generic: "Operation failed" is all there is, so the code retries it to
+    the cap and gives up, as the generic policy does; the model never learns why."""
+    import anthropic.lib.tools.mcp  # noqa: F401  (loaded before the clock runs: it takes seconds, once)
+
+    seen: dict[str, list[dict[str, object]]] = {}
+    calls: dict[str, int] = {}
+    for mode in ("generic", "structured"):
+        api = FakeMessagesApi(Conversations())
+        try:
+            claude = ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=1, timeout_s=5)
+            chosen = Scenario(seed=5, query=BUSINESS_REFUSAL, faults={}, refund_amount=None)
+            with anyio.fail_after(30):
+                calls[mode] = (await run_mode(mode, chosen, mode_worlds[mode], claude)).calls_sent
+            assert api.script_errors == []
+            replies = [
+                block for request in api.requests_of("customer") for block in last_tool_results(request)
+            ]
+            seen[mode] = [json.loads(block["content"][0]["text"]) for block in replies]
+        finally:
+            api.close()
+    assert calls == {"generic": 4, "structured": 1}
+    assert seen["structured"] and seen["structured"][0]["errorCategory"] == "business"
+    assert not any("errorCategory" in reply for reply in seen["generic"])
+
+
+def test_a_generic_failure_reads_to_a_model_as_the_anti_pattern_sends_it() -> None:
+    answer = ToolError.of(ErrorCategory.TRANSIENT, GENERIC_MESSAGE)
+    shown = Boundary(generic=True).for_model(answer)
+    assert shown.is_error and json.loads(shown.content[0].text) == {
+        "isError": True,
+        "message": "Operation failed",
+    }
+    contract = Boundary(generic=False).for_model(answer)
+    assert json.loads(contract.content[0].text)["errorCategory"] == "transient"

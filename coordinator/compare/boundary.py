@@ -12,10 +12,11 @@ breaker, deadline, hooks, recovery code) is the same code in both modes.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from sources.contract import ErrorCategory, ToolError
+from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
 from subagents.classify import Outcome, classify_exception, classify_result
 
 if TYPE_CHECKING:
@@ -51,6 +52,15 @@ class Boundary:
 
     def exception(self, exc: Exception) -> Outcome:
         return self._seen(classify_exception(exc))
+
+    def for_model(self, answer: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
+        """In Claude mode the model reads what the anti-pattern sends: ``{"isError": true, "message": ...}``."""
+        if not self.generic or not isinstance(answer, ToolError):
+            return to_call_tool_result(answer)
+        from mcp.types import CallToolResult, TextContent  # here, as in sources.contract: start-up time
+
+        text = json.dumps({"isError": True, "message": GENERIC_MESSAGE})
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
     def _seen(self, truth: Outcome) -> Outcome:
         # A subagent runs its post-call hooks right after this, with no await between, so the n-th
