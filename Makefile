@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint typecheck demo clean
+.PHONY: test lint typecheck demo bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ test: lint typecheck $(INTEROP)/node_modules/.installed
 DEMO_QUERY := Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed
 demo: $(BIN)/.installed
 	$(BIN)/research ask "$(DEMO_QUERY)" --faults tickets:transient=0.5,seed=13 --seed 1 || [ $$? -eq 3 ]
+
+# Every benchmark, one at a time, then `research compare`: one dated file in benchmarks/results/ (and latest.md).
+bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache $(INTEROP)/node_modules

@@ -36,7 +36,7 @@ INVOICES = "Investigate CUST-00042: recent orders, open tickets, invoices, and w
 @pytest.fixture(scope="module")
 def mode_worlds() -> Iterator[dict[str, SourceSettings]]:
     with worlds() as settings:
-        yield settings
+        yield settings[0]
 
 
 async def figures(
