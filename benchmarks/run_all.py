@@ -280,10 +280,18 @@ def parse_tracing_overhead(text: str) -> list[Row]:
 
 
 def parse_fanout(text: str) -> list[Row]:
-    pattern = r"(?P<name>.+?):\s+median (?P<value>\d+) ms = (?P<ratio>[\d.]+) x 200 ms(?: \(target (?P<target>[^)]*)\))?"
-    baseline = "200 ms (one source's latency)"
+    pattern = (
+        r"(?P<name>.+?):\s+median (?P<value>\d+) ms = (?P<ratio>[\d.]+) x (?P<limit>\d+) ms"
+        r"(?P<why>[^(]*)(?: \(target (?P<target>[^)]*)\))?"
+    )
     return [
-        (row["name"], f"median {row['value']} ms", baseline, f"{row['ratio']}x", row["target"])
+        (
+            row["name"],
+            f"median {row['value']} ms",
+            f"{row['limit']} ms{row['why']}",
+            f"{row['ratio']}x",
+            row["target"],
+        )
         for row in matching(text, pattern)
     ]
 
