@@ -27,6 +27,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -508,6 +509,9 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     return parsed
 
 
+LATEST_CHART = "latest-compare.png"
+
+
 def main(argv: list[str] | None = None) -> int:
     chosen = options(argv)
     day = datetime.date.today().isoformat()
@@ -519,8 +523,10 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = [run_step(step, number, len(steps), chosen.timeout) for number, step in enumerate(steps, 1)]
     total_s = time.perf_counter() - started
     text = document(day, outcomes, chart, total_s)
-    for path in (out / f"{day}.md", out / "latest.md"):
-        path.write_text(text, encoding="utf-8")
+    (out / f"{day}.md").write_text(text, encoding="utf-8")
+    if chart.exists():  # the stable pair the README shows: latest.md and its chart
+        shutil.copyfile(chart, out / LATEST_CHART)
+    (out / "latest.md").write_text(text.replace(chart.name, LATEST_CHART), encoding="utf-8")
     failed = [outcome.step.name for outcome in outcomes if not outcome.ok]
     say(f"[bench] {plural(len(steps), 'step')} in {total_s:.1f} s; failed: {', '.join(failed) or 'none'}")
     say(f"[bench] wrote {relative(out / f'{day}.md')} and {relative(out / 'latest.md')}")

@@ -14,13 +14,18 @@ import pytest
 from mcp.types import CallToolResult, TextContent
 
 from coordinator.chaos.catalogue import Scenario, scenario_from
+from coordinator.chaos.history import History, ScenarioResult
 from coordinator.chaos.runner import run_scenario
 from coordinator.compare.boundary import GENERIC_MESSAGE, Boundary
-from coordinator.compare.figures import Figures
+from coordinator.compare.figures import Figures, figures_of
 from coordinator.compare.runner import MODES, run_mode, worlds
+from coordinator.planner import plan_query
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
 from sources.settings import SourceSettings
+from subagents.classify import Outcome
 from subagents.claude import ClaudeSettings
+from subagents.hooks import ToolCall
+from subagents.policy import RecoveryPolicy
 from tests.conftest import PROJECT_ROOT
 from tests.fake_messages_api import Conversations, FakeMessagesApi, last_tool_results
 
@@ -231,3 +236,21 @@ def test_a_generic_failure_reads_to_a_model_as_the_anti_pattern_sends_it() -> No
     }
     contract = Boundary(generic=False).for_model(answer)
     assert json.loads(contract.content[0].text)["errorCategory"] == "transient"
+
+
+def test_a_refund_above_the_limit_that_reached_billing_is_counted() -> None:
+    """Fed by hand: the figure counts issue_refund calls above the limit in the history, nothing else."""
+    plan = plan_query(NOBODY)
+    history = History()
+    record = history.recorder()
+    ok = Outcome("ok", ResultPage[dict](result_count=1, results=[{"id": "RFD-1"}]))  # type: ignore[type-var]
+    for amount, tool in ((750.0, "issue_refund"), (45.0, "issue_refund"), (900.0, "refund_eligibility")):
+        record(ToolCall("billing", tool, {"order_id": "ORD-10008", "amount": amount}, 1, "refund"), ok)
+    result = ScenarioResult(
+        scenario=Scenario(seed=1, query=NOBODY, faults={}, refund_amount=750.0), plan=plan, report=None,
+        history=history, elapsed_s=0.5, refunds=[], refund_key=None, leaked_processes=[], leaked_sockets=0,
+        policy=RecoveryPolicy(),
+    )  # fmt: skip
+    counted = figures_of(result, [ok, ok, ok], [])
+    assert (counted.refunds_above_limit_attempted, counted.calls_sent, counted.calls_wasted) == (1, 3, 0)
+    assert counted.questions_answered == counted.tasks_answered == 0 and counted.wall_s == 0.5

@@ -368,6 +368,7 @@ def test_what_is_not_run_is_exactly_what_must_not_be() -> None:
             'research ask "Investigate jane',  # ... --otlp, for that Jaeger
             'research ask "Investigate CUST',  # ... --chaos hang:tickets: 28 s of waiting
             "research chaos run --scenarios",  # 200 scenarios: 150 s
+            "research compare --scenarios 2",  # 200 scenarios in three modes: about 220 s
         ]
     ), left_out
 
