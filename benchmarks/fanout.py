@@ -37,7 +37,7 @@ from sources.faults import FaultSettings  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.broker import CredentialBroker  # noqa: E402
 from subagents.connection import Connections, stdio_target  # noqa: E402
-from subagents.subagent import Runtime, Task, run_subagent  # noqa: E402
+from subagents.subagent import Runtime, run_subagent  # noqa: E402
 
 LATENCY_S = 0.2
 # The customer lookup, then the tasks it gates (orders, invoices, tickets); the policy search runs beside.
@@ -94,7 +94,7 @@ async def measure(settings: SourceSettings, rounds: int) -> dict[str, object]:
                 started = time.perf_counter()
                 for task in TASKS:
                     report = await run_subagent(
-                        Task(task.id, task.source, task.tool, task.arguments, task.purpose),
+                        task.resolved(task.arguments),
                         runtime,
                         time.monotonic() + 30,
                     )

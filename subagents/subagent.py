@@ -214,10 +214,7 @@ class Subagent:
 
     def stop(self, stop: Stop, outcome: Outcome) -> SubagentReport:
         """Carry out a ``Stop``: its decision, then the report."""
-        if stop.out_of_time:
-            self.state = self.state.timed_out()
-        self.step(stop.action, stop.reason, outcome)
-        return self.report(outcome)
+        return self.report(self._stopped(stop, outcome).outcome)
 
     def report(self, outcome: Outcome) -> SubagentReport:
         return recovery.report(self.state, outcome)
@@ -320,6 +317,7 @@ class Subagent:
                 return Settled(outcome, reason)
 
     def _stopped(self, stop: Stop, outcome: Outcome) -> Settled:
+        """Record a ``Stop``'s decision: the run ends on ``outcome``."""
         if stop.out_of_time:
             self.state = self.state.timed_out()
         self.step(stop.action, stop.reason, outcome)

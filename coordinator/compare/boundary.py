@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
-from subagents.classify import Outcome, classify_exception, classify_result
+from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError
+from subagents.classify import CONTRACT, Outcome
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
@@ -48,15 +48,15 @@ class Boundary:
     truths: list[Outcome] = field(default_factory=list)
 
     def result(self, result: CallToolResult) -> Outcome:
-        return self._seen(classify_result(result))
+        return self._seen(CONTRACT.result(result))
 
     def exception(self, exc: Exception) -> Outcome:
-        return self._seen(classify_exception(exc))
+        return self._seen(CONTRACT.exception(exc))
 
     def for_model(self, answer: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
         """In Claude mode the model reads what the anti-pattern sends: ``{"isError": true, "message": ...}``."""
         if not self.generic or not isinstance(answer, ToolError):
-            return to_call_tool_result(answer)
+            return CONTRACT.for_model(answer)
         from mcp.types import CallToolResult, TextContent  # here, as in sources.contract: start-up time
 
         text = json.dumps({"isError": True, "message": GENERIC_MESSAGE})

@@ -28,6 +28,7 @@ from typing import Any
 
 from coordinator.chaos.history import Call, ScenarioResult
 from coordinator.report import ResearchReport
+from sources.contract import ErrorCategory
 from sources.domain import AUTOMATIC_REFUND_LIMIT
 from subagents.classify import Outcome
 from subagents.decisions import Decision
@@ -128,12 +129,12 @@ def _hopeless(before: Sent, after: Sent, elevated: set[tuple[str, int]]) -> bool
     error = before.truth.error
     if error is None:
         return False
-    match error.error_category.value:
-        case "business":
+    match error.error_category:
+        case ErrorCategory.BUSINESS:
             return True
-        case "permission":
+        case ErrorCategory.PERMISSION:
             return (before.call.task, before.call.attempt) not in elevated
-        case "validation":
+        case ErrorCategory.VALIDATION:
             return dict(after.call.arguments) == dict(before.call.arguments)
     return False
 

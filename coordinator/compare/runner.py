@@ -30,6 +30,7 @@ from sources.settings import SourceSettings
 from sources.world import ensure_world
 from subagents.claude import ClaudeSettings
 from subagents.decisions import Decision
+from subagents.subagent import SilentObserver
 from subagents.task import Task
 
 __all__ = ["MODES", "Comparison", "compare", "run_mode", "worlds"]
@@ -56,7 +57,7 @@ class Comparison:
         }
 
 
-class _Watch:
+class _Watch(SilentObserver):
     """Sees each subagent's decisions; in the generic-abort mode, abandons the query at a failed branch."""
 
     def __init__(self, abort: bool) -> None:
@@ -64,16 +65,10 @@ class _Watch:
         self.scope = anyio.CancelScope()
         self.decisions: list[tuple[str, Decision]] = []
 
-    def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
-        pass
-
     def decided(self, task: Task, decision: Decision) -> None:
         self.decisions.append((task.id, decision))
         if self.abort and decision.action in _BRANCH_FAILED:
             self.scope.cancel()
-
-    def ended(self, task_id: str, state: str, attempts: int, decisions: Sequence[Decision]) -> None:
-        pass
 
 
 async def run_mode(
