@@ -37,7 +37,7 @@ from coordinator.report import (
     SynthesisStep,
     SynthesisSummary,
 )
-from sources.catalogue import TOOLS
+from coordinator.tools import Catalog, demo_catalog
 from sources.contract import ErrorCategory
 from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
 
@@ -49,7 +49,7 @@ __all__ = ["ClaudeSettings", "TokenBudget", "claude_brief", "claude_plan", "mode
 
 _REF = re.compile(r"^\{(?P<task>[a-z_][a-z0-9_]*)\.(?P<field>[a-z_][a-z0-9_]*)\}$")
 _SYSTEM = (
-    "You plan research across five MCP sources. Call submit_plan exactly once with the tasks needed to "
+    "You plan research across MCP sources. Call submit_plan exactly once with the tasks needed to "
     "answer the query, and nothing the query does not ask for. Sources and tools: {tools}. A customer "
     "named by email must be resolved first with customers.customer_lookup; later tasks then take its id "
     'as the string "{{customer.id}}" and list "customer" in depends_on. A CUST-NNNNN id can be used '
@@ -125,7 +125,7 @@ def _tool() -> ToolParam:
     }
 
 
-def _to_plan(query: str, raw: Any) -> Plan:
+def _to_plan(query: str, raw: Any, catalog: Catalog) -> Plan:
     """The model's plan as a checked ``Plan``; raises ``ValidationError`` or ``PlanError`` with the reason."""
     parsed = _PlanInput.model_validate(raw)
     tasks = []
@@ -140,7 +140,7 @@ def _to_plan(query: str, raw: Any) -> Plan:
         ))  # fmt: skip
     unplanned = tuple(Unplanned(item.what, item.why, item.next_step) for item in parsed.unplanned)
     # The model's plan is held to the same rule as the planner's: what the query names is used or listed.
-    return account_for(Plan.of(query, tasks, unplanned))
+    return account_for(Plan.of(query, tasks, unplanned, offered=catalog.offered), catalog)
 
 
 @dataclass
@@ -148,12 +148,13 @@ class _Conversation:
     settings: ClaudeSettings
     client: anthropic.AsyncAnthropic
     budget: TokenBudget
+    catalog: Catalog
     messages: list[MessageParam] = field(default_factory=list)
     summary: PlanningSummary = field(default_factory=lambda: PlanningSummary(planner="claude"))
 
     async def ask(self) -> tuple[str, Any]:
         """One model turn; returns the submit_plan tool-use id and its input."""
-        tools = "; ".join(f"{source}: {', '.join(sorted(names))}" for source, names in TOOLS.items())
+        tools = self.catalog.describe()
         response = await self.client.messages.create(
             model=self.settings.model,
             max_tokens=self.settings.max_tokens,
@@ -173,42 +174,52 @@ class _Conversation:
 
 
 async def claude_plan(
-    query: str, settings: ClaudeSettings, budget: TokenBudget | None = None, *, within_s: float = math.inf
+    query: str,
+    settings: ClaudeSettings,
+    budget: TokenBudget | None = None,
+    *,
+    within_s: float = math.inf,
+    catalog: Catalog | None = None,
 ) -> tuple[Plan, PlanningSummary]:
     """Claude's plan for ``query``, or the deterministic one when Claude's cannot be used (recorded).
 
-    ``within_s`` bounds the whole conversation (the query's deadline covers planning too).
+    ``within_s`` bounds the whole conversation (the query's deadline covers planning too); ``catalog``
+    is every tool the model may plan (the demo sources' by default, with the registered sources').
     """
     summary = PlanningSummary(planner="claude")
+    catalog = catalog or demo_catalog()
     if not settings.api_key:  # the model cannot be asked at all
-        return _fallback(query, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
+        return _fallback(query, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION, catalog)
     spending = budget or TokenBudget(settings.token_budget)
 
     async def converse(client: anthropic.AsyncAnthropic) -> tuple[Plan, PlanningSummary]:
         messages: list[MessageParam] = [{"role": "user", "content": query}]
-        return await _converse(query, _Conversation(settings, client, spending, messages, summary))
+        return await _converse(query, _Conversation(settings, client, spending, catalog, messages, summary))
 
     answer = await _bounded(settings, within_s, "the lead agent", converse)
     if isinstance(answer, _Unanswered):
-        return _fallback(query, summary, answer.reason, answer.category)
+        return _fallback(query, summary, answer.reason, answer.category, catalog)
     return answer
 
 
 async def _converse(query: str, conversation: _Conversation) -> tuple[Plan, PlanningSummary]:
     """Ask for the plan; repair it once with the exact error; else fall back."""
-    summary, budget = conversation.summary, conversation.budget
+    summary, budget, catalog = conversation.summary, conversation.budget, conversation.catalog
     for attempt in (1, 2):
         if budget.exhausted:
-            return _fallback(query, summary, f"the token budget is spent ({budget.describe()})", None)
+            return _fallback(
+                query, summary, f"the token budget is spent ({budget.describe()})", None, catalog
+            )
         use_id, raw = await conversation.ask()
         try:
-            plan = _to_plan(query, raw)
+            plan = _to_plan(query, raw, catalog)
         except (ValidationError, PlanError) as exc:
             problem = str(exc).splitlines()[0] if isinstance(exc, PlanError) else _first_error(exc)
             if attempt == 2:
                 return _fallback(
-                    query, summary, f"the repaired plan is still invalid: {problem}", ErrorCategory.VALIDATION
-                )
+                    query, summary, f"the repaired plan is still invalid: {problem}", ErrorCategory.VALIDATION,
+                    catalog,
+                )  # fmt: skip
             summary.steps.append(
                 PlanningStep(action="repair", reason=problem, category=ErrorCategory.VALIDATION)
             )
@@ -232,12 +243,12 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def _fallback(
-    query: str, summary: PlanningSummary, reason: str, category: ErrorCategory | None
+    query: str, summary: PlanningSummary, reason: str, category: ErrorCategory | None, catalog: Catalog
 ) -> tuple[Plan, PlanningSummary]:
     summary.steps.append(
         PlanningStep(action="fallback", reason=f"{reason}; used the deterministic planner", category=category)
     )
-    return plan_query(query), summary
+    return plan_query(query, catalog), summary
 
 
 # --- the brief ------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ what to do; a plan with anything unplanned can only end ``partial``.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,12 @@ from subagents.task import Task
 if TYPE_CHECKING:  # networkx is imported where a graph is built: a refused query never needs it (start-up)
     import networkx as nx
 
-__all__ = ["Plan", "PlanError", "PlannedTask", "QueryError", "Ref", "Unplanned"]
+__all__ = ["PLANNING_SHARE", "Plan", "PlanError", "PlannedTask", "QueryError", "Ref", "Unplanned"]
+
+# The query's deadline covers planning and the brief too. Planning (a model's, or listing the tools of
+# a registered source never listed) may take at most this share of it, so the work always has the
+# rest; the brief gets what is left (and the grace).
+PLANNING_SHARE = 0.25
 
 
 def _graph() -> nx.DiGraph:
@@ -90,8 +96,14 @@ class Plan:
         tasks: list[PlannedTask],
         unplanned: tuple[Unplanned, ...] = (),
         notes: tuple[str, ...] = (),
+        *,
+        offered: Mapping[str, Collection[str]] = TOOLS,
     ) -> Plan:
-        """Build and check a plan; a plan that must not run raises ``PlanError``."""
+        """Build and check a plan; a plan that must not run raises ``PlanError``.
+
+        ``offered`` is every source's tools (the demo sources' by default; with registered ones, the
+        planner's catalog): a task may name no other.
+        """
         import networkx as nx
 
         by_id: dict[str, PlannedTask] = {}
@@ -99,14 +111,14 @@ class Plan:
         for task in tasks:
             if task.id in by_id:
                 raise PlanError(f"two tasks are named {task.id!r}")
-            if task.source not in TOOLS:
+            if task.source not in offered:
                 raise PlanError(
-                    f"task {task.id!r} names unknown source {task.source!r}; sources are {', '.join(TOOLS)}"
+                    f"task {task.id!r} names unknown source {task.source!r}; sources are {', '.join(offered)}"
                 )
-            if task.tool not in TOOLS[task.source]:
+            if task.tool not in offered[task.source]:
                 raise PlanError(
                     f"task {task.id!r} names unknown tool {task.tool!r} of {task.source}; "
-                    f"it offers {', '.join(sorted(TOOLS[task.source]))}"
+                    f"it offers {', '.join(sorted(offered[task.source]))}"
                 )
             by_id[task.id] = task
             graph.add_node(task.id)

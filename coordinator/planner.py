@@ -33,11 +33,21 @@ from typing import Any, TypeVar
 from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
 from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.reading import Mention, QueryError, Reading, read_query
-from coordinator.tools import GIVES, LOOKUPS, SUBJECT_KINDS, TASK_NAMES, WHY, Argument, tool_arguments
+from coordinator.tools import (
+    GIVES,
+    LOOKUPS,
+    PATH_KINDS,
+    SUBJECT_KINDS,
+    TASK_NAMES,
+    WHY,
+    Argument,
+    Catalog,
+    demo_catalog,
+)
 from sources.domain import TODAY, pounds
 from sources.identifiers import CUSTOMER_ID, ORDER_ID
 
-__all__ = ["QueryError", "account_for", "plan_query"]
+__all__ = ["QueryError", "account_for", "plan_query", "read_for"]
 
 _REFUND_PURPOSE = "refund research"
 # Most customers, orders or refund checks one query researches.
@@ -77,9 +87,10 @@ class _Subject:
 
 
 class _Planner:
-    def __init__(self, reading: Reading) -> None:
+    def __init__(self, reading: Reading, catalog: Catalog) -> None:
         self.reading = reading
-        self.tools = tool_arguments()
+        self.catalog = catalog
+        self.tools = catalog.tools
         self.calls: list[_Call] = []
         self.unplanned: list[Unplanned] = []
         self.intents = set(reading.intents)
@@ -284,20 +295,62 @@ class _Planner:
                 self.unplanned.append(_unanswerable(intent))
             elif intent.name in reading.weak_intents and self.order_lookups:
                 self.plan_intent(intent)  # "the customer of ORD-10023": who placed it
+        for tool in sorted(self.catalog.registered):
+            for call in self._registered_calls(tool):
+                self._add(call)
         self._account_for_refunds()
         if "refund" in self.intents or self.pairs:  # the broker grants financial records for refund research
             for call in self.calls:
                 if call.tool.startswith("billing."):
                     call.purpose = _REFUND_PURPOSE
         tasks = self._tasks()
-        self.unplanned += _unaccounted(reading, tasks, self.unplanned)
+        self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog)
         # A refund word alone plans the refund policy; with the refund itself not researchable and no
         # words of the query's own to search for, that is no answer to what was asked.
         policy_only = all(task.tool == "search_policies" for task in tasks) and not self.own_words
         policy_only = policy_only and "policies" not in self.intents
         if not tasks or (policy_only and self.unplanned):
             raise QueryError(_nothing_to_research(reading, self.unplanned))
-        return Plan.of(reading.query, tasks, tuple(self.unplanned), _notes(reading))
+        return Plan.of(
+            reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.offered
+        )
+
+    # -- registered sources: planned by what their tools take, as their entries say
+
+    def _registered_calls(self, tool: str) -> list[_Call]:
+        """A call of a registered tool for each thing the query names that its first subject argument
+        takes (each path, each time zone...); its other arguments from what else the query names."""
+        arguments = self.tools[tool]
+        subjects = [
+            name
+            for name, argument in arguments.items()
+            if argument.required and argument.kind not in _QUALIFIERS
+        ]
+        if not subjects:
+            return []  # a tool that takes only search words is planned by no one's words in particular
+        calls = []
+        for value in self._named(arguments[subjects[0]].kind):
+            values: dict[str, Any] = {}
+            for name, argument in arguments.items():
+                given = value if name == subjects[0] else next(iter(self._named(argument.kind)), None)
+                if given is not None:
+                    values[name] = given
+                elif argument.required:
+                    break
+            else:
+                calls.append(_Call(tool, values, subject=str(value)))
+        return calls
+
+    def _named(self, kind: str) -> list[Any]:
+        """The values the query names of ``kind``: a file or a folder among its paths, its search words..."""
+        if kind == "text":
+            return [self.text] if self.text else []
+        if kind in PATH_KINDS:
+            paths = self.reading.values("path")
+            return [path for path in paths if kind == "path" or (kind == "folder") == _is_folder(path)]
+        if kind == "customer":
+            return [*self.reading.values("email"), *self.reading.values("customer_id")]
+        return self.reading.values(kind)
 
     def _account_for_refunds(self) -> None:
         paired = {order.value for order, _ in self.pairs}
@@ -340,7 +393,21 @@ class _Planner:
         return tasks
 
 
-def _unaccounted(reading: Reading, tasks: list[PlannedTask], unplanned: list[Unplanned]) -> list[Unplanned]:
+# Arguments that qualify a call rather than say what it is about.
+_QUALIFIERS = frozenset({"text", "choice", "other", "date", "amount", "sku"})
+
+
+def _is_folder(path: str) -> bool:
+    """A folder if it is one here, else if its last part has no extension (``docs`` yes, ``a.md`` no)."""
+    from pathlib import Path
+
+    found = Path(path)
+    return found.is_dir() or (not found.exists() and not found.suffix)
+
+
+def _unaccounted(
+    reading: Reading, tasks: list[PlannedTask], unplanned: list[Unplanned], catalog: Catalog | None = None
+) -> list[Unplanned]:
     """What the query names that no task uses and no entry lists yet: nothing is dropped silently.
 
     Checked on every plan, the deterministic planner's and Claude's alike.
@@ -366,18 +433,25 @@ def _unaccounted(reading: Reading, tasks: list[PlannedTask], unplanned: list[Unp
                     f"name the order, e.g. 'refund {mention.describe()} on ORD-10031'",
                 ))  # fmt: skip
         elif str(mention.value) not in used and mention.describe() not in listed:
-            found.append(_unused(mention))
+            found.append(_unused(mention, catalog or demo_catalog()))
     return found
 
 
-def account_for(plan: Plan) -> Plan:
+def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:
     """``plan`` (made by a model) with what its query names but no task uses listed as unplanned."""
+    catalog = catalog or demo_catalog()
     try:
-        reading = read_query(plan.query)
+        reading = read_for(plan.query, catalog)
     except QueryError:
         return plan  # the query was refused before planning; nothing to add
-    missing = _unaccounted(reading, list(plan.tasks.values()), list(plan.unplanned))
-    return Plan.of(plan.query, list(plan.tasks.values()), (*plan.unplanned, *missing), plan.notes)
+    missing = _unaccounted(reading, list(plan.tasks.values()), list(plan.unplanned), catalog)
+    return Plan.of(
+        plan.query,
+        list(plan.tasks.values()),
+        (*plan.unplanned, *missing),
+        plan.notes,
+        offered=catalog.offered,
+    )
 
 
 def _pair_amounts(reading: Reading) -> tuple[list[tuple[Mention, Mention]], list[Mention]]:
@@ -435,7 +509,15 @@ def _unanswerable(intent: Intent) -> Unplanned:
     return Unplanned(intent.unanswered, "the query names nothing those tools can look up", intent.ask_for)
 
 
-def _unused(mention: Mention) -> Unplanned:
+def _unused(mention: Mention, catalog: Catalog) -> Unplanned:
+    if mention.kind not in _READ_ALWAYS:  # a path, or a kind of thing a registered source defined
+        broken = "; ".join(
+            f"{source}: {why}" for source, why in catalog.not_usable.items() if "." not in source
+        )
+        return Unplanned(
+            mention.describe(), f"no registered source's tool takes it{f' ({broken})' if broken else ''}",
+            "`research sources check NAME` says what a source's tools take",
+        )  # fmt: skip
     if mention.kind == "sku":
         return Unplanned(
             mention.value, "orders are searched by SKU within one customer's orders, and no customer was named",
@@ -467,6 +549,17 @@ def _nothing_to_research(reading: Reading, unplanned: list[Unplanned]) -> str:
     )
 
 
-def plan_query(query: str) -> Plan:
-    """The deterministic plan for a query; ``QueryError`` when it names nothing researchable."""
-    return _Planner(read_query(query)).plan()
+# The kinds every query is read for; others are read only where a registered source takes them.
+_READ_ALWAYS = frozenset({"email", "customer_id", "name", "order_id", "sku", "article_id", "amount", "dates"})
+
+
+def read_for(query: str, catalog: Catalog) -> Reading:
+    """``query`` read for what the tools in ``catalog`` take."""
+    return read_query(query, catalog.entities, paths=catalog.reads_paths)
+
+
+def plan_query(query: str, catalog: Catalog | None = None) -> Plan:
+    """The deterministic plan for a query over ``catalog`` (the demo sources' tools by default);
+    ``QueryError`` when it names nothing researchable."""
+    catalog = catalog or demo_catalog()
+    return _Planner(read_for(query, catalog), catalog).plan()

@@ -28,18 +28,22 @@ _QUERY_FAULTS: dict[str, Callable[[str], FaultSettings]] = {
 }
 
 
-def parse_query_chaos(spec: str) -> tuple[dict[str, FaultSettings], list[tuple[str, float]]]:
-    """Read ``kill:customers@0.5s,hang:tickets,flaky:orders=0.3``: per-source faults, and timed kills."""
+def parse_query_chaos(
+    spec: str, sources: tuple[str, ...] = SOURCES
+) -> tuple[dict[str, FaultSettings], list[tuple[str, float]]]:
+    """Read ``kill:customers@0.5s,hang:tickets,flaky:orders=0.3``: per-source faults, and timed kills.
+
+    ``sources``: the names it may break (a registered source's faults are injected client-side)."""
     faults: dict[str, FaultSettings] = {}
     kills: list[tuple[str, float]] = []
     for item in filter(None, (part.strip() for part in spec.split(","))):
         kind, sep, rest = item.partition(":")
         target, _, when = rest.partition("@")
         source, _, value = target.partition("=")
-        if not sep or kind not in _QUERY_FAULTS or source not in SOURCES:
+        if not sep or kind not in _QUERY_FAULTS or source not in sources:
             raise ValueError(
                 f"--chaos item {item!r} is not KIND:SOURCE[=VALUE][@TIME] with a kind among {', '.join(_QUERY_FAULTS)} "
-                f"and a source among {', '.join(SOURCES)}; e.g. kill:customers@0.5s,flaky:orders=0.3"
+                f"and a source among {', '.join(sources)}; e.g. kill:customers@0.5s,flaky:orders=0.3"
             )
         if when:
             if kind != "kill":
@@ -56,11 +60,25 @@ def parse_query_chaos(spec: str) -> tuple[dict[str, FaultSettings], list[tuple[s
     return faults, kills
 
 
-async def kill_at(source: str, seconds: float) -> None:
+async def kill_at(source: str, seconds: float, command: tuple[str, ...] | None = None) -> None:
     """SIGKILL the stdio process of ``source`` that this process started, ``seconds`` from now:
-    spawned as ``python -m sources.SOURCE`` or forked (``sources.forked``, named alike)."""
+    spawned as ``python -m sources.SOURCE`` or forked (``sources.forked``, named alike); a registered
+    source, the process started from its ``command``, and every process it started in turn (``npx``
+    runs the server as its child)."""
     await anyio.sleep(seconds)
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if any(part == f"sources.{source}" for part in child.cmdline()):
+            line = child.cmdline()
+            if command is not None and _started_from(line, command):
+                for descendant in child.children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        descendant.kill()
                 child.kill()
+            elif command is None and any(part == f"sources.{source}" for part in line):
+                child.kill()
+
+
+def _started_from(line: list[str], command: tuple[str, ...]) -> bool:
+    """Whether a process's command line is ``command`` (its program found on PATH, or an interpreter's script)."""
+    program, *arguments = command
+    return line[-len(arguments) :] == arguments if arguments else bool(line) and line[0].endswith(program)

@@ -27,9 +27,11 @@ import calendar
 import functools
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any
 
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
@@ -44,7 +46,9 @@ __all__ = ["MAX_QUERY_CHARS", "DateRange", "Mention", "QueryError", "Reading", "
 # characters takes the planner about a third of a second.
 MAX_QUERY_CHARS = 64_000
 
-MentionKind = Literal["email", "customer_id", "name", "order_id", "sku", "article_id", "amount", "dates"]
+# The kinds read in every query: email, customer_id, name, order_id, sku, article_id, amount, dates; and
+# where a registered source takes them, path (a file or a folder) and the kinds its entry defines.
+MentionKind = str
 
 
 class QueryError(ValueError):
@@ -182,6 +186,20 @@ _LAST_N = re.compile(rf"(?:the\s+)?(?:last|past|previous)\s+(?P<count>{_COUNT})\
 _PAST_ONE = re.compile(r"(?:the\s+)?past\s+(?P<unit>week|month|year)", re.I)
 
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+# A path as people write one: from the root, home or here ("/srv/docs", "~/notes", "./docs", "../a"),
+# or folders and a file with an extension ("docs/refund-policy.md"). "and/or" is no path.
+_SEGMENT = r"[\w@+-]+(?:\.[\w@+-]+)*"  # a name, dots only inside it: "./docs." ends at "docs"
+_PATH = re.compile(
+    rf"(?<![\w/.:~])(?:(?:~|\.{{1,2}})?(?:/{_SEGMENT})+/?|[\w-]+(?:/{_SEGMENT})*/[\w@+-]+\.[A-Za-z0-9]{{1,8}})"
+    r"(?![\w/])"
+)
+
+
+def _path(match: re.Match[str]) -> str:
+    """A path, made absolute against the working folder: a server resolves a relative one its own way
+    (the filesystem server against its first allowed folder), so the one the person meant is sent."""
+    return str(Path(match[0]).expanduser().resolve())
 
 
 def _check(query: str) -> str:
@@ -381,8 +399,12 @@ def _intents(words: list[str], phrases_text: str) -> tuple[frozenset[str], froze
     return frozenset(found), frozenset(weak)
 
 
-def read_query(query: str) -> Reading:
-    """What ``query`` names and asks; ``QueryError`` when it cannot be read as written."""
+def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: bool = False) -> Reading:
+    """What ``query`` names and asks; ``QueryError`` when it cannot be read as written.
+
+    ``entities`` (kind -> pattern) are kinds of thing registered sources define, and ``paths`` reads
+    paths: both only where a registered tool takes them, so that other queries read as they always have.
+    """
     text = _check(query)
     other = _OTHER_CURRENCY.search(text)
     if other is not None:
@@ -402,6 +424,10 @@ def read_query(query: str) -> Reading:
     for pattern in _POUNDS:
         scanner.take(pattern, "amount", _amount)
     scanner.take(_DATES, "dates", _dates)
+    if paths:
+        scanner.take(_PATH, "path", _path)
+    for kind, written in (entities or {}).items():
+        scanner.take(re.compile(written), kind, lambda m: m[0])
     _names(scanner)
 
     corrections: list[tuple[str, str]] = []

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coordinator.llm import claude_brief, claude_plan
-from coordinator.plan import Plan
+from coordinator.plan import PLANNING_SHARE, Plan
 from coordinator.planner import plan_query
+from coordinator.registry import Registry
 from coordinator.report import PlanningSummary, ResearchReport, TokenUse
 from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
 from coordinator.runtime import build_runtime
 from coordinator.synthesize import synthesize
+from coordinator.tools import Catalog, demo_catalog
 from sources.catalogue import SOURCES, default_url
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
@@ -46,9 +48,6 @@ from traces.spans import (
 
 __all__ = ["DEFAULT_GRANTS", "PLANNING_SHARE", "ResearchOptions", "make_plan", "research", "targets_for"]
 
-# The query's deadline covers a model's planning and brief too. The lead agent may take at most this
-# share of it, so the work always has the rest; the brief gets what is left (and the grace).
-PLANNING_SHARE = 0.25
 
 # What the broker may grant, and for which purpose: financial records for refund research only.
 DEFAULT_GRANTS = (Grant("billing:read", "refund research"),)
@@ -74,6 +73,9 @@ class ResearchOptions:
     started_at: float | None = None
     # The classification boundary (subagents.classify): the contract, unless a comparison swaps it.
     classifier: Classifier = CONTRACT
+    # The sources in effect (coordinator.registry): None is the five demo sources alone; the command
+    # line passes the registry it read (research.toml), with the servers a user added.
+    registry: Registry | None = None
 
 
 def _deadline_at(options: ResearchOptions) -> float:
@@ -82,25 +84,56 @@ def _deadline_at(options: ResearchOptions) -> float:
 
 
 async def make_plan(
-    query: str, options: ResearchOptions, budget: TokenBudget | None = None
+    query: str,
+    options: ResearchOptions,
+    budget: TokenBudget | None = None,
+    settings: SourceSettings | None = None,
 ) -> tuple[Plan, PlanningSummary | None]:
     """The plan a query runs, the one place that decides it: in Claude mode Claude's, within its share
     of the deadline (``PLANNING_SHARE``), else the deterministic planner's. A caller that wants the
     plan before the run (the CLI's progress table, the chaos checker) asks here and passes it on.
-    Bad queries raise ``QueryError``."""
-    if options.claude is None:
-        return plan_query(query), None
+    Bad queries raise ``QueryError``.
+
+    With registered sources, their tools are the planner's too: as kept, or listed now (starting
+    them) within the planning share of the deadline (``settings`` says where they are kept)."""
     within_s = min(options.deadline_s * PLANNING_SHARE, _deadline_at(options) - time.monotonic())
-    return await claude_plan(query, options.claude, budget, within_s=within_s)
+    catalog = await _catalog(options, settings, within_s)
+    if options.claude is None:
+        return plan_query(query, catalog), None
+    within_s = min(options.deadline_s * PLANNING_SHARE, _deadline_at(options) - time.monotonic())
+    return await claude_plan(query, options.claude, budget, within_s=within_s, catalog=catalog)
+
+
+async def _catalog(options: ResearchOptions, settings: SourceSettings | None, within_s: float) -> Catalog:
+    registry = options.registry
+    if registry is None or (registry.sources().keys() == set(SOURCES) and not registry.problems):
+        return demo_catalog()
+    from coordinator.registered_tools import (
+        catalog_of,
+    )  # here: only a registry with servers of its own needs it
+
+    data_dir = (settings or SourceSettings.from_environment()).data_dir
+    return await catalog_of(registry, data_dir, timeout_s=max(within_s, 0.1))
 
 
 def targets_for(settings: SourceSettings, options: ResearchOptions) -> dict[str, Target]:
-    if options.transport == "http":
-        return {source: http_target(options.urls.get(source, default_url(source))) for source in SOURCES}
-    return {
-        source: forked_target(source, settings.with_faults(options.faults.get(source, FaultSettings())))
-        for source in SOURCES
-    }
+    """Where each source in effect is found: a demo source forked (or at its HTTP URL), a registered
+    one spawned from its command (or at its URL), its faults injected client-side, as it has no layer."""
+    entries = (options.registry or Registry(None)).sources()
+    targets: dict[str, Target] = {}
+    for source, entry in entries.items():
+        faults = options.faults.get(source, FaultSettings())
+        if not entry.demo:
+            from coordinator.registered_tools import registered_target
+            from subagents.client_faults import with_client_faults
+
+            target = registered_target(entry, settings.data_dir / "logs")
+            targets[source] = with_client_faults(target, faults) if faults.active else target
+        elif options.transport == "http":
+            targets[source] = http_target(options.urls.get(source, default_url(source)))
+        else:
+            targets[source] = forked_target(source, settings.with_faults(faults))
+    return targets
 
 
 async def research(
@@ -138,7 +171,7 @@ async def research(
     with research_span(query) as root:
         with plan_span() as planning_span:
             if plan is None:
-                plan, planning = await make_plan(query, options, budget)
+                plan, planning = await make_plan(query, options, budget, settings)
             record_plan(planning_span, [task.id for task in plan.order()])
         wiring = _Wiring(settings, targets, connections, client_options, clock, observer, post_call)
         outcomes = await _run_tasks(plan, options, wiring, budget, deadline_at)

@@ -11,7 +11,7 @@ and why a call is planned, in words.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sources.catalogue import input_schemas
@@ -27,7 +27,19 @@ from sources.formats import (
     SKU,
 )
 
-__all__ = ["GIVES", "LOOKUPS", "SUBJECT_KINDS", "TASK_NAMES", "WHY", "Argument", "tool_arguments"]
+__all__ = [
+    "GIVES",
+    "LOOKUPS",
+    "PATH_KINDS",
+    "SUBJECT_KINDS",
+    "TASK_NAMES",
+    "WHY",
+    "Argument",
+    "Catalog",
+    "demo_catalog",
+    "tool_arguments",
+    "with_registered",
+]
 
 # An argument's kind, read from the format its schema publishes.
 _KIND_OF_PATTERN = {
@@ -116,3 +128,113 @@ def _argument(prop: dict[str, Any], defs: dict[str, Any], required: bool) -> Arg
     if AMOUNT_DESCRIPTION in prop.get("description", ""):
         return Argument("amount", required)
     return Argument("other", required)
+
+
+# --- the tools in effect: the demo sources' and the registered sources' ------------------------------
+
+# The kinds a path a question names may be taken as (a registered tool's argument says which).
+PATH_KINDS = frozenset({"path", "file", "folder"})
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Every tool the planner may plan, and what the other tools lack.
+
+    ``tools`` holds each plannable tool's arguments; ``offered`` every tool of every source (a plan may
+    name no other); ``entities`` the kinds of thing registered sources define (kind -> pattern);
+    ``registered`` which plannable tools are a registered source's (planned by what they take);
+    ``not_usable`` why a tool (or a whole source) cannot be planned, in words.
+    """
+
+    tools: dict[str, dict[str, Argument]]
+    offered: dict[str, frozenset[str]]
+    entities: dict[str, str] = field(default_factory=dict)
+    registered: frozenset[str] = frozenset()
+    not_usable: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """Every source's tools in a line each, a registered tool with what it takes: for a model to plan."""
+        lines = []
+        for source, names in self.offered.items():
+            shown = [
+                f"{name}({', '.join(self.tools[f'{source}.{name}'])})"
+                if f"{source}.{name}" in self.registered
+                else name
+                for name in sorted(names)
+                if f"{source}.{name}" in self.tools
+            ]
+            lines.append(f"{source}: {', '.join(shown)}")
+        return "; ".join(lines)
+
+    @property
+    def reads_paths(self) -> bool:
+        """Whether a registered tool takes a path, so paths in a question are worth reading."""
+        return any(
+            argument.kind in PATH_KINDS for tool in self.registered for argument in self.tools[tool].values()
+        )
+
+
+@functools.cache
+def demo_catalog() -> Catalog:
+    from sources.catalogue import TOOLS
+
+    return Catalog(tool_arguments(), dict(TOOLS))
+
+
+def with_registered(catalog: Catalog, source: str, listed: list[Any], hints: Any) -> Catalog:
+    """``catalog`` with a registered source's tools (``ListedTool``s) planned by its entry's hints.
+
+    ``hints`` is the source's ``SourceEntry``: ``plan`` says which argument takes which kind,
+    ``entities`` defines kinds of its own. A tool is plannable when it says it only reads (its
+    ``readOnlyHint``) or the entry names it under ``plan``, its schema is valid, and every argument it
+    requires takes a kind; what is not says why.
+    """
+    tools, not_usable, registered = dict(catalog.tools), dict(catalog.not_usable), set(catalog.registered)
+    for tool in listed:
+        key = f"{source}.{tool.name}"
+        arguments, why = _registered_arguments(tool, hints.plan.get(tool.name))
+        if why:
+            not_usable[key] = why
+            continue
+        tools[key] = arguments
+        registered.add(key)
+    return Catalog(
+        tools,
+        {**catalog.offered, source: frozenset(tool.name for tool in listed)},
+        {**catalog.entities, **hints.entities},
+        frozenset(registered),
+        not_usable,
+    )
+
+
+def _registered_arguments(tool: Any, kinds: dict[str, str] | None) -> tuple[dict[str, Argument], str]:
+    """A registered tool's arguments as the planner takes them, or why it cannot plan the tool."""
+    import jsonschema
+
+    schema = tool.input_schema
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)  # its own $schema's draft
+    except jsonschema.SchemaError as exc:
+        return {}, f"its input schema is invalid: {exc.message}"
+    if not tool.read_only and kinds is None:
+        return {}, "not read-only (no readOnlyHint): research calls it only if plan names it"
+    required = set(schema.get("required", []))
+    arguments = {
+        name: _argument(prop, schema.get("$defs", {}), name in required)
+        for name, prop in schema.get("properties", {}).items()
+    }
+    for name, kind in (kinds or {}).items():
+        if name not in arguments:
+            return (
+                {},
+                f"plan names argument {name!r}, which it does not take ({', '.join(arguments) or 'none'})",
+            )
+        arguments[name] = Argument(kind, arguments[name].required)
+    unnamed = sorted(
+        name for name, argument in arguments.items() if argument.required and argument.kind == "other"
+    )
+    if unnamed:
+        return {}, f"nothing says what {unnamed[0]!r} takes (--plan {tool.name}:{unnamed[0]}=KIND)"
+    if not any(argument.kind not in ("other", "choice") for argument in arguments.values()):
+        return {}, "takes nothing a question names"
+    return arguments, ""

@@ -42,11 +42,12 @@ from sources.wire import StdioWire, Wire
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from mcp.types import CallToolResult
 
 _HANDSHAKE = frozenset({"initialize", "server/discover"})
-_OVERSIZE_BYTES = 2 * 1024 * 1024
+OVERSIZE_BYTES = 2 * 1024 * 1024
 
-__all__ = ["FaultLayer", "FaultSettings", "Roll", "rolls"]
+__all__ = ["OVERSIZE_BYTES", "FaultLayer", "FaultSettings", "Roll", "rolls", "transient_result"]
 
 _DURATION = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>ms|s)?\s*$")
 
@@ -201,6 +202,24 @@ def rolls(settings: FaultSettings) -> Iterator[Roll]:
         yield Roll(delay_ms, *struck)
 
 
+def transient_result(source: str) -> CallToolResult:
+    """The answer of the transient fault: a contract transient error saying the call did not run.
+
+    One builder for the server-side layer and the client-side one (``subagents.client_faults``), so
+    a caller cannot tell which side injected it.
+    """
+    # Here, not at the top: the fleet's commands read fault settings without the contract's models.
+    from sources.contract import ErrorCategory, ToolError, to_call_tool_result
+
+    return to_call_tool_result(
+        ToolError.of(
+            ErrorCategory.TRANSIENT,
+            f"The {source} source is temporarily unavailable (injected fault); "
+            "the request did not execute and should succeed on retry.",
+        )
+    )
+
+
 def _kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -260,22 +279,13 @@ class FaultLayer:
         if roll.hang:
             await anyio.sleep_forever()
         if roll.transient:
-            # Here, not at the top: the fleet's commands read fault settings without the contract's models.
-            from sources.contract import ErrorCategory, ToolError, to_call_tool_result
-
-            return to_call_tool_result(
-                ToolError.of(
-                    ErrorCategory.TRANSIENT,
-                    f"The {self._source} source is temporarily unavailable (injected fault); "
-                    "the request did not execute and should succeed on retry.",
-                )
-            )
+            return transient_result(self._source)
         result = await call_next(ctx)
         if roll.lose:
             await anyio.sleep_forever()  # the call ran; its answer is lost on the way back
         from mcp.types import CallToolResult, TextContent  # loaded already: this runs inside a server
 
         if roll.oversize and isinstance(result, CallToolResult):
-            padding = TextContent(type="text", text="x" * _OVERSIZE_BYTES)
+            padding = TextContent(type="text", text="x" * OVERSIZE_BYTES)
             return result.model_copy(update={"content": [*result.content, padding]})
         return result

@@ -3,7 +3,7 @@
 research plan "refund 45 quid on ORD-10031?"
 research ask "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
 research task customers customer_lookup '{"identifier": " Jane.Doe@Example.com "}'
-research sources list | call | up | status | down
+research sources list | add | remove | check | call | up | status | down
 research traces list | show latest
 research chaos kill | heal | hang | slow | flaky | garbage | run
 research compare --scenarios 200 --seed 1 --plot compare.png
@@ -16,7 +16,7 @@ import time
 STARTED_AT = time.monotonic()
 
 # After STARTED_AT on purpose; importing each command module registers its commands.
-from coordinator.cli import ask, chaos, compare, plan, sources, task, traces  # noqa: E402, F401
+from coordinator.cli import ask, chaos, compare, plan, sources, sources_registry, task, traces  # noqa: E402, F401
 from coordinator.cli.common import app  # noqa: E402
 
 __all__ = ["STARTED_AT", "app"]

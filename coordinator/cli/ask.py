@@ -24,6 +24,8 @@ from coordinator.cli.common import (
     app,
     claude_for,
     exit_now,
+    load_registry,
+    registry_catalog,
     start_tracing,
     usage_error,
 )
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from coordinator.plan import Plan
+    from coordinator.registry import Registry
     from coordinator.render import LiveProgress
     from coordinator.report import PlanningSummary, ResearchReport
     from coordinator.research import ResearchOptions
@@ -97,11 +100,16 @@ class _Asked(NamedTuple):
     json_output: bool
     otlp: bool
     trace_payloads: bool
+    registry: Registry  # the sources in effect: the demo sources and those added to research.toml
 
     @property
     def for_the_service(self) -> bool:
-        """Whether the fleet's coordinator service can answer it: over HTTP, deterministic, no more."""
-        untouched = not (self.faults or self.kills or self.otlp or self.trace_payloads)
+        """Whether the fleet's coordinator service can answer it: over HTTP, deterministic, no more.
+        The service knows the five demo sources only: with sources of the registry's own, the query is
+        researched here (the demo sources at the fleet's URLs, the others as their entries say)."""
+        untouched = not (
+            self.faults or self.kills or self.otlp or self.trace_payloads or self.registry.entries
+        )
         return self.transport == Transport.http and self.claude is None and untouched
 
 
@@ -129,7 +137,7 @@ def ask(
         query=_query_text(query), deadline=_positive_deadline(deadline), transport=transport,
         faults=_merged_faults(faults or [], chaos), kills=chaos.kills if chaos is not None else (),
         seed=seed, claude=claude_for(llm), grants=tuple(grant or ()), json_output=json_output, otlp=otlp,
-        trace_payloads=trace_payloads,
+        trace_payloads=trace_payloads, registry=load_registry(),
     )  # fmt: skip
     if asked.for_the_service:
         _ask_the_coordinator_service(asked)  # returns when there is no service to answer
@@ -140,7 +148,7 @@ def ask(
         # Before planning, so the sources' imports overlap this process's from the start. A query the
         # planner then refuses leaves the fork server to finish importing and leave on its own.
         prestart()
-    plan = _plan(asked.query)
+    plan = _plan(asked.query, asked.registry, asked.deadline)
     _research_here(asked, plan)
 
 
@@ -177,12 +185,13 @@ def _check_spawned_only(asked: _Asked) -> None:
         )
 
 
-def _plan(query: str) -> Plan:
+def _plan(query: str, registry: Registry, deadline_s: float) -> Plan:
     """The deterministic planner's plan, or the usage error of a query it cannot research."""
+    from coordinator.plan import PLANNING_SHARE
     from coordinator.planner import QueryError, plan_query  # light: reading a query imports no SDK
 
     try:
-        return plan_query(query)
+        return plan_query(query, registry_catalog(registry, deadline_s * PLANNING_SHARE))
     except QueryError as exc:
         raise usage_error(str(exc)) from None
 
@@ -220,6 +229,7 @@ def _research_options(asked: _Asked, settings: SourceSettings) -> ResearchOption
         urls=_fleet_urls(settings) if asked.transport == Transport.http else {}, claude=asked.claude,
         grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in asked.grants)),
         started_at=STARTED_AT,  # the deadline covers this command's start-up and planning too
+        registry=asked.registry,
     )  # fmt: skip
 
 
@@ -277,7 +287,8 @@ async def _research_and_print(
     async with Connections.opened(targets_for(settings, options)) as connections:
         async with anyio.create_task_group() as chaos_group:
             for source, seconds in asked.kills:
-                chaos_group.start_soon(kill_at, source, seconds)
+                entry = asked.registry.sources()[source]
+                chaos_group.start_soon(kill_at, source, seconds, None if entry.demo else entry.command)
             report = await research(
                 asked.query, options, settings=settings, observer=progress, plan=plan, planning=planning,
                 budget=budget, connections=connections,

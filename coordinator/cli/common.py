@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from coordinator.cli.params import JsonObject, SourceFaults, json_object, known_source, source_faults
+from coordinator.cli.params import JsonObject, SourceFaults, any_source, json_object, source_faults
 
 if TYPE_CHECKING:
+    from coordinator.registry import Registry
+    from coordinator.tools import Catalog
     from sources.fleet import Fleet
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
@@ -41,7 +43,9 @@ class _OneLineUsageErrors(typer.Typer):
             where = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
             typer.echo(f"error: {_usage_message(exc)}{where}", err=True)
             sys.exit(EXIT_USAGE)
-        except (parser.Abort, typer.Abort):  # Ctrl-C while the parser or a prompt waits
+        # Ctrl-C while the parser or a prompt waits; typer's own click has no Abort of its own, an
+        # older typer's click has (an except clause naming a missing one would fail on any exception).
+        except (getattr(parser, "Abort", typer.Abort), typer.Abort):
             sys.exit(EXIT_INTERRUPTED)
         except parser.ClickException as exc:
             typer.echo(f"error: {exc.format_message()}", err=True)
@@ -82,6 +86,57 @@ sources_app = typer.Typer(
     rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
 )
 app.add_typer(sources_app, name="sources")
+
+
+@app.callback()
+def _every_command(
+    sources: Annotated[
+        str | None,
+        typer.Option(
+            "--sources",
+            metavar="FILE",
+            help="The sources registry to use (default: $RESEARCH_SOURCES, ./research.toml, then the "
+            "user configuration folder's research.toml).",
+        ),
+    ] = None,
+) -> None:
+    """What every command shares: the registry file, when given (the sources each command sees)."""
+    if sources is not None:
+        from coordinator.registry import ENVIRONMENT_VARIABLE  # light
+
+        # Through the environment: the commands' converters read it, and so does anything they start.
+        os.environ[ENVIRONMENT_VARIABLE] = sources
+
+
+def load_registry() -> Registry:
+    """The sources registry in effect; a file that cannot be read is a usage error on one line.
+    An entry it leaves out is said on stderr, once, and the other sources work."""
+    from coordinator.registry import Registry, RegistryError
+
+    try:
+        registry = Registry.load()
+    except RegistryError as exc:
+        raise usage_error(str(exc)) from None
+    for problem in registry.problems.values():
+        typer.echo(f"warning: {registry.path}: {problem} (left out)", err=True)
+    return registry
+
+
+def registry_catalog(registry: Registry, within_s: float) -> Catalog:
+    """The tools the planner may use with ``registry``: a registered source never listed is listed now
+    (started), within ``within_s``; the demo sources' alone are read from the catalogue."""
+    from coordinator.tools import demo_catalog
+
+    if not registry.entries and not registry.problems:
+        return demo_catalog()
+    import anyio
+
+    from coordinator.registered_tools import catalog_of
+    from sources.settings import data_dir_from
+
+    return anyio.run(lambda: catalog_of(registry, data_dir_from(), timeout_s=max(within_s, 0.1)))
+
+
 traces_app = typer.Typer(
     help="Traces written by research runs to the local files.\n\nExample: research traces show latest",
     no_args_is_help=True,
@@ -166,7 +221,11 @@ FaultsOption = Annotated[
     ),
 ]
 SourceArgument = Annotated[
-    str, typer.Argument(parser=known_source, help="customers, orders, billing, tickets or kb.")
+    str,
+    typer.Argument(
+        parser=any_source,
+        help="customers, orders, billing, tickets, kb, or a source added with `sources add`.",
+    ),
 ]
 ArgumentsArgument = Annotated[
     JsonObject | None,

@@ -16,6 +16,7 @@ command, and a ``NamedTuple`` costs a fifth of a frozen dataclass to define (sta
 | `--kind KIND`                       | `trace_kind`     | `query`                                     |
 | a JSON object of arguments          | `json_object`    | `'{"identifier": "CUST-00042"}'`            |
 | a source; a member of the fleet     | `known_source`, `known_member` | `customers`; `coordinator`    |
+| a source, registered ones included  | `any_source`     | `docs`                                      |
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "QueryChaos",
     "SourceFaults",
     "TraceKind",
+    "any_source",
     "http_url",
     "json_object",
     "known_member",
@@ -45,6 +47,7 @@ __all__ = [
     "member_port",
     "query_chaos",
     "source_faults",
+    "source_names",
     "trace_kind",
 ]
 
@@ -58,9 +61,9 @@ class SourceFaults(NamedTuple):
 
 def source_faults(value: str) -> SourceFaults:
     source, sep, settings = value.partition(":")
-    if not sep or source not in SOURCES:
+    if not sep or source not in source_names():
         raise typer.BadParameter(
-            f"--faults takes SOURCE:SETTINGS with a source among {', '.join(SOURCES)}, e.g. tickets:transient=0.5,seed=13; got {value!r}"
+            f"--faults takes SOURCE:SETTINGS with a source among {', '.join(source_names())}, e.g. tickets:transient=0.5,seed=13; got {value!r}"
         )
     from sources.faults import FaultSettings  # here, not at the top: start-up time (it imports pydantic)
 
@@ -82,7 +85,7 @@ def query_chaos(value: str) -> QueryChaos:
     from coordinator.query_chaos import parse_query_chaos
 
     try:
-        faults, kills = parse_query_chaos(value)
+        faults, kills = parse_query_chaos(value, source_names())
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     return QueryChaos(faults, tuple(kills))
@@ -150,9 +153,27 @@ def json_object(arguments: str) -> JsonObject:
 
 
 def known_source(source: str) -> str:
+    """One of the five demo sources (what a fleet runs)."""
     if source not in SOURCES:
         raise typer.BadParameter(f"unknown source {source!r}; choose one of {', '.join(SOURCES)}")
     return source
+
+
+def any_source(source: str) -> str:
+    """A source in effect: a demo source or one added to the registry (`research sources add`)."""
+    if source not in source_names():
+        raise typer.BadParameter(f"unknown source {source!r}; choose one of {', '.join(source_names())}")
+    return source
+
+
+def source_names() -> tuple[str, ...]:
+    """The demo sources and the registry's (read only when a name is not a demo source's: start-up time)."""
+    from coordinator.registry import Registry, RegistryError
+
+    try:
+        return tuple(Registry.load().sources())
+    except RegistryError:
+        return SOURCES  # the registry's own error is reported by the command that reads it
 
 
 def known_member(name: str) -> str:

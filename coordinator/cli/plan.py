@@ -11,7 +11,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from coordinator.cli.common import EXIT_COMPLETE, EXIT_PARTIAL, Llm, LlmOption, app, claude_for, usage_error
+from coordinator.cli.common import (
+    EXIT_COMPLETE,
+    EXIT_PARTIAL,
+    Llm,
+    LlmOption,
+    app,
+    claude_for,
+    load_registry,
+    registry_catalog,
+    usage_error,
+)
 
 if TYPE_CHECKING:
     from coordinator.plan import Plan
@@ -34,18 +44,20 @@ def show_plan(
     Example: research plan "refund 45 quid on ORD-10031?"
     """
     claude = claude_for(llm)
+    from coordinator.plan import PLANNING_SHARE
     from coordinator.planner import QueryError, plan_query  # here, not at the top: start-up time
 
+    catalog = registry_catalog(load_registry(), 30.0 * PLANNING_SHARE)  # as `research ask`'s default deadline
     try:
         if claude is None:
-            plan = plan_query(query)
+            plan = plan_query(query, catalog)
         else:
             # Claude mode only, so here (start-up time).
             import anyio
 
             from coordinator.llm import claude_plan
 
-            plan, _ = anyio.run(functools.partial(claude_plan, query, claude))
+            plan, _ = anyio.run(functools.partial(claude_plan, query, claude, catalog=catalog))
     except QueryError as exc:
         raise usage_error(str(exc)) from None
     if json_output:

@@ -16,6 +16,7 @@ from coordinator.cli.common import (
     SourceArgument,
     fleet,
     fleet_call,
+    load_registry,
     sources_app,
     start_tracing,
     usage_error,
@@ -44,20 +45,29 @@ def list_sources(
         bool, typer.Option("--json", help="Print {source: [tool, ...]} as JSON, for scripts.")
     ] = False,
 ) -> None:
-    """List the five sources and their tools, read from the catalogue: no source is started.
+    """List the sources and their tools: the five demo sources, read from the catalogue, and those
+    added to the registry (`research sources add`), as last listed. No source is started.
 
     The catalogue (sources/tools.json) is what the planner checks arguments against; tests keep it
-    equal to what the sources answer. With --live, each source is spawned over stdio and asked.
+    equal to what the sources answer. With --live, each demo source is spawned over stdio and asked.
 
     Example: research sources list
     """
+    from coordinator.cli.sources_registry import registry_rows
+
+    registry = load_registry()
     found = _live_tools() if live else {source: list(tools) for source, tools in input_schemas().items()}
+    rows: list[tuple[str, list[str] | None, str]] = [
+        (source, found[source], f"stdio: python -m sources.{source}") for source in SOURCES
+    ]
+    rows += registry_rows(registry)
     if json_output:
-        typer.echo(json.dumps({source: found[source] for source in SOURCES}, indent=2))
+        typer.echo(json.dumps({name: tools or [] for name, tools, _ in rows}, indent=2))
         return
     table = Table("source", "tools", "transport")
-    for source in SOURCES:
-        table.add_row(source, ", ".join(found[source]), f"stdio: python -m sources.{source}")
+    for name, tools, where in rows:
+        shown = ", ".join(tools) if tools is not None else "(not listed yet: `research sources check`)"
+        table.add_row(name, shown, where)
     Console().print(table)
 
 
@@ -118,22 +128,26 @@ def call_source(
 
     Example: research sources call billing refund_eligibility '{"order_id": "ORD-10023", "amount": 750}' --scope billing:read
     """
-    _check_tool(source, tool)
+    entry = load_registry().get(source)
+    if entry.demo:
+        _check_tool(source, tool)  # a registered server answers an unknown tool itself (classified)
     # Here, not at the top: start-up time.
     import anyio
 
+    from coordinator.registered_tools import target_of
     from sources.settings import SourceSettings
     from subagents.connection import stdio_parameters
 
     # The call's tracing: one trace, its run's id passed to the source.
     settings = start_tracing(SourceSettings.from_environment())
     call = _ToolCall(source, tool, dict(arguments or {}), _credential(settings, source, scope or []))
+    where = url or (
+        stdio_parameters(source, settings) if entry.demo else target_of(entry, settings.data_dir / "logs")
+    )
     try:
-        is_error, payload = anyio.run(_call, call, url or stdio_parameters(source, settings))
+        is_error, payload = anyio.run(_call, call, where)
     except Exception as exc:  # whatever the transport raised: one line, never a traceback
-        typer.echo(
-            f"error: could not call {source} at {url or 'its stdio process'}: {_reason(exc)}", err=True
-        )
+        typer.echo(f"error: could not call {source} at {url or entry.where}: {_reason(exc)}", err=True)
         raise typer.Exit(1) from None
     Console().print_json(data={"isError": is_error, **(payload or {})})
     raise typer.Exit(1 if is_error else 0)
@@ -163,7 +177,9 @@ def _credential(settings: SourceSettings, source: str, scopes: list[str]) -> Req
     return cast("RequestParamsMeta", {CREDENTIAL_META_KEY: token})
 
 
-async def _call(call: _ToolCall, where: str | StdioServerParameters) -> tuple[bool, dict[str, Any] | None]:
+async def _call(
+    call: _ToolCall, where: str | StdioServerParameters | Any
+) -> tuple[bool, dict[str, Any] | None]:
     """Call the tool on a session of its own, once more if the source said it is warming up; the
     result's JSON. One root span for the command: the handshake, tools/list and the call are its children."""
     import anyio

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sources.faults import FaultSettings
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
+    from subagents.connection import Target
     from subagents.decisions import Decision
     from subagents.subagent import SubagentReport, Task
 
@@ -87,6 +88,21 @@ def run_task(
     raise typer.Exit(1 if report.state == "escalated" else 0)
 
 
+def _target(source: str, settings: SourceSettings) -> Target:
+    """A demo source spawned with its fault layer set; a registered one as its entry says, its faults
+    injected client-side (it has no layer of its own)."""
+    from coordinator.cli.common import load_registry
+    from coordinator.registered_tools import registered_target
+    from subagents.client_faults import with_client_faults
+    from subagents.connection import stdio_target
+
+    entry = load_registry().get(source)
+    if entry.demo:
+        return stdio_target(source, settings)
+    target = registered_target(entry, settings.data_dir / "logs")
+    return with_client_faults(target, settings.faults) if settings.faults.active else target
+
+
 def _faults_of(source: str, faults: list[SourceFaults]) -> FaultSettings:
     """The faults given for the task's source (the last --faults for it); --faults for another is refused."""
     others = sorted({given.source for given in faults} - {source})
@@ -102,7 +118,7 @@ async def _run(call: _Call, settings: SourceSettings) -> SubagentReport:
     from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
     from coordinator.runtime import build_runtime
     from subagents.broker import CredentialBroker, Grant
-    from subagents.connection import Connections, stdio_target
+    from subagents.connection import Connections
     from subagents.policy import RecoveryPolicy
     from subagents.subagent import Task, run_subagent
     from subagents.tool_loop import claude_subagents
@@ -110,7 +126,7 @@ async def _run(call: _Call, settings: SourceSettings) -> SubagentReport:
 
     with command_span("task", f"{call.source}.{call.tool}") as span:
         async with (
-            Connections.opened({call.source: stdio_target(call.source, settings)}) as connections,
+            Connections.opened({call.source: _target(call.source, settings)}) as connections,
             claude_subagents(call.claude) as model,
         ):
             grants = tuple(Grant(scope, call.purpose) for scope in call.grants)

@@ -1,0 +1,307 @@
+"""`research sources add | remove | check`: bring an MCP server of your own into the research.
+
+`add` writes the entry to the registry file (``coordinator.registry``) once the server has answered:
+it is started (or dialled), its tools are listed and kept, and what the planner can use of them is
+said. `check` does the same for any source in effect, at any time.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from coordinator.cli.common import load_registry, sources_app, usage_error
+from coordinator.cli.params import any_source, http_url
+
+if TYPE_CHECKING:
+    from coordinator.registered_tools import ListedTool
+    from coordinator.registry import Registry, SourceEntry
+    from coordinator.tools import Catalog
+
+_CHECK_TIMEOUT_S = 20.0  # a first `npx -y` may download and unpack its package
+
+
+# The options of `research sources add`, named here so that the command reads as what it does.
+CommandOption = Annotated[
+    str | None,
+    typer.Option(
+        help='Start it over stdio with this command, e.g. "npx -y @modelcontextprotocol/server-filesystem ./docs".'
+    ),
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option(parser=http_url, metavar="URL", help="Or reach it over streamable HTTP at this URL."),
+]
+ScopeOption = Annotated[
+    list[str] | None, typer.Option("--scope", help="A scope its tools need (repeatable).")
+]
+TimeoutOption = Annotated[
+    float | None, typer.Option(help="Seconds per call (default: the policy's).", min=0.1)
+]
+PlanOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--plan",
+        metavar="TOOL:ARG=KIND",
+        help="What a tool's argument takes from a question, e.g. read_text_file:path=file (repeatable). "
+        "Kinds: path, file, folder, text, customer_id, order_id..., or one --entity defines.",
+    ),
+]
+EntityOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--entity",
+        metavar="KIND=PATTERN",
+        help="A kind of thing of its own, found in a question by a regular expression, e.g. "
+        "'timezone=[A-Z][a-z]+/[A-Za-z_]+' (repeatable).",
+    ),
+]
+ErrorOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--error",
+        metavar="PATTERN=CATEGORY",
+        help="What it is known to answer and the category it means, e.g. 'ENOENT=validation' (repeatable).",
+    ),
+]
+CheckOption = Annotated[
+    bool, typer.Option(help="Start it and list its tools before it is added (--no-check: add it as it is).")
+]
+
+
+@sources_app.command("add")
+def add_source(
+    name: Annotated[str, typer.Argument(help="The source's name in plans and reports, e.g. docs.")],
+    command: CommandOption = None,
+    url: UrlOption = None,
+    scope: ScopeOption = None,
+    timeout: TimeoutOption = None,
+    plan: PlanOption = None,
+    entity: EntityOption = None,
+    error: ErrorOption = None,
+    check: CheckOption = True,
+) -> None:
+    """Add an MCP server to the sources: it is started, its tools listed, and the entry written.
+
+    A relative path in the command is the server's own business: it runs in this folder.
+
+    Example: research sources add docs --command "npx -y @modelcontextprotocol/server-filesystem ./docs" --plan read_text_file:path=file --plan list_directory:path=folder --error ENOENT=validation
+    """
+    registry = load_registry()
+    entry = _entry(name, command, url, scope or [], timeout, plan or [], entity or [], error or [])
+    from coordinator.registry import RegistryError
+
+    try:
+        updated = registry.added(entry)
+    except RegistryError as exc:
+        raise usage_error(str(exc)) from None
+    listed = _listed_or_exit(entry) if check else None
+    try:
+        path = updated.save()
+    except RegistryError as exc:
+        raise usage_error(str(exc)) from None
+    typer.echo(f"added {entry.name} to {path}")
+    if listed is not None:
+        _print_check(entry, listed, _catalog_with(entry, listed), Console())
+
+
+def _entry(
+    name: str, command: str | None, url: str | None, scopes: list[str], timeout: float | None,
+    plan: list[str], entities: list[str], errors: list[str],
+) -> SourceEntry:  # fmt: skip
+    """The entry the options describe; an option that does not read is a usage error naming it."""
+    import os
+
+    from pydantic import ValidationError
+
+    from coordinator.registry import SourceEntry, one_line_error
+
+    fields: dict[str, Any] = {
+        "name": name,
+        "command": command,
+        "url": url,
+        "scopes": scopes,
+        "timeout": timeout,
+    }
+    if command is not None:
+        fields["cwd"] = os.getcwd()  # the command's relative paths mean what they mean here
+    fields["plan"] = _hints(plan)
+    fields["entities"] = dict(
+        _pair(item, "--entity", "KIND=PATTERN", "timezone=[A-Z][a-z]+/[A-Za-z_]+") for item in entities
+    )
+    fields["errors"] = dict(
+        _pair(item, "--error", "PATTERN=CATEGORY", "ENOENT=validation") for item in errors
+    )
+    try:
+        return SourceEntry.model_validate({key: value for key, value in fields.items() if value is not None})
+    except ValidationError as exc:
+        raise usage_error(f"source {name!r}: {one_line_error(exc)}") from None
+
+
+def _hints(plan: list[str]) -> dict[str, dict[str, str]]:
+    hints: dict[str, dict[str, str]] = {}
+    for item in plan:
+        tool, sep, rest = item.partition(":")
+        argument, kind = (
+            _pair(rest, "--plan", "TOOL:ARG=KIND", "read_text_file:path=file") if sep else ("", "")
+        )
+        if not sep or not tool:
+            raise usage_error(f"--plan takes TOOL:ARG=KIND, e.g. read_text_file:path=file; got {item!r}")
+        hints.setdefault(tool, {})[argument] = kind
+    return hints
+
+
+def _pair(item: str, option: str, form: str, example: str) -> tuple[str, str]:
+    left, sep, right = item.rpartition("=") if option == "--error" else item.partition("=")
+    if not sep or not left or not right:
+        raise usage_error(f"{option} takes {form}, e.g. {example}; got {item!r}")
+    return left, right
+
+
+def _listed_or_exit(entry: SourceEntry) -> list[ListedTool]:
+    """The server's tools, or one line saying why it could not be listed (exit 1)."""
+    import anyio
+
+    from coordinator.registered_tools import keep_tools, list_tools, one_line
+    from sources.settings import data_dir_from
+
+    try:
+        listed = anyio.run(
+            lambda: list_tools(entry, timeout_s=_CHECK_TIMEOUT_S, log_dir=data_dir_from() / "logs")
+        )
+    except Exception as exc:  # whatever starting it raised: one line, never a traceback
+        typer.echo(
+            f"error: {entry.name} ({entry.where}) did not list its tools: {one_line(exc)}; "
+            f"its log: {data_dir_from() / 'logs' / (entry.name + '.log')}",
+            err=True,
+        )
+        raise typer.Exit(1) from None
+    keep_tools(entry, data_dir_from(), listed)
+    return listed
+
+
+def _catalog_with(entry: SourceEntry, listed: list[ListedTool]) -> Catalog:
+    from coordinator.tools import demo_catalog, with_registered
+
+    return with_registered(demo_catalog(), entry.name, listed, entry)
+
+
+@sources_app.command("remove")
+def remove_source(
+    name: Annotated[str, typer.Argument(help="A source added with `research sources add`.")],
+) -> None:
+    """Remove a source added to the registry (the five demo sources stay).
+
+    Example: research sources remove docs
+    """
+    from coordinator.registry import RegistryError
+
+    registry = load_registry()
+    try:
+        path = registry.removed(name).save(registry.path)
+    except RegistryError as exc:
+        raise usage_error(str(exc)) from None
+    typer.echo(f"removed {name} from {path}")
+
+
+@sources_app.command("check")
+def check_source(
+    name: Annotated[str, typer.Argument(parser=any_source, help="A source in effect, e.g. docs.")],
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the tools and verdicts as JSON.")
+    ] = False,
+) -> None:
+    """Start a source, list its tools with their input schemas, and say what the planner can and
+    cannot use of each, and why. Exit status 1 when it does not answer.
+
+    Example: research sources check docs
+    """
+    registry = load_registry()
+    entry = registry.get(name)
+    if entry.demo:
+        entry_listed = _demo_listed(name)
+        catalog = _demo_catalog()
+    else:
+        entry_listed = _listed_or_exit(entry)
+        catalog = _catalog_with(entry, entry_listed)
+    if json_output:
+        typer.echo(json.dumps(_verdicts(name, entry_listed, catalog), indent=2))
+        return
+    _print_check(entry, entry_listed, catalog, Console())
+
+
+def _demo_catalog() -> Catalog:
+    from coordinator.tools import demo_catalog
+
+    return demo_catalog()
+
+
+def _demo_listed(name: str) -> list[ListedTool]:
+    """A demo source's tools, as its server answers them (spawned over stdio)."""
+    import anyio
+    from mcp import Client
+
+    from coordinator.registered_tools import ListedTool
+    from sources.settings import SourceSettings
+    from subagents.connection import stdio_parameters
+
+    async def listing() -> list[ListedTool]:
+        with anyio.fail_after(_CHECK_TIMEOUT_S):
+            async with Client(stdio_parameters(name, SourceSettings.from_environment())) as client:
+                tools = (await client.list_tools()).tools
+        return [
+            ListedTool(
+                tool.name, dict(tool.input_schema), bool(tool.annotations and tool.annotations.read_only_hint)
+            )
+            for tool in tools
+        ]
+
+    return anyio.run(listing)
+
+
+def _verdicts(source: str, listed: list[ListedTool], catalog: Catalog) -> list[dict[str, Any]]:
+    """Each tool: its arguments (and the kind the planner takes each as), and whether it can be planned."""
+    verdicts = []
+    for tool in listed:
+        key = f"{source}.{tool.name}"
+        arguments = catalog.tools.get(key, {})
+        verdicts.append({
+            "tool": tool.name,
+            "read_only": tool.read_only,
+            "input_schema": tool.input_schema,
+            "arguments": {name: argument.kind for name, argument in arguments.items()},
+            "planned": key in catalog.tools,
+            "why_not": catalog.not_usable.get(key, ""),
+        })  # fmt: skip
+    return verdicts
+
+
+def _print_check(entry: SourceEntry, listed: list[ListedTool], catalog: Catalog, console: Console) -> None:
+    verdicts = _verdicts(entry.name, listed, catalog)
+    usable = [verdict["tool"] for verdict in verdicts if verdict["planned"]]
+    console.print(f"{entry.name}: {entry.where}: {len(listed)} tools; the planner can use {len(usable)}")
+    table = Table("tool", "arguments (kind)", "planner", box=None, pad_edge=False)
+    for verdict in verdicts:
+        schema_arguments = verdict["input_schema"].get("properties", {})
+        shown = (
+            ", ".join(f"{name} ({verdict['arguments'].get(name, '-')})" for name in schema_arguments) or "-"
+        )
+        table.add_row(verdict["tool"], shown, "yes" if verdict["planned"] else f"no: {verdict['why_not']}")
+    console.print(table)
+
+
+def registry_rows(registry: Registry) -> list[tuple[str, list[str] | None, str]]:
+    """Each registered source as `sources list` shows it: name, its tools as last listed (None if never),
+    how it is reached."""
+    from coordinator.registered_tools import cached_tools
+    from sources.settings import data_dir_from
+
+    rows: list[tuple[str, list[str] | None, str]] = []
+    for entry in registry.entries.values():
+        kept = cached_tools(entry, data_dir_from())
+        rows.append((entry.name, [tool.name for tool in kept] if kept is not None else None, entry.where))
+    return rows

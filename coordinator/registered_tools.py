@@ -1,0 +1,161 @@
+"""What a registered source offers: its tools as its server lists them, kept so planning starts no process.
+
+The demo sources' tools are recorded in ``sources/tools.json``. A registered server's are asked of
+the server itself (``tools/list``) by `research sources add` and `sources check`, and kept in the data
+folder, one file per source, with the entry they were listed under: an entry changed since (another
+command, another URL) is listed again. A query that needs a source never listed lists it first,
+within the query's deadline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from coordinator.registry import Registry, SourceEntry
+from coordinator.tools import Catalog, demo_catalog, with_registered
+
+__all__ = [
+    "ListedTool",
+    "cached_tools",
+    "catalog_of",
+    "keep_tools",
+    "list_tools",
+    "listing_file",
+    "one_line",
+    "registered_target",
+    "target_of",
+]
+
+_LIST_TIMEOUT_S = 20.0  # starting a server (npx may unpack a package) and its handshake
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    """One tool as its server lists it: name, input schema, and whether it says it only reads."""
+
+    name: str
+    input_schema: dict[str, Any]
+    read_only: bool
+    description: str = ""
+
+
+def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
+    """Where ``mcp.Client`` finds a registered source: its URL, or a transport spawning its command.
+
+    A spawned server's stderr (its banner, its logs) goes to ``log_dir/NAME.log`` when given, so it
+    does not interleave with what the command prints; the SDK's default is this process's stderr.
+    """
+    from mcp import StdioServerParameters  # here, not at the top: start-up time
+    from mcp.client.stdio import stdio_client
+
+    if entry.url is not None:
+        return entry.url
+    assert entry.command is not None  # an entry has a command or a URL (SourceEntry checks)
+    program, *arguments = entry.command
+    # The SDK passes a child a safe subset of this environment (PATH, HOME...); the entry adds its own.
+    parameters = StdioServerParameters(command=program, args=arguments, env=entry.env or None, cwd=entry.cwd)
+    if log_dir is None:
+        return parameters
+    return _logged(stdio_client, parameters, log_dir / f"{entry.name}.log")
+
+
+@asynccontextmanager
+async def _logged(open_stdio: Any, parameters: Any, log: Path) -> AsyncIterator[Any]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as errlog:
+        async with open_stdio(parameters, errlog=errlog) as streams:
+            yield streams
+
+
+def registered_target(entry: SourceEntry, log_dir: Path) -> Callable[[], Any]:
+    """A registered source as a ``subagents.connection`` target: each session spawns (or dials) anew."""
+    return lambda: target_of(entry, log_dir)
+
+
+async def catalog_of(registry: Registry, data_dir: Path, *, timeout_s: float = _LIST_TIMEOUT_S) -> Catalog:
+    """The tools the planner may use: the demo sources' and the registered sources' (listed now if they
+    never were, concurrently, within ``timeout_s``). A source that cannot be listed is not usable, and
+    says why; so is an entry the registry left out."""
+    entries = [entry for entry in registry.sources().values() if not entry.demo]
+    found: dict[str, list[ListedTool] | str] = {}
+
+    async def listed(entry: SourceEntry) -> None:
+        kept = cached_tools(entry, data_dir)
+        if kept is None:
+            try:
+                kept = await list_tools(entry, timeout_s=timeout_s, log_dir=data_dir / "logs")
+            except Exception as exc:  # whatever starting it raised: the source is unusable, and says why
+                found[entry.name] = f"could not list its tools: {one_line(exc)}"
+                return
+            keep_tools(entry, data_dir, kept)
+        found[entry.name] = kept
+
+    async with anyio.create_task_group() as group:
+        for entry in entries:
+            group.start_soon(listed, entry)
+    catalog = demo_catalog()
+    for entry in entries:
+        tools = found[entry.name]
+        if isinstance(tools, str):
+            catalog = replace(catalog, not_usable={**catalog.not_usable, entry.name: tools})
+        else:
+            catalog = with_registered(catalog, entry.name, tools, entry)
+    return replace(catalog, not_usable={**catalog.not_usable, **registry.problems})
+
+
+def one_line(exc: BaseException) -> str:
+    """The innermost cause of a failure, in one line (the SDK wraps transport errors in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def list_tools(
+    entry: SourceEntry, *, timeout_s: float = _LIST_TIMEOUT_S, log_dir: Path | None = None
+) -> list[ListedTool]:
+    """Ask the server for its tools (starting it, for a command); raises what the attempt raised."""
+    from mcp import Client  # here, not at the top: start-up time
+
+    with anyio.fail_after(timeout_s):
+        async with Client(target_of(entry, log_dir), read_timeout_seconds=timeout_s) as client:
+            listed = (await client.list_tools()).tools
+    return [
+        ListedTool(
+            tool.name,
+            dict(tool.input_schema),
+            bool(tool.annotations and tool.annotations.read_only_hint),
+            tool.description or "",
+        )
+        for tool in listed
+    ]
+
+
+def listing_file(entry: SourceEntry, data_dir: Path) -> Path:
+    """Where the tools of ``entry`` are kept: named after the source and what reaches it."""
+    reached = json.dumps([entry.command, entry.url, entry.cwd, sorted(entry.env.items())])
+    digest = hashlib.sha256(reached.encode()).hexdigest()[:12]
+    return data_dir / "registered" / f"{entry.name}-{digest}.json"
+
+
+def cached_tools(entry: SourceEntry, data_dir: Path) -> list[ListedTool] | None:
+    """The tools kept for ``entry``, or None if it was never listed as it is now written."""
+    try:
+        kept = json.loads(listing_file(entry, data_dir).read_text(encoding="utf-8"))
+        return [ListedTool(**tool) for tool in kept]
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def keep_tools(entry: SourceEntry, data_dir: Path, tools: list[ListedTool]) -> None:
+    path = listing_file(entry, data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([tool.__dict__ for tool in tools], indent=1), encoding="utf-8")

@@ -1,0 +1,278 @@
+"""The sources registry: which MCP servers a research calls, how to reach each, what the planner may know.
+
+The five demo sources are the registry's defaults. A ``research.toml`` adds servers of a user's own
+(any MCP server: a command spawned over stdio, or a streamable-HTTP URL), each under a name of its
+own (a demo source's name is taken)::
+
+    [[source]]
+    name = "docs"
+    command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "./docs"]
+    cwd = "/home/me/project"          # where the command runs (`sources add` records the folder)
+    timeout = 10                      # seconds per call
+    scopes = []                       # scopes the broker may grant for calls to it (any purpose)
+
+    [source.plan]                     # which argument of which tool takes what a question names
+    read_text_file = { path = "file" }
+    list_directory = { path = "folder" }
+
+    [source.entities]                 # kinds of thing of its own, found in a question by a pattern
+    # timezone = '\\b[A-Z][a-z]+/[A-Z][A-Za-z_]+\\b'
+
+    [source.errors]                   # what it is known to answer (a pattern) -> the category it means
+    "ENOENT" = "validation"
+
+The file is the first of: ``research --sources FILE``, ``RESEARCH_SOURCES``, ``./research.toml``, the
+user configuration folder's ``research.toml``. An entry that is wrong (no command and no URL, a bad
+pattern, a second entry of one name) is left out with a one-line error that names it; the others
+still work. A file that is not TOML at all is one error that names the file and the line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sources.catalogue import SOURCES
+from sources.contract import ErrorCategory
+
+__all__ = [
+    "BUILT_IN_KINDS",
+    "DEMO",
+    "ENVIRONMENT_VARIABLE",
+    "Registry",
+    "RegistryError",
+    "SourceEntry",
+    "one_line_error",
+    "registry_file",
+]
+
+ENVIRONMENT_VARIABLE = "RESEARCH_SOURCES"
+FILE_NAME = "research.toml"
+# What a question names that a registered tool's argument may take, beyond the kinds an entry defines.
+BUILT_IN_KINDS = frozenset(
+    {
+        "customer_id",
+        "customer",
+        "order_id",
+        "sku",
+        "article_id",
+        "date",
+        "text",
+        "name",
+        "path",
+        "file",
+        "folder",
+    }
+)
+_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+class RegistryError(ValueError):
+    """The registry file cannot be read or written; the message names the file and what to do."""
+
+
+class SourceEntry(BaseModel):
+    """One source: how to reach it, and what the planner and the classifier may know of it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    command: tuple[str, ...] | None = None
+    url: str | None = None
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout: float | None = Field(default=None, gt=0, le=600)
+    scopes: tuple[str, ...] = ()
+    plan: dict[str, dict[str, str]] = Field(default_factory=dict)  # tool -> argument -> kind
+    entities: dict[str, str] = Field(default_factory=dict)  # kind -> pattern found in a question
+    errors: dict[str, ErrorCategory] = Field(default_factory=dict)  # pattern -> category
+    demo: bool = Field(default=False, exclude=True)  # one of the five demo sources (never written)
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, name: str) -> str:
+        if name in SOURCES:
+            raise ValueError(f"{name!r} is a demo source's name; choose another, e.g. my-{name}")
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"must be lower case letters, digits, - or _, e.g. docs (got {name!r})")
+        return name
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, command: Any) -> Any:
+        """A command written as one string is split as a shell would ("npx -y pkg ./docs")."""
+        if isinstance(command, str):
+            command = shlex.split(command)
+        if command is not None and not command:
+            raise ValueError(
+                'command is empty; give the program and its arguments, e.g. "npx -y PACKAGE DIR"'
+            )
+        return command
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str | None) -> str | None:
+        if url is not None and not re.match(r"https?://[^/\s]+", url):
+            raise ValueError(f"must be an http(s) URL, e.g. http://127.0.0.1:9000/mcp (got {url!r})")
+        return url
+
+    @field_validator("entities", "errors", mode="before")
+    @classmethod
+    def _patterns(cls, table: Any) -> Any:
+        for pattern in table if isinstance(table, dict) else ():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {pattern!r} is not a regular expression: {exc}") from None
+        return table
+
+    @model_validator(mode="after")
+    def _reachable(self) -> SourceEntry:
+        if (self.command is None) == (self.url is None):
+            raise ValueError('give exactly one of command (e.g. "npx -y PACKAGE DIR") or url')
+        own = set(self.entities)
+        for kind in own:
+            if not _KIND.fullmatch(kind) or kind in BUILT_IN_KINDS:
+                raise ValueError(
+                    f"entities.{kind}: a kind of its own is a new lower-case word, e.g. timezone"
+                )
+        for tool, arguments in self.plan.items():
+            for argument, kind in arguments.items():
+                if kind not in BUILT_IN_KINDS | own:
+                    raise ValueError(
+                        f"plan.{tool}.{argument}: unknown kind {kind!r}; use one of "
+                        f"{', '.join(sorted(BUILT_IN_KINDS | own))}, or define it under entities"
+                    )
+        return self
+
+    @property
+    def where(self) -> str:
+        """How it is reached, in words: its command line or its URL."""
+        if self.demo:
+            return f"python -m sources.{self.name} (a demo source)"
+        return shlex.join(self.command) if self.command else str(self.url)
+
+
+# The demo sources, built as they are (their names are refused to a registered entry).
+DEMO = {name: SourceEntry.model_construct(name=name, demo=True) for name in SOURCES}
+
+
+@dataclass
+class Registry:
+    """The sources in effect: the demo sources, then the file's; and the entries left out, and why."""
+
+    path: Path | None
+    entries: dict[str, SourceEntry] = field(default_factory=dict)  # the file's own, as written
+    problems: dict[str, str] = field(default_factory=dict)  # an entry left out -> its one-line error
+
+    @classmethod
+    def load(cls, path: Path | None = None, environ: Mapping[str, str] | None = None) -> Registry:
+        """The registry of ``path`` (or the file found as the module says); the defaults without one."""
+        path = path or registry_file(environ)
+        registry = cls(path)
+        if path is None or not path.exists():
+            return registry
+        try:
+            document = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise RegistryError(f"{path}: not a readable TOML file: {exc}") from None
+        listed = document.get("source", [])
+        if not isinstance(listed, list) or set(document) - {"source"}:
+            raise RegistryError(f"{path}: entries are written [[source]] tables, each with a name")
+        for index, table in enumerate(listed, start=1):
+            registry._read(index, table)
+        return registry
+
+    def _read(self, index: int, table: Any) -> None:
+        name = table.get("name") if isinstance(table, dict) else None
+        label = f"source {name!r}" if isinstance(name, str) else f"source #{index}"
+        if isinstance(name, str) and (name in self.entries or name in self.problems):
+            self.problems[f"{name} (#{index})"] = (
+                f"{label} (entry #{index}): a second source named {name!r}; names must differ"
+            )
+            return
+        try:
+            entry = SourceEntry.model_validate(table)
+        except ValidationError as exc:
+            self.problems[name if isinstance(name, str) else f"#{index}"] = f"{label}: {one_line_error(exc)}"
+            return
+        self.entries[entry.name] = entry
+
+    def sources(self) -> dict[str, SourceEntry]:
+        """Every source in effect, the demo sources first, by name."""
+        return {**DEMO, **self.entries}
+
+    def get(self, name: str) -> SourceEntry:
+        """The source named ``name``; a ``KeyError`` whose message lists the sources there are."""
+        found = self.sources().get(name)
+        if found is None:
+            why = self.problems.get(name) or f"no source is named {name!r}"
+            raise KeyError(f"{why}; the sources are {', '.join(self.sources())}")
+        return found
+
+    def added(self, entry: SourceEntry) -> Registry:
+        if entry.name in self.sources():
+            raise RegistryError(
+                f"a source named {entry.name!r} exists already; `research sources remove {entry.name}` first"
+            )
+        return Registry(self.path, {**self.entries, entry.name: entry}, dict(self.problems))
+
+    def removed(self, name: str) -> Registry:
+        """Without the registered source ``name``; the demo sources stay."""
+        entries = dict(self.entries)
+        if name in DEMO:
+            raise RegistryError(
+                f"{name} is a demo source: only the sources added to the registry can be removed"
+            )
+        if entries.pop(name, None) is None:
+            raise RegistryError(f"no source is named {name!r}; the sources are {', '.join(self.sources())}")
+        return Registry(self.path, entries, dict(self.problems))
+
+    def save(self, path: Path | None = None) -> Path:
+        """Write the file's entries (the defaults are not written). Comments in the file are not kept."""
+        import tomli_w  # here, not at the top: only `sources add` and `remove` write
+
+        target = path or self.path or Path(FILE_NAME)
+        tables = [entry.model_dump(exclude_defaults=True) for entry in self.entries.values()]
+        try:
+            target.write_text(tomli_w.dumps({"source": tables}), encoding="utf-8")
+        except OSError as exc:
+            raise RegistryError(f"{target}: cannot be written: {exc}") from None
+        self.path = target
+        return target
+
+
+def registry_file(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The registry file in effect: ``RESEARCH_SOURCES``, else ``./research.toml``, else the user's."""
+    env = os.environ if environ is None else environ
+    if env.get(ENVIRONMENT_VARIABLE):
+        return Path(env[ENVIRONMENT_VARIABLE]).expanduser()
+    for candidate in (
+        Path(FILE_NAME),
+        Path(platformdirs.user_config_dir("research-coordinator")) / FILE_NAME,
+    ):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def one_line_error(exc: ValidationError) -> str:
+    """A pydantic error as one line: where, and what is wrong."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] == "missing":
+        message = "is required"
+    elif error["type"] == "extra_forbidden":
+        message = "is not a setting of a source (name, command, url, cwd, env, timeout, scopes, plan, entities, errors)"
+    return f"{where} {message}" if where else message
