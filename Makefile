@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint typecheck demo bench clean
+.PHONY: test lint typecheck demo bench clean third-party
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,11 +22,22 @@ $(INTEROP)/node_modules/.installed: $(INTEROP)/package.json $(INTEROP)/package-l
 	@if command -v npm >/dev/null; then npm ci --prefix $(INTEROP) --no-audit --no-fund --silent && touch $@; \
 	else echo "npm is not installed: the TypeScript SDK interop test will be skipped"; fi
 
+# Third-party MCP servers, started as their users start them, to measure the errors they really send
+# (tests/test_third_party.py): server-filesystem comes with the npm install above; mcp-server-time gets
+# a venv of its own (it pins its own mcp), never the project's. Where pip cannot install it, the
+# time-server tests are skipped and say so.
+THIRD_PARTY := .third-party
+TIME_SERVER := $(THIRD_PARTY)/time/bin/mcp-server-time
+third-party: $(TIME_SERVER)
+$(TIME_SERVER):
+	@$(PYTHON) -m venv $(THIRD_PARTY)/time && $(THIRD_PARTY)/time/bin/pip install --quiet mcp-server-time==2026.10.19 \
+	|| echo "mcp-server-time could not be installed: the time-server tests will be skipped"
+
 # Strict types on the four packages (the settings are in pyproject.toml, [tool.mypy]).
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy
 
-test: lint typecheck $(INTEROP)/node_modules/.installed
+test: lint typecheck $(INTEROP)/node_modules/.installed $(TIME_SERVER)
 	$(BIN)/python -m pytest
 
 # The main job on the embedded default: five sources spawned over stdio, local SQLite data. The
@@ -41,4 +52,4 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache $(INTEROP)/node_modules
+	rm -rf $(VENV) .pytest_cache $(INTEROP)/node_modules $(THIRD_PARTY)

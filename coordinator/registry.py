@@ -10,6 +10,7 @@ own (a demo source's name is taken)::
     cwd = "/home/me/project"          # where the command runs (`sources add` records the folder)
     timeout = 10                      # seconds per call
     scopes = []                       # scopes the broker may grant for calls to it (any purpose)
+    empty = ["No matches found"]      # how it says a search found nothing (the whole text): resultCount 0
 
     [source.plan]                     # which argument of which tool takes what a question names
     read_text_file = { path = "file" }
@@ -36,13 +37,17 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sources.catalogue import SOURCES
 from sources.contract import ErrorCategory
+
+if TYPE_CHECKING:
+    from subagents.broker import Grant
+    from subagents.classify import Classifier
 
 __all__ = [
     "BUILT_IN_KINDS",
@@ -96,6 +101,9 @@ class SourceEntry(BaseModel):
     plan: dict[str, dict[str, str]] = Field(default_factory=dict)  # tool -> argument -> kind
     entities: dict[str, str] = Field(default_factory=dict)  # kind -> pattern found in a question
     errors: dict[str, ErrorCategory] = Field(default_factory=dict)  # pattern -> category
+    empty: tuple[
+        str, ...
+    ] = ()  # how it says a search found nothing ("No matches found"): whole-text patterns
     demo: bool = Field(default=False, exclude=True)  # one of the five demo sources (never written)
 
     @field_validator("name")
@@ -126,10 +134,12 @@ class SourceEntry(BaseModel):
             raise ValueError(f"must be an http(s) URL, e.g. http://127.0.0.1:9000/mcp (got {url!r})")
         return url
 
-    @field_validator("entities", "errors", mode="before")
+    @field_validator("entities", "errors", "empty", mode="before")
     @classmethod
     def _patterns(cls, table: Any) -> Any:
-        for pattern in table if isinstance(table, dict) else ():
+        for pattern in table if isinstance(table, dict | list | tuple) else ():
+            if not isinstance(pattern, str) or not pattern.strip():
+                raise ValueError(f"pattern {pattern!r} is empty; write the text to match, e.g. ENOENT")
             try:
                 re.compile(pattern)
             except re.error as exc:
@@ -220,6 +230,28 @@ class Registry:
             raise KeyError(f"{why}; the sources are {', '.join(self.sources())}")
         return found
 
+    def timeouts(self) -> dict[str, float]:
+        """Each registered source's own per-call timeout, where its entry sets one."""
+        return {name: entry.timeout for name, entry in self.entries.items() if entry.timeout is not None}
+
+    def grants(self) -> tuple[Grant, ...]:
+        """What the credential broker may grant for calls to a registered source: the scopes its tools need."""
+        from subagents.broker import Grant
+
+        return tuple(
+            Grant(scope, None, name) for name, entry in self.entries.items() for scope in entry.scopes
+        )
+
+    def classifier(self) -> Classifier:
+        """The classification boundary with each registered source's own rules and words for nothing found."""
+        from subagents.classify import TextRule, contract_with_rules
+
+        rules = {
+            name: tuple(TextRule.of(pattern, category) for pattern, category in entry.errors.items())
+            for name, entry in self.entries.items()
+        }
+        return contract_with_rules(rules, {name: entry.empty for name, entry in self.entries.items()})
+
     def added(self, entry: SourceEntry) -> Registry:
         if entry.name in self.sources():
             raise RegistryError(
@@ -274,5 +306,5 @@ def one_line_error(exc: ValidationError) -> str:
     if error["type"] == "missing":
         message = "is required"
     elif error["type"] == "extra_forbidden":
-        message = "is not a setting of a source (name, command, url, cwd, env, timeout, scopes, plan, entities, errors)"
+        message = "is not a setting of a source (name, command, url, cwd, env, timeout, scopes, plan, entities, errors, empty)"
     return f"{where} {message}" if where else message

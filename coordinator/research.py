@@ -213,17 +213,21 @@ async def _run_tasks(
         for source in plan.sources():  # every source the plan needs starts now, while the first tasks run
             connections[source].open_soon()
         model = await sessions.enter_async_context(claude_subagents(options.claude, budget))
+        registry = options.registry or Registry(None)
         runtime = build_runtime(
             connections,
-            CredentialBroker(wiring.settings.signing_key(), grants=options.grants),
-            policy=options.policy,
+            CredentialBroker(wiring.settings.signing_key(), grants=(*options.grants, *registry.grants())),
+            policy=replace(
+                options.policy, source_timeouts={**registry.timeouts(), **options.policy.source_timeouts}
+            ),
             breakers=options.breakers,
             seed=options.seed,
             post_call=wiring.post_call,
             clock=wiring.clock,
             observer=wiring.observer,
             model=model,
-            classifier=options.classifier,
+            # A comparison swaps the whole boundary; otherwise the registered sources' own rules join it.
+            classifier=registry.classifier() if options.classifier is CONTRACT else options.classifier,
         )
         return await run_plan(plan, runtime, deadline_at - time.monotonic())
 

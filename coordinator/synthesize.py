@@ -90,10 +90,31 @@ def _describe(tool: str, record: Any) -> tuple[str, str]:
     if not isinstance(record, dict):
         return "-", json.dumps(record, ensure_ascii=False)[:300]
     record_id = str(record.get("id", "-"))
+    text = _text_only(record)
+    if text is not None:  # a server outside the contract answered in words (a file read, a listing)
+        return record_id, text
     try:
         return record_id, _DESCRIBE[tool](record)
     except (KeyError, TypeError, ValueError):  # a record of another shape: shown as it came
         return record_id, json.dumps(record, ensure_ascii=False)[:300]
+
+
+# How much of a text answer (a third-party server's file read, say) a finding quotes.
+_QUOTED_CHARS = 1200
+
+
+def _text_only(record: dict[str, Any]) -> str | None:
+    """A record that is one text and nothing else (``{"content": ...}``, ``{"text": ...}``), as that text:
+    its lines kept, what is beyond ``_QUOTED_CHARS`` counted rather than dropped unsaid."""
+    if len(record) != 1:
+        return None
+    text = next(iter(record.values()))
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    if len(text) <= _QUOTED_CHARS:
+        return text
+    return f"{text[:_QUOTED_CHARS]}… ({len(text) - _QUOTED_CHARS} more characters)"
 
 
 def _findings(outcomes: list[TaskOutcome]) -> list[Finding]:

@@ -23,10 +23,12 @@ __all__ = ["CredentialBroker", "Elevation", "Grant"]
 
 @dataclass(frozen=True)
 class Grant:
-    """``scope`` may be granted for tasks whose purpose is ``purpose`` (or any purpose when None)."""
+    """``scope`` may be granted for tasks whose purpose is ``purpose`` (or any purpose when None), for
+    calls to ``source`` (or to any source when None: a registered source's scopes are its own)."""
 
     scope: str
     purpose: str | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,10 @@ class CredentialBroker:
         """A credential for calls to ``source`` holding ``scope`` too, if a grant allows it for ``purpose``."""
         if scope is None:
             return Elevation(False, "the source did not say which scope would allow the call")
-        if not any(grant.scope == scope and grant.purpose in (None, purpose) for grant in self.grants):
+        if not any(
+            grant.scope == scope and grant.purpose in (None, purpose) and grant.source in (None, source)
+            for grant in self.grants
+        ):
             return Elevation(
                 False, f"no grant allows '{scope}' for {purpose or 'this purpose'} (deny by default)"
             )

@@ -6,17 +6,24 @@
     the source died / closed -> transient (connection_closed)            respawned / reopened
     a JSON-RPC error         -> validation for bad requests and params, transient for server-side codes
     unstructured isError     -> classified from its text, default business (never retried blindly)
+                                the source's own rules first (``contract_with_rules``), then the built-in
     garbage on the wire      -> transient (garbage)                      reopened
 
 ``classify_result`` reads a ``CallToolResult``; ``classify_exception`` reads whatever a call raised.
 Both return an ``Outcome``: the contract model plus what the subagent needs to act (whether the
 session must be reopened, and a short ``error_type`` for traces). Nothing is passed on raw.
+
+A third-party server speaks no contract: its errors are text. ``TextRule`` maps a pattern in that
+text to a category; ``contract_with_rules`` gives a classifier that tries a source's own rules before
+the built-in ones, on its ``isError`` text and on the message of a JSON-RPC error it sends. The
+description always keeps the whole text and names the rule that decided (or the default).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -52,8 +59,10 @@ __all__ = [
     "Classifier",
     "Outcome",
     "SourceUnavailable",
+    "TextRule",
     "classify_exception",
     "classify_result",
+    "contract_with_rules",
     "with_attempted_query",
 ]
 
@@ -83,25 +92,111 @@ class SourceUnavailable(Exception):
         self.cause = cause
 
 
-# Unstructured error text from a server that does not speak the contract, most specific first.
-_TEXT_RULES: list[tuple[re.Pattern[str], ErrorCategory]] = [
-    (
-        re.compile(r"permission|forbidden|unauthori[sz]ed|access denied|not allowed to|\b40[13]\b", re.I),
+_RULE_EXAMPLE = "e.g. pattern 'ENOENT|no such file' with category 'validation'"
+
+
+@dataclass(frozen=True)
+class TextRule:
+    """Where ``pattern`` is found in an error's text, the error is ``category``.
+
+    ``TextRule.of`` builds one from strings (a user's registration) and says in one line what is
+    wrong with them. ``label`` names a built-in rule in descriptions; a source's own rule is named
+    by its pattern.
+    """
+
+    pattern: re.Pattern[str]
+    category: ErrorCategory
+    label: str = ""
+
+    @classmethod
+    def of(cls, pattern: str, category: str | ErrorCategory) -> TextRule:
+        """A rule from strings: the pattern a regular expression, matched anywhere, ignoring case.
+
+        Raises ``ValueError`` (one line, naming the bad part, the categories and an example).
+        """
+        accepted = ", ".join(member.value for member in ErrorCategory)
+        try:
+            chosen = ErrorCategory(str(category).strip().lower())
+        except ValueError:
+            raise ValueError(
+                f"unknown error category {str(category)!r} for pattern {pattern!r}: "
+                f"use one of {accepted} ({_RULE_EXAMPLE})"
+            ) from None
+        if not pattern.strip():
+            # An empty pattern matches every text: almost always a slip, so the catch-all must be said.
+            raise ValueError(
+                f"an empty pattern for {chosen.value}: write '.' to match every text ({_RULE_EXAMPLE})"
+            )
+        try:
+            compiled = re.compile(pattern, re.IGNORECASE)
+        except re.error as exc:
+            where = "" if exc.pos is None else f" at position {exc.pos}"
+            raise ValueError(
+                f"the pattern {pattern!r} is not a regular expression ({exc.msg}{where}); "
+                f"categories: {accepted} ({_RULE_EXAMPLE})"
+            ) from None
+        return cls(compiled, chosen)
+
+
+def _builtin(label: str, pattern: str, category: ErrorCategory) -> TextRule:
+    return TextRule(re.compile(pattern, re.IGNORECASE), category, label)
+
+
+# Unstructured error text from a server that does not speak the contract, most specific first. The
+# first three are what the official SDKs themselves write, anchored at the start so that a caller's
+# input quoted further on (pydantic quotes it) cannot decide. None makes unknown text retryable: only
+# words that say so ("timed out", "unavailable", 503...) do; everything else falls to business.
+_TEXT_RULES: tuple[TextRule, ...] = (
+    # TypeScript SDK: a result that breaks the tool's own output schema is a server bug, whatever its code.
+    _builtin(
+        "the TypeScript SDK's output validation error", r"^MCP error -32602: Output validation error",
+        ErrorCategory.BUSINESS,
+    ),
+    # TypeScript SDK: its McpServer turns a protocol error in tools/call into a result "MCP error CODE:
+    # ..."; -32602 is an unknown or disabled tool, or arguments failing the input schema.
+    _builtin("the TypeScript SDK's invalid-params error", r"^MCP error -32602: ", ErrorCategory.VALIDATION),
+    # Python SDK (MCPServer, formerly FastMCP): arguments failing the input schema.
+    _builtin(
+        "the Python SDK's argument validation error",
+        r"^(?:Error executing tool \S+: )?\d+ validation errors? for \w*Arguments\b", ErrorCategory.VALIDATION,
+    ),
+    _builtin(
+        "words of permission", r"permission|forbidden|unauthori[sz]ed|access denied|not allowed to|\b40[13]\b",
         ErrorCategory.PERMISSION,
     ),
-    (
-        re.compile(
-            r"timed? ?out|temporar|unavailable|try again|rate.?limit|overload|busy|\b(429|50[234])\b", re.I
-        ),
+    _builtin(
+        "words of a passing failure",
+        r"timed? ?out|temporar|unavailable|try again|rate.?limit|overload|busy|\b(429|50[234])\b",
         ErrorCategory.TRANSIENT,
     ),
-    (
-        re.compile(
-            r"invalid|malformed|must be|required|expected|validation|unknown (tool|argument)|\b400\b", re.I
-        ),
+    _builtin(
+        "words of bad input",
+        r"invalid|malformed|must be|required|expected|validation|unknown (tool|argument)|\b400\b",
         ErrorCategory.VALIDATION,
     ),
-]
+)  # fmt: skip
+_DEFAULT = "no rule matched, so business (never retried blindly)"
+
+
+def _own_rule(text: str, source: str, rules: Iterable[TextRule]) -> tuple[ErrorCategory, str] | None:
+    """The category the source's own rules give ``text``, and which rule gave it; None when none matches."""
+    for rule in rules:
+        if rule.pattern.search(text):
+            whose = f"the {source} source's" if source else "the source's"
+            return rule.category, f"{whose} own rule /{rule.pattern.pattern}/ made it {rule.category.value}"
+    return None
+
+
+def _text_category(text: str, source: str, rules: Iterable[TextRule]) -> tuple[ErrorCategory, str]:
+    """The category of an error text and which rule decided: the source's own, a built-in, or the default."""
+    own = _own_rule(text, source, rules)
+    if own is not None:
+        return own
+    for rule in _TEXT_RULES:
+        if rule.pattern.search(text):
+            return rule.category, f"the built-in rule for {rule.label} made it {rule.category.value}"
+    # Business is the safe default: never retried, never "repaired" blindly, always seen by a human.
+    return ErrorCategory.BUSINESS, _DEFAULT
 
 
 _SCHEMA_BREACH = re.compile(r"structured content|output schema|invalid schema for tool", re.I)
@@ -115,11 +210,20 @@ def _error(category: ErrorCategory, description: str, error_type: str, *, reopen
     return Outcome("error", ToolError.of(category, description), error_type=error_type, reopen=reopen)
 
 
-def classify_result(result: CallToolResult) -> Outcome:
+def classify_result(
+    result: CallToolResult,
+    *,
+    source: str = "",
+    rules: Iterable[TextRule] = (),
+    empty: Iterable[re.Pattern[str]] = (),
+) -> Outcome:
+    """Map what came back into the contract; ``rules``, the source's own, decide text outside it first,
+    and ``empty``, the source's ways of saying it found nothing ("No matches found"), make a success
+    whose whole text one of them matches a valid empty result."""
     try:
         parsed = parse_tool_result(result)
     except ContractViolation:
-        return _unstructured(result)
+        return _unstructured(result, source, rules, empty)
     if isinstance(parsed, ToolError):
         return Outcome("error", parsed, error_type="tool_error")
     if isinstance(parsed, EmptyResult):
@@ -127,16 +231,23 @@ def classify_result(result: CallToolResult) -> Outcome:
     return Outcome("ok", parsed)
 
 
-def _unstructured(result: CallToolResult) -> Outcome:
-    """A result outside the contract. Its text is kept whole in the description."""
+def _unstructured(
+    result: CallToolResult, source: str, rules: Iterable[TextRule], empty: Iterable[re.Pattern[str]]
+) -> Outcome:
+    """A result outside the contract. Its text is kept whole in the description, with the rule that decided."""
     text = _text_of(result) or "(no text)"
+    nothing = None if result.is_error else next((said for said in empty if said.fullmatch(text)), None)
+    if nothing is not None:  # "looked and found nothing", in the source's own words: a success, not a record
+        whose = f"the {source} source's" if source else "the source's"
+        message = f"{text} ({whose} own words for nothing found, /{nothing.pattern}/)"
+        return Outcome("empty", EmptyResult(message=message))
     if not result.is_error:
         # A third-party success: keep what it said as one record rather than drop it.
         record: Any = result.structured_content if result.structured_content is not None else {"text": text}
         return Outcome("ok", ResultPage[Any](result_count=1, results=[record]), error_type="")
-    category = next((cat for pattern, cat in _TEXT_RULES if pattern.search(text)), ErrorCategory.BUSINESS)
-    # Business is the safe default: never retried, never "repaired" blindly, always seen by a human.
-    return _error(category, f"The source answered outside the error contract: {text}", "unstructured_error")
+    category, decided = _text_category(text, source, rules)
+    description = f"The source answered outside the error contract; {decided}: {text}"
+    return _error(category, description, "unstructured_error")
 
 
 # Foreign failures whose meaning does not depend on their details: (types, category, error type, what
@@ -163,21 +274,22 @@ _FAILURES: list[tuple[tuple[type[BaseException], ...], ErrorCategory, str, str]]
 ]  # fmt: skip
 
 
-def classify_exception(exc: BaseException) -> Outcome:
-    """Map what a call raised into the contract.
+def classify_exception(exc: BaseException, *, source: str = "", rules: Iterable[TextRule] = ()) -> Outcome:
+    """Map what a call raised into the contract; ``rules``, the source's own, decide a JSON-RPC error's message first.
 
     Cancellation is not an answer: a group holding any (asyncio's or trio's, both ``BaseException``)
     has it split off and re-raised, so it propagates; the errors of a group are all classified.
     """
+    rules = tuple(rules)  # read once per leaf of a group
     if isinstance(exc, BaseExceptionGroup):
-        return _from_group(exc)
+        return _from_group(exc, source, rules)
     if isinstance(exc, SourceUnavailable):
-        inner = classify_exception(exc.cause)
+        inner = classify_exception(exc.cause, source=source, rules=rules)
         cause = inner.error.description if inner.error is not None else type(exc.cause).__name__
         description = f"The {exc.source} source could not be reached: {cause}"
         return _error(ErrorCategory.TRANSIENT, description, inner.error_type or "unavailable", reopen=True)
     if isinstance(exc, MCPError):
-        return _from_mcp_error(exc)
+        return _from_mcp_error(exc, source, rules)
     for types, category, error_type, happened in _FAILURES:
         if isinstance(exc, types):
             detail = f" ({exc})" if str(exc) else ""
@@ -219,32 +331,24 @@ def _from_http_status(status: int) -> Outcome:
     return _error(category, f"The source answered HTTP {status}.", f"http_{status}", reopen=reopen)
 
 
-def _from_mcp_error(exc: MCPError) -> Outcome:
+def _from_mcp_error(exc: MCPError, source: str, rules: Iterable[TextRule]) -> Outcome:
     code = exc.error.code
     message = exc.error.message
-    if code == REQUEST_TIMEOUT:
-        return _error(ErrorCategory.TRANSIENT, f"The call timed out: {message}.", "timeout", reopen=True)
-    if code == CONNECTION_CLOSED:
+    said_by_client = _from_client_side_code(code, message)
+    if said_by_client is not None:
+        return said_by_client
+    # The source sent this error itself: its own rules read the message before its code is mapped.
+    own = _own_rule(message, source, rules)
+    if own is not None:
+        category, decided = own
         return _error(
-            ErrorCategory.TRANSIENT,
-            "The source closed the connection mid-call (it may have died).",
-            "connection_closed",
-            reopen=True,
+            category, f"The source answered JSON-RPC {code}; {decided}: {message}", f"jsonrpc_{code}"
         )
     if code in (INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND):
         return _error(
             ErrorCategory.VALIDATION,
             f"The source rejected the request (JSON-RPC {code}): {message}",
             f"jsonrpc_{code}",
-        )
-    if code == PARSE_ERROR:
-        # Our client sends well-formed JSON-RPC, so a parse error is the client failing to read the
-        # source's answer (over HTTP the SDK reports a corrupt body so): garbage on the wire.
-        return _error(
-            ErrorCategory.TRANSIENT,
-            f"The source's answer could not be read as an MCP message (JSON-RPC {code}): {message}",
-            "garbage",
-            reopen=True,
         )
     if code == INTERNAL_ERROR or -32099 <= code <= -32000:
         return _error(
@@ -259,12 +363,37 @@ def _from_mcp_error(exc: MCPError) -> Outcome:
     )
 
 
-def _from_group(group: BaseExceptionGroup[BaseException]) -> Outcome:
+def _from_client_side_code(code: int, message: str) -> Outcome | None:
+    """The codes our own client raises about the transport; no source's rule may reword those."""
+    if code == REQUEST_TIMEOUT:
+        return _error(ErrorCategory.TRANSIENT, f"The call timed out: {message}.", "timeout", reopen=True)
+    if code == CONNECTION_CLOSED:
+        return _error(
+            ErrorCategory.TRANSIENT,
+            "The source closed the connection mid-call (it may have died).",
+            "connection_closed",
+            reopen=True,
+        )
+    if code == PARSE_ERROR:
+        # Our client sends well-formed JSON-RPC, so a parse error is the client failing to read the
+        # source's answer (over HTTP the SDK reports a corrupt body so): garbage on the wire.
+        return _error(
+            ErrorCategory.TRANSIENT,
+            f"The source's answer could not be read as an MCP message (JSON-RPC {code}): {message}",
+            "garbage",
+            reopen=True,
+        )
+    return None
+
+
+def _from_group(
+    group: BaseExceptionGroup[BaseException], source: str, rules: tuple[TextRule, ...]
+) -> Outcome:
     errors, cancellation = group.split(Exception)
     if cancellation is not None:
         raise cancellation
     assert errors is not None  # split leaves every leaf on one side or the other
-    return _group_outcome([classify_exception(leaf) for leaf in _leaves(errors)])
+    return _group_outcome([classify_exception(leaf, source=source, rules=rules) for leaf in _leaves(errors)])
 
 
 def _group_outcome(outcomes: list[Outcome]) -> Outcome:
@@ -297,14 +426,16 @@ def with_attempted_query(outcome: Outcome, query: AttemptedQuery) -> Outcome:
 class Classifier(Protocol):
     """The classification boundary as a subagent sees it: what came back, or what was raised, as an outcome.
 
-    ``CONTRACT`` is the one a coordinator runs with. The boundary is a value so that one substitution
-    can show what a subagent does with less: ``research compare`` replaces it with a boundary that
-    turns every failure into "Operation failed" and runs everything else unchanged.
+    ``CONTRACT`` is the one a coordinator runs with; ``contract_with_rules`` gives one that also knows
+    how third-party sources word their errors (``source`` names the source called). The boundary is a
+    value so that one substitution can show what a subagent does with less: ``research compare``
+    replaces it with a boundary that turns every failure into "Operation failed" and runs everything
+    else unchanged.
     """
 
-    def result(self, result: CallToolResult) -> Outcome: ...
+    def result(self, result: CallToolResult, *, source: str = "") -> Outcome: ...
 
-    def exception(self, exc: Exception) -> Outcome: ...
+    def exception(self, exc: Exception, *, source: str = "") -> Outcome: ...
 
     def for_model(self, answer: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
         """How an answer reads to a model that called the tool (Claude mode)."""
@@ -312,14 +443,44 @@ class Classifier(Protocol):
 
 
 class _Contract:
-    def result(self, result: CallToolResult) -> Outcome:
-        return classify_result(result)
+    def __init__(
+        self,
+        rules: Mapping[str, tuple[TextRule, ...]],
+        empty: Mapping[str, tuple[re.Pattern[str], ...]] | None = None,
+    ) -> None:
+        self._rules = dict(rules)
+        self._empty = dict(empty or {})
 
-    def exception(self, exc: Exception) -> Outcome:
-        return classify_exception(exc)
+    def result(self, result: CallToolResult, *, source: str = "") -> Outcome:
+        return classify_result(
+            result, source=source, rules=self._rules.get(source, ()), empty=self._empty.get(source, ())
+        )
+
+    def exception(self, exc: Exception, *, source: str = "") -> Outcome:
+        return classify_exception(exc, source=source, rules=self._rules.get(source, ()))
 
     def for_model(self, answer: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
         return to_call_tool_result(answer)
 
 
-CONTRACT: Classifier = _Contract()
+CONTRACT: Classifier = _Contract({})
+
+
+def contract_with_rules(
+    rules: Mapping[str, Iterable[TextRule]], empty: Mapping[str, Iterable[str]] | None = None
+) -> Classifier:
+    """The contract's classifier, with each source's own rules tried before the built-in ones.
+
+    ``rules`` maps a source name (``ToolCall.source``) to its rules, first match wins. They read the
+    text of an ``isError`` result outside the contract and the message of a JSON-RPC error the source
+    sent; never a contract result, nor what the client itself reports (timeouts, a closed connection).
+    ``empty`` maps a source name to the texts (patterns, matching the whole text, ignoring case) with
+    which it answers a search that found nothing.
+    """
+    if "" in rules or "" in (empty or {}):
+        raise ValueError("text rules must name the source they are for (got the empty name)")
+    said = {
+        source: tuple(re.compile(text, re.IGNORECASE) for text in texts)
+        for source, texts in (empty or {}).items()
+    }
+    return _Contract({source: tuple(own) for source, own in rules.items()}, said)

@@ -17,6 +17,7 @@ per-call timeout and deadline are configuration, never literals in the loop.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -52,6 +53,12 @@ class RecoveryPolicy:
     base_delay_s: float = 1.0  # the first back-off ceiling; then 2 s, 4 s...
     max_delay_s: float = 8.0
     call_timeout_s: float = 5.0
+    # A source's own per-call timeout, where its registry entry sets one (a server known to be slow).
+    source_timeouts: Mapping[str, float] = field(default_factory=dict)
+
+    def call_timeout_for(self, source: str) -> float:
+        """The seconds one call to ``source`` may take."""
+        return self.source_timeouts.get(source, self.call_timeout_s)
 
     @property
     def max_attempts(self) -> int:

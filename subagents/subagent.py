@@ -349,13 +349,15 @@ class Subagent:
         with collect_client_spans() as client_spans:
             try:
                 client, generation = await connection.session(timeout_s=deadline - runtime.clock.now())
-                timeout_s = min(runtime.policy.call_timeout_s, deadline - runtime.clock.now())
+                timeout_s = min(
+                    runtime.policy.call_timeout_for(self.task.source), deadline - runtime.clock.now()
+                )
                 result = await connection.call(
                     client, sent.tool, sent.arguments, timeout_s=timeout_s, meta=sent.meta
                 )
-                outcome = runtime.classifier.result(result)
+                outcome = runtime.classifier.result(result, source=self.task.source)
             except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
-                outcome = self._cut_by_deadline(runtime.classifier.exception(exc))
+                outcome = self._cut_by_deadline(runtime.classifier.exception(exc, source=self.task.source))
             if outcome.error is not None:  # the SDK leaves its client span's status unset here: set it
                 client_spans.failed(outcome.error_type or "tool_error", outcome.error.description)
         outcome = with_attempted_query(outcome, sent.query())

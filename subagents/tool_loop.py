@@ -263,7 +263,7 @@ class ClaudeSubagents:
         key = (agent.task.source, generation)
         if key not in self._listed:
             left = max(agent.state.deadline - agent.runtime.clock.now(), 0.0)
-            with anyio.fail_after(min(agent.runtime.policy.call_timeout_s, left)):
+            with anyio.fail_after(min(agent.runtime.policy.call_timeout_for(agent.task.source), left)):
                 self._listed[key] = (await client.list_tools()).tools
         return self._listed[key]
 

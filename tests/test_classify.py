@@ -13,8 +13,17 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 from mcp_types import INVALID_PARAMS, REQUEST_TIMEOUT
 
+from coordinator.compare.boundary import Boundary
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
-from subagents.classify import SourceUnavailable, classify_exception, classify_result
+from subagents.classify import (
+    _TEXT_RULES,
+    CONTRACT,
+    SourceUnavailable,
+    TextRule,
+    classify_exception,
+    classify_result,
+    contract_with_rules,
+)
 
 
 def _validation_error() -> pydantic.ValidationError:
@@ -189,3 +198,157 @@ def test_unstructured_error_text_is_classified_and_kept(text: str, category: Err
 def test_a_third_party_success_is_kept_as_one_record() -> None:
     outcome = classify_result(_text_result("42 widgets in stock", is_error=False))
     assert outcome.kind == "ok" and outcome.result.results == [{"text": "42 widgets in stock"}]  # type: ignore[union-attr]
+
+
+# Third-party servers: text rules, the source's own first.
+
+ENOENT = "ENOENT: no such file or directory, open '/srv/docs/nope.md'"
+
+
+def test_a_text_rule_is_built_from_strings_and_ignores_case() -> None:
+    rule = TextRule.of("enoent|no such file", " Validation ")
+    assert rule.category is ErrorCategory.VALIDATION and rule.pattern.search(ENOENT)
+    assert TextRule.of("x", ErrorCategory.BUSINESS).category is ErrorCategory.BUSINESS
+
+
+@pytest.mark.parametrize(
+    ("pattern", "category", "named"),
+    [
+        ("ENOENT", "retry", "'retry'"),
+        ("ENOENT(", "validation", "'ENOENT('"),
+        ("  ", "validation", "empty pattern"),
+    ],
+)
+def test_a_bad_text_rule_is_refused_in_one_line_that_names_it(
+    pattern: str, category: str, named: str
+) -> None:
+    with pytest.raises(ValueError, match=r"e\.g\. pattern") as refused:
+        TextRule.of(pattern, category)
+    message = str(refused.value)
+    assert "\n" not in message and named in message
+    if "empty" not in named:
+        assert all(member.value in message for member in ErrorCategory)
+
+
+def test_a_sources_own_rule_decides_before_the_built_in_ones_and_says_so() -> None:
+    classifier = contract_with_rules({"docs": (TextRule.of("ENOENT", "validation"),)})
+    outcome = classifier.result(_text_result(ENOENT), source="docs")
+    assert outcome.error is not None and outcome.error.error_category is ErrorCategory.VALIDATION
+    assert outcome.error_type == "unstructured_error" and ENOENT in outcome.error.description
+    assert "the docs source's own rule /ENOENT/ made it validation" in outcome.error.description
+    # Another source, or a call that names none, is not touched by docs's rules.
+    for other in ("time", ""):
+        plain = classifier.result(_text_result(ENOENT), source=other)
+        assert plain.error is not None and plain.error.error_category is ErrorCategory.BUSINESS
+
+
+def test_an_own_rule_wins_over_a_built_in_rule_that_matches_too() -> None:
+    text = "Access denied - path outside allowed directories: /etc/passwd not in /srv/docs"
+    assert CONTRACT.result(_text_result(text)).error.error_category is ErrorCategory.PERMISSION  # type: ignore[union-attr]
+    classifier = contract_with_rules({"docs": [TextRule.of("outside allowed directories", "business")]})
+    outcome = classifier.result(_text_result(text), source="docs")
+    assert outcome.error is not None and outcome.error.error_category is ErrorCategory.BUSINESS
+
+
+@pytest.mark.parametrize(
+    ("text", "category", "rule"),
+    [
+        ("MCP error -32602: Tool nosuch not found", ErrorCategory.VALIDATION, "the TypeScript SDK's invalid-params error"),
+        (
+            "MCP error -32602: Input validation error: Invalid arguments for tool read: expected string",
+            ErrorCategory.VALIDATION, "the TypeScript SDK's invalid-params error",
+        ),
+        (
+            "MCP error -32602: Output validation error: Invalid structured content for tool read: x",
+            ErrorCategory.BUSINESS, "the TypeScript SDK's output validation error",
+        ),
+        (
+            # The caller's input, quoted by pydantic, says "timed out": the SDK's own words decide first.
+            "Error executing tool get_time: 1 validation error for get_timeArguments\nzone\n"
+            "  Input should be a valid string [type=string_type, input_value='timed out', input_type=int]",
+            ErrorCategory.VALIDATION, "the Python SDK's argument validation error",
+        ),
+        ("Service temporarily unavailable", ErrorCategory.TRANSIENT, "words of a passing failure"),
+    ],
+)  # fmt: skip
+def test_what_the_official_sdks_write_is_a_built_in_rule(
+    text: str, category: ErrorCategory, rule: str
+) -> None:
+    outcome = classify_result(_text_result(text))
+    assert outcome.error is not None and outcome.error.error_category is category
+    assert (
+        f"the built-in rule for the {rule}" in outcome.error.description or rule in outcome.error.description
+    )
+    assert text in outcome.error.description
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        ENOENT,
+        "EISDIR: illegal operation on a directory, read",
+        "Destination already exists: /a",
+        "",
+        "Operation failed",
+    ],
+)
+def test_text_no_rule_knows_is_business_and_never_retried_blindly(text: str) -> None:
+    outcome = contract_with_rules({"docs": (TextRule.of("EACCES", "transient"),)}).result(
+        _text_result(text), source="docs"
+    )
+    assert outcome.error is not None and outcome.error.error_category is ErrorCategory.BUSINESS
+    assert not outcome.error.is_retryable and not outcome.reopen
+    assert "no rule matched, so business (never retried blindly)" in outcome.error.description
+
+
+def test_no_built_in_rule_for_an_sdk_makes_text_retryable() -> None:
+    """Only words that say a failure passes make unknown text transient; a format never does."""
+    transient = [rule.label for rule in _TEXT_RULES if rule.category is ErrorCategory.TRANSIENT]
+    assert transient == ["words of a passing failure"]
+
+
+def test_an_own_rule_reads_the_message_of_a_json_rpc_error_the_source_sent() -> None:
+    unknown = MCPError(INVALID_PARAMS, "Unknown tool: nosuch")
+    assert CONTRACT.exception(unknown, source="time").error.error_category is ErrorCategory.VALIDATION  # type: ignore[union-attr]
+    classifier = contract_with_rules({"time": (TextRule.of("^Unknown tool", "business"),)})
+    outcome = classifier.exception(unknown, source="time")
+    assert outcome.error is not None and outcome.error.error_category is ErrorCategory.BUSINESS
+    assert outcome.error_type == f"jsonrpc_{INVALID_PARAMS}" and not outcome.reopen
+    assert "Unknown tool: nosuch" in outcome.error.description
+    assert "the time source's own rule /^Unknown tool/ made it business" in outcome.error.description
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [MCPError(REQUEST_TIMEOUT, "timed out"), MCPError(-32000, "Connection closed"), MCPError(-32700, "x")],
+)
+def test_what_the_client_itself_reports_is_beyond_any_rule(exc: MCPError) -> None:
+    everything = contract_with_rules({"docs": (TextRule.of(".", "business"),)})
+    assert everything.exception(exc, source="docs") == CONTRACT.exception(exc)
+
+
+def test_a_contract_error_is_beyond_any_rule() -> None:
+    error = ToolError.of(ErrorCategory.PERMISSION, "ENOENT, but in the contract", required_scope="docs:read")
+    everything = contract_with_rules({"docs": (TextRule.of(".", "transient"),)})
+    assert everything.result(to_call_tool_result(error), source="docs").error == error
+
+
+def test_own_rules_reach_into_groups_and_unopened_sessions() -> None:
+    classifier = contract_with_rules({"docs": (TextRule.of("quota", "business"),)})
+    quota = MCPError(-32603, "daily quota spent")
+    grouped = classifier.exception(ExceptionGroup("g", [ConnectionResetError("x"), quota]), source="docs")
+    assert grouped.error is not None and grouped.error.error_category is ErrorCategory.BUSINESS
+    unopened = classifier.exception(SourceUnavailable("docs", quota), source="docs")
+    assert unopened.error is not None and "own rule /quota/" in unopened.error.description
+
+
+def test_rules_must_name_their_source() -> None:
+    with pytest.raises(ValueError, match="name the source"):
+        contract_with_rules({"": (TextRule.of("x", "business"),)})
+
+
+def test_the_compare_boundary_takes_the_source_too() -> None:
+    truth = Boundary(generic=False)
+    outcome = truth.result(_text_result(ENOENT), source="docs")
+    assert outcome.error is not None and truth.truths == [outcome]
+    assert Boundary(generic=True).exception(TimeoutError(), source="docs").error_type == "operation_failed"

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
@@ -19,6 +20,7 @@ from sources.store import Store
 from sources.world import world_path
 from subagents.breaker import Breakers, BreakerState
 from subagents.broker import CredentialBroker, Grant
+from subagents.classify import TextRule, contract_with_rules
 from subagents.connection import Connections
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
@@ -278,6 +280,26 @@ async def test_a_cancelled_probe_lets_the_next_caller_probe(
     assert cancelled.cancelled_caught
     assert breaker.state is BreakerState.HALF_OPEN and not breaker.probing
     assert breaker.allow(clock.now())  # the next caller may probe
+
+
+async def test_the_classifier_is_told_which_source_answered(runtime: Callable[..., Any]) -> None:
+    """A source's own text rules decide its errors: the subagent names the source it called."""
+
+    def third_party() -> MCPServer:
+        server = MCPServer("kb")
+
+        @server.tool()
+        def search_policies(query: str) -> str:
+            raise ToolError(f"ENOENT: no such file or directory, open '/srv/{query}.md'")
+
+        return server
+
+    classifier = contract_with_rules({"kb": (TextRule.of("ENOENT", "validation"),)})
+    rt = await runtime(servers={"kb": third_party}, classifier=classifier)
+    report = await run(rt, "kb", "search_policies", {"query": "refunds"})
+    escalation = report.escalation
+    assert escalation is not None and escalation.error_category == "validation"
+    assert "the kb source's own rule /ENOENT/ made it validation" in escalation.message
 
 
 @pytest.fixture(params=["asyncio", "trio"])

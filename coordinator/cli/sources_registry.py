@@ -68,6 +68,15 @@ ErrorOption = Annotated[
         help="What it is known to answer and the category it means, e.g. 'ENOENT=validation' (repeatable).",
     ),
 ]
+EmptyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--empty",
+        metavar="TEXT",
+        help="How it says a search found nothing (a pattern for its whole answer), e.g. 'No matches found': "
+        "such an answer is a valid empty result (repeatable).",
+    ),
+]
 CheckOption = Annotated[
     bool, typer.Option(help="Start it and list its tools before it is added (--no-check: add it as it is).")
 ]
@@ -83,6 +92,7 @@ def add_source(
     plan: PlanOption = None,
     entity: EntityOption = None,
     error: ErrorOption = None,
+    empty: EmptyOption = None,
     check: CheckOption = True,
 ) -> None:
     """Add an MCP server to the sources: it is started, its tools listed, and the entry written.
@@ -92,7 +102,9 @@ def add_source(
     Example: research sources add docs --command "npx -y @modelcontextprotocol/server-filesystem ./docs" --plan read_text_file:path=file --plan list_directory:path=folder --error ENOENT=validation
     """
     registry = load_registry()
-    entry = _entry(name, command, url, scope or [], timeout, plan or [], entity or [], error or [])
+    entry = _entry(
+        name, command, url, scope or [], timeout, plan or [], entity or [], error or [], empty or []
+    )
     from coordinator.registry import RegistryError
 
     try:
@@ -111,7 +123,7 @@ def add_source(
 
 def _entry(
     name: str, command: str | None, url: str | None, scopes: list[str], timeout: float | None,
-    plan: list[str], entities: list[str], errors: list[str],
+    plan: list[str], entities: list[str], errors: list[str], empty: list[str],
 ) -> SourceEntry:  # fmt: skip
     """The entry the options describe; an option that does not read is a usage error naming it."""
     import os
@@ -133,6 +145,7 @@ def _entry(
     fields["entities"] = dict(
         _pair(item, "--entity", "KIND=PATTERN", "timezone=[A-Z][a-z]+/[A-Za-z_]+") for item in entities
     )
+    fields["empty"] = empty
     fields["errors"] = dict(
         _pair(item, "--error", "PATTERN=CATEGORY", "ENOENT=validation") for item in errors
     )
@@ -170,9 +183,8 @@ def _listed_or_exit(entry: SourceEntry) -> list[ListedTool]:
     from sources.settings import data_dir_from
 
     try:
-        listed = anyio.run(
-            lambda: list_tools(entry, timeout_s=_CHECK_TIMEOUT_S, log_dir=data_dir_from() / "logs")
-        )
+        within = entry.timeout or _CHECK_TIMEOUT_S  # its own timeout bounds a handshake that never ends
+        listed = anyio.run(lambda: list_tools(entry, timeout_s=within, log_dir=data_dir_from() / "logs"))
     except Exception as exc:  # whatever starting it raised: one line, never a traceback
         typer.echo(
             f"error: {entry.name} ({entry.where}) did not list its tools: {one_line(exc)}; "

@@ -26,6 +26,7 @@ from coordinator.cli.params import SourceFaults
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from coordinator.registry import Registry
     from sources.faults import FaultSettings
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
@@ -88,15 +89,14 @@ def run_task(
     raise typer.Exit(1 if report.state == "escalated" else 0)
 
 
-def _target(source: str, settings: SourceSettings) -> Target:
+def _target(source: str, settings: SourceSettings, registry: Registry) -> Target:
     """A demo source spawned with its fault layer set; a registered one as its entry says, its faults
     injected client-side (it has no layer of its own)."""
-    from coordinator.cli.common import load_registry
     from coordinator.registered_tools import registered_target
     from subagents.client_faults import with_client_faults
     from subagents.connection import stdio_target
 
-    entry = load_registry().get(source)
+    entry = registry.get(source)
     if entry.demo:
         return stdio_target(source, settings)
     target = registered_target(entry, settings.data_dir / "logs")
@@ -116,6 +116,7 @@ def _faults_of(source: str, faults: list[SourceFaults]) -> FaultSettings:
 async def _run(call: _Call, settings: SourceSettings) -> SubagentReport:
     """The task, under one root span for the command: the session's handshake and every call are its children."""
     from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
+    from coordinator.cli.common import load_registry
     from coordinator.runtime import build_runtime
     from subagents.broker import CredentialBroker, Grant
     from subagents.connection import Connections
@@ -124,14 +125,16 @@ async def _run(call: _Call, settings: SourceSettings) -> SubagentReport:
     from subagents.tool_loop import claude_subagents
     from traces.spans import command_span, end_command
 
+    registry = load_registry()
     with command_span("task", f"{call.source}.{call.tool}") as span:
         async with (
-            Connections.opened({call.source: _target(call.source, settings)}) as connections,
+            Connections.opened({call.source: _target(call.source, settings, registry)}) as connections,
             claude_subagents(call.claude) as model,
         ):
             grants = tuple(Grant(scope, call.purpose) for scope in call.grants)
             runtime = build_runtime(
-                connections, CredentialBroker(settings.signing_key(), grants=grants),
+                connections, CredentialBroker(settings.signing_key(), grants=(*grants, *registry.grants())),
+                classifier=registry.classifier(),
                 policy=RecoveryPolicy(call_timeout_s=call.timeout), seed=call.seed,
                 observer=_Progress(Console(stderr=True)), model=model,
             )  # fmt: skip

@@ -47,11 +47,11 @@ class Boundary:
     generic: bool
     truths: list[Outcome] = field(default_factory=list)
 
-    def result(self, result: CallToolResult) -> Outcome:
-        return self._seen(CONTRACT.result(result))
+    def result(self, result: CallToolResult, *, source: str = "") -> Outcome:
+        return self._seen(CONTRACT.result(result, source=source))
 
-    def exception(self, exc: Exception) -> Outcome:
-        return self._seen(CONTRACT.exception(exc))
+    def exception(self, exc: Exception, *, source: str = "") -> Outcome:
+        return self._seen(CONTRACT.exception(exc, source=source))
 
     def for_model(self, answer: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
         """In Claude mode the model reads what the anti-pattern sends: ``{"isError": true, "message": ...}``."""
