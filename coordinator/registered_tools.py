@@ -105,7 +105,7 @@ async def catalog_of(registry: Registry, data_dir: Path, *, timeout_s: float = _
     for entry in entries:
         tools = found[entry.name]
         if isinstance(tools, str):
-            catalog = replace(catalog, not_usable={**catalog.not_usable, entry.name: tools})
+            catalog = catalog.without(entry.name, tools, entry)
         else:
             catalog = with_registered(catalog, entry.name, tools, entry)
     return replace(catalog, not_usable={**catalog.not_usable, **registry.problems})

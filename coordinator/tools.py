@@ -151,6 +151,9 @@ class Catalog:
     entities: dict[str, str] = field(default_factory=dict)
     registered: frozenset[str] = frozenset()
     not_usable: dict[str, str] = field(default_factory=dict)
+    # Kinds a registered source's entry says its tools take, though it could not be listed: still read
+    # in a question, so what it names is reported as not researched (and why) rather than lost in words.
+    unserved: frozenset[str] = frozenset()
 
     def describe(self) -> str:
         """Every source's tools in a line each, a registered tool with what it takes: for a model to plan."""
@@ -169,9 +172,17 @@ class Catalog:
     @property
     def reads_paths(self) -> bool:
         """Whether a registered tool takes a path, so paths in a question are worth reading."""
-        return any(
+        return bool(self.unserved & PATH_KINDS) or any(
             argument.kind in PATH_KINDS for tool in self.registered for argument in self.tools[tool].values()
         )
+
+    def without(self, source: str, why: str, hints: Any) -> Catalog:
+        """This catalog, with a registered source that cannot be used: why, and what its entry says it takes."""
+        kinds = {kind for arguments in hints.plan.values() for kind in arguments.values()}
+        return Catalog(
+            self.tools, self.offered, {**self.entities, **hints.entities}, self.registered,
+            {**self.not_usable, source: why}, self.unserved | kinds,
+        )  # fmt: skip
 
 
 @functools.cache

@@ -121,6 +121,9 @@ async def _run(
                 policy=POLICY, breakers=breakers, clock=clock, rng=random.Random(seed),
             )  # fmt: skip
             task = Task("t", "scripted", "lookup", {"customer_id": "cust-42"}, purpose=purpose)
+            # Opened before the run: its wait is real time, the budget is the fake clock's, so a loaded
+            # machine could otherwise spend a small budget on the handshake and no call would be made.
+            await connections["scripted"].session()
             report = await run_subagent(task, runtime, deadline=clock.now() + budget)
     return report, clock, breakers
 

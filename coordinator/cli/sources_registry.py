@@ -77,6 +77,10 @@ EmptyOption = Annotated[
         "such an answer is a valid empty result (repeatable).",
     ),
 ]
+EnvOption = Annotated[
+    list[str] | None,
+    typer.Option("--env", metavar="NAME=VALUE", help="A variable its process is started with (repeatable)."),
+]
 CheckOption = Annotated[
     bool, typer.Option(help="Start it and list its tools before it is added (--no-check: add it as it is).")
 ]
@@ -93,6 +97,7 @@ def add_source(
     entity: EntityOption = None,
     error: ErrorOption = None,
     empty: EmptyOption = None,
+    env: EnvOption = None,
     check: CheckOption = True,
 ) -> None:
     """Add an MCP server to the sources: it is started, its tools listed, and the entry written.
@@ -103,7 +108,16 @@ def add_source(
     """
     registry = load_registry()
     entry = _entry(
-        name, command, url, scope or [], timeout, plan or [], entity or [], error or [], empty or []
+        name,
+        command,
+        url,
+        scope or [],
+        timeout,
+        plan or [],
+        entity or [],
+        error or [],
+        empty or [],
+        env or [],
     )
     from coordinator.registry import RegistryError
 
@@ -123,7 +137,7 @@ def add_source(
 
 def _entry(
     name: str, command: str | None, url: str | None, scopes: list[str], timeout: float | None,
-    plan: list[str], entities: list[str], errors: list[str], empty: list[str],
+    plan: list[str], entities: list[str], errors: list[str], empty: list[str], env: list[str],
 ) -> SourceEntry:  # fmt: skip
     """The entry the options describe; an option that does not read is a usage error naming it."""
     import os
@@ -146,6 +160,7 @@ def _entry(
         _pair(item, "--entity", "KIND=PATTERN", "timezone=[A-Z][a-z]+/[A-Za-z_]+") for item in entities
     )
     fields["empty"] = empty
+    fields["env"] = dict(_pair(item, "--env", "NAME=VALUE", "LOG_LEVEL=info") for item in env)
     fields["errors"] = dict(
         _pair(item, "--error", "PATTERN=CATEGORY", "ENOENT=validation") for item in errors
     )

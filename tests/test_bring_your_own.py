@@ -1,0 +1,284 @@
+"""Bring your own MCP servers: the real filesystem and time servers join a research, as users add them.
+
+The demo sources run in memory (they are not what is tested here); the third-party servers run as
+real processes, started as their users start them (``tests.third_party``). A registry round trip
+goes through the command line, as a user types it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from coordinator.plan import Plan
+from coordinator.planner import plan_query
+from coordinator.registered_tools import list_tools, registered_target
+from coordinator.registry import Registry, SourceEntry
+from coordinator.report import ResearchReport
+from coordinator.research import ResearchOptions, research
+from coordinator.tools import Catalog, demo_catalog, with_registered
+from sources.faults import FaultSettings, rolls
+from sources.settings import SourceSettings
+from subagents.client_faults import with_client_faults
+from subagents.connection import Target
+from subagents.policy import RecoveryPolicy
+from tests.conftest import PROJECT_ROOT
+from tests.test_coordinator import in_memory
+from tests.third_party import INTEROP, filesystem_server, time_server
+
+pytestmark = [pytest.mark.subprocess, pytest.mark.anyio]
+
+QUESTION = (
+    "what does {docs}/refund-policy.md say about damaged items, and is a £45 refund on ORD-10031 allowed?"
+)
+POLICY_TEXT = "Damaged items: a full refund within 60 days when the item arrived damaged; photos required."
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "refund-policy.md").write_text(f"# Refund policy\n\n{POLICY_TEXT}\n", encoding="utf-8")
+    (folder / "shipping.md").write_text("# Shipping\n\nWe ship in 3 days.\n", encoding="utf-8")
+    return folder
+
+
+def docs_entry(docs: Path, **fields: Any) -> SourceEntry:
+    """The filesystem server as `research sources add docs --command "npx -y ..." --plan ...` writes it."""
+    started = filesystem_server(docs)  # skips, saying why, where node or the package is missing
+    return SourceEntry(
+        name="docs", command=(started.command, *started.args), cwd=str(INTEROP), env=dict(started.env or {}),
+        plan={"read_text_file": {"path": "file"}, "list_directory": {"path": "folder"}},
+        errors={"ENOENT|EISDIR|ENOTDIR": "validation"}, **fields,
+    )  # fmt: skip
+
+
+async def catalog_with(entry: SourceEntry) -> Catalog:
+    with anyio.fail_after(30):
+        return with_registered(demo_catalog(), entry.name, await list_tools(entry), entry)
+
+
+async def ask_across(
+    settings: SourceSettings, entry: SourceEntry, question: str, *, faults: FaultSettings | None = None,
+    policy: RecoveryPolicy | None = None, deadline: float = 20.0,
+) -> tuple[Plan, ResearchReport]:  # fmt: skip
+    """Research ``question`` over the demo sources (in memory) and the registered one (a real process)."""
+    registry = Registry(None, {entry.name: entry})
+    plan = plan_query(question, await catalog_with(entry))
+    target: Target = registered_target(entry, settings.data_dir / "logs")
+    targets = {**in_memory(settings), entry.name: with_client_faults(target, faults) if faults else target}
+    options = ResearchOptions(
+        registry=registry, deadline_s=deadline, seed=1, policy=policy or RecoveryPolicy()
+    )
+    with anyio.fail_after(deadline + 10):
+        report = await research(question, options, settings=settings, plan=plan, targets=targets)
+    return plan, report
+
+
+async def test_a_question_is_answered_from_a_demo_source_and_a_registered_one(
+    settings: SourceSettings, docs: Path
+) -> None:
+    plan, report = await ask_across(settings, docs_entry(docs), QUESTION.format(docs=docs))
+    assert {(task.source, task.tool) for task in plan.tasks.values()} >= {
+        ("docs", "read_text_file"), ("billing", "refund_eligibility"),
+    }  # fmt: skip
+    assert plan.tasks["read_text_file"].arguments == {"path": str(docs / "refund-policy.md")}
+    from_docs = [finding for finding in report.findings if finding.source == "docs"]
+    assert len(from_docs) == 1 and POLICY_TEXT in from_docs[0].text
+    assert any(
+        finding.source == "billing" and "may be refunded" in finding.text for finding in report.findings
+    )
+    assert report.status == "complete", report.gaps
+
+
+async def test_a_missing_file_is_a_gap_classified_by_the_sources_own_rule(
+    settings: SourceSettings, docs: Path
+) -> None:
+    question = f"what does {docs}/nope.md say, and is a £45 refund on ORD-10031 allowed?"
+    _, report = await ask_across(settings, docs_entry(docs), question)
+    (gap,) = [gap for gap in report.gaps if gap.source == "docs"]
+    assert gap.error_category == "validation"
+    assert "ENOENT" in gap.message and "own rule" in gap.message  # the evidence: its text, and what decided
+    assert any(finding.source == "billing" for finding in report.findings)  # the other branch still answered
+
+
+async def test_a_folder_is_listed_and_nothing_named_is_dropped(settings: SourceSettings, docs: Path) -> None:
+    question = f"what is in {docs} and in {docs}/notes.pdf, and ORD-10031?"
+    plan, report = await ask_across(settings, docs_entry(docs), question)
+    listed = [finding for finding in report.findings if finding.tool == "list_directory"]
+    assert listed and "refund-policy.md" in listed[0].text
+    assert plan.tasks["read_text_file"].arguments["path"] == str(docs / "notes.pdf")  # a file: read it
+    assert any(gap.source == "docs" for gap in report.gaps)  # it does not exist: a gap, not a silence
+
+
+@pytest.mark.parametrize("faults", [FaultSettings(hang=1), FaultSettings(crash=1)], ids=["hang", "kill"])
+async def test_chaos_on_a_registered_source_leaves_an_annotated_gap(
+    settings: SourceSettings, docs: Path, faults: FaultSettings
+) -> None:
+    policy = RecoveryPolicy(max_retries=1, base_delay_s=0.01, max_delay_s=0.02, call_timeout_s=0.5)
+    _, report = await ask_across(
+        settings, docs_entry(docs), QUESTION.format(docs=docs), faults=faults, policy=policy
+    )
+    (gap,) = [gap for gap in report.gaps if gap.source == "docs"]
+    assert gap.error_category == "transient" and gap.attempted_query.tool == "read_text_file"
+    assert report.status == "partial"
+    assert any(finding.source == "billing" for finding in report.findings)
+
+
+async def test_a_flaky_registered_source_is_retried_to_an_answer(
+    settings: SourceSettings, docs: Path
+) -> None:
+    policy = RecoveryPolicy(max_retries=3, base_delay_s=0.01, max_delay_s=0.02)
+    flaky = next(  # the first seed whose dice fail the first call and let the retry through
+        faults
+        for faults in (FaultSettings(transient=0.5, seed=seed) for seed in range(100))
+        if [roll.transient for roll in islice(rolls(faults), 2)] == [True, False]
+    )
+    _, report = await ask_across(
+        settings, docs_entry(docs), QUESTION.format(docs=docs), faults=flaky, policy=policy
+    )
+    (task,) = [task for task in report.tasks if task.source == "docs"]
+    assert task.state == "ok" and task.attempts >= 2, task
+    assert any(POLICY_TEXT in finding.text for finding in report.findings)
+
+
+async def test_a_registered_source_that_cannot_start_leaves_the_others_working(
+    settings: SourceSettings,
+) -> None:
+    broken = SourceEntry(
+        name="docs", command=("/nonexistent/server",), plan={"read_text_file": {"path": "file"}}
+    )
+    from coordinator.registered_tools import catalog_of
+
+    catalog = await catalog_of(Registry(None, {"docs": broken}), settings.data_dir, timeout_s=10)
+    assert "could not list its tools" in catalog.not_usable["docs"]
+    plan = plan_query("what does /srv/docs/a.md say, and is a £45 refund on ORD-10031 allowed?", catalog)
+    assert "docs" not in plan.sources() and "billing" in plan.sources()
+    assert any("/srv/docs/a.md" in item.what and "could not list" in item.why for item in plan.unplanned)
+
+
+# --- the command line, as a user types it -----------------------------------------------------------
+
+
+def research_cli(
+    settings: SourceSettings, registry: Path, *args: str, cwd: Path = PROJECT_ROOT
+) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        **settings.child_environment(),
+        "COLUMNS": "200",
+        "RESEARCH_SOURCES": str(registry),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", *args],
+        env=environment, cwd=cwd, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_server_is_added_listed_checked_planned_and_removed_from_the_command_line(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    server = time_server()  # skips, saying why, where the time server's venv is missing
+    registry = tmp_path / "research.toml"
+    added = research_cli(
+        settings, registry, "sources", "add", "time", "--command", server.command,
+        "--entity", r"timezone=\b[A-Z][a-z]+/[A-Z][A-Za-z_]+\b", "--plan", "get_current_time:timezone=timezone",
+        "--error", "^Unknown tool=business",
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert "added time" in added.stdout and "the planner can use 1" in added.stdout
+    assert Registry.load(registry).get("time").plan == {"get_current_time": {"timezone": "timezone"}}
+
+    listed = research_cli(settings, registry, "sources", "list", "--json")
+    assert json.loads(listed.stdout)["time"] == ["get_current_time", "convert_time"]
+
+    checked = json.loads(research_cli(settings, registry, "sources", "check", "time", "--json").stdout)
+    verdicts = {verdict["tool"]: verdict for verdict in checked}
+    assert verdicts["get_current_time"]["planned"] and verdicts["get_current_time"]["arguments"] == {
+        "timezone": "timezone"
+    }
+    assert (
+        not verdicts["convert_time"]["planned"]
+        and "--plan convert_time:" in verdicts["convert_time"]["why_not"]
+    )
+
+    planned = research_cli(
+        settings, registry, "plan", "--json", "time in Europe/London and Asia/Tokyo, and ORD-10031?"
+    )
+    tasks = json.loads(planned.stdout)["tasks"]
+    assert sorted(task["arguments"]["timezone"] for task in tasks if task["source"] == "time") == [
+        "Asia/Tokyo",
+        "Europe/London",
+    ]
+
+    called = research_cli(
+        settings, registry, "sources", "call", "time", "get_current_time", '{"timezone": "Mars/Olympus"}'
+    )
+    assert called.returncode == 1 and "Invalid timezone" in called.stdout
+
+    removed = research_cli(settings, registry, "sources", "remove", "time")
+    assert removed.returncode == 0 and "time" not in json.loads(
+        research_cli(settings, registry, "sources", "list", "--json").stdout
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        (["add", "x"], "give exactly one of command"),
+        (["add", "kb", "--command", "x"], "demo source's name"),
+        (["add", "x", "--command", "/nonexistent/server"], "did not list its tools: FileNotFoundError"),
+        (["add", "x", "--url", "http://127.0.0.1:9/mcp", "--timeout", "2"], "did not list its tools"),
+        (
+            ["add", "x", "--command", f"{sys.executable} -c 'import time; time.sleep(60)'", "--timeout", "1"],
+            "TimeoutError",
+        ),
+        (["add", "x", "--command", "x", "--error", "ENOENT=wrong", "--no-check"], "errors.ENOENT"),
+        (["add", "x", "--command", "x", "--plan", "read", "--no-check"], "--plan takes TOOL:ARG=KIND"),
+        (["remove", "orders"], "demo source"),
+        (["remove", "nothing"], "no source is named 'nothing'"),
+    ],
+    ids=[
+        "no command",
+        "demo name",
+        "no such program",
+        "url not answering",
+        "never initializes",
+        "bad category",
+        "bad hint",
+        "remove demo",
+        "remove unknown",
+    ],
+)
+def test_bad_registrations_are_one_line_errors_and_nothing_is_written(
+    settings: SourceSettings, tmp_path: Path, arguments: list[str], says: str
+) -> None:
+    registry = tmp_path / "research.toml"
+    done = research_cli(settings, registry, "sources", *arguments)
+    assert done.returncode in (1, 2)
+    assert says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr and not registry.exists()
+
+
+def test_a_broken_entry_in_the_file_is_named_and_the_others_still_work(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    registry = tmp_path / "research.toml"
+    registry.write_text(
+        '[[source]]\nname = "docs"\nurl = "http://127.0.0.1:9/mcp"\n\n[[source]]\nname = "docs"\ncommand = "x"\n\n'
+        '[[source]]\nname = "nothing"\n',
+        encoding="utf-8",
+    )
+    listed = research_cli(settings, registry, "sources", "list", "--json")
+    assert listed.returncode == 0
+    assert set(json.loads(listed.stdout)) == {"customers", "orders", "billing", "tickets", "kb", "docs"}
+    warnings = listed.stderr.strip().splitlines()
+    assert len(warnings) == 2 and "a second source named 'docs'" in warnings[0] and "'nothing'" in warnings[1]
