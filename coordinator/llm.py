@@ -140,7 +140,7 @@ def _to_plan(query: str, raw: Any, catalog: Catalog) -> Plan:
         ))  # fmt: skip
     unplanned = tuple(Unplanned(item.what, item.why, item.next_step) for item in parsed.unplanned)
     # The model's plan is held to the same rule as the planner's: what the query names is used or listed.
-    return account_for(Plan.of(query, tasks, unplanned, offered=catalog.offered), catalog)
+    return account_for(Plan.of(query, tasks, unplanned, offered=catalog.plannable), catalog)
 
 
 @dataclass

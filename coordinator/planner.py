@@ -312,7 +312,7 @@ class _Planner:
         if not tasks or (policy_only and self.unplanned):
             raise QueryError(_nothing_to_research(reading, self.unplanned))
         return Plan.of(
-            reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.offered
+            reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable
         )
 
     # -- registered sources: planned by what their tools take, as their entries say
@@ -450,7 +450,7 @@ def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:
         list(plan.tasks.values()),
         (*plan.unplanned, *missing),
         plan.notes,
-        offered=catalog.offered,
+        offered=catalog.plannable,
     )
 
 
@@ -482,7 +482,8 @@ def _pair_amounts(reading: Reading) -> tuple[list[tuple[Mention, Mention]], list
 
 def _why(tool: str, arguments: dict[str, Any]) -> str:
     shown = {name: _shown(value) for name, value in arguments.items()}
-    template = WHY.get(tool, tool)
+    source, name = tool.split(".")
+    template = WHY.get(tool, f"{name} from {source}")  # a registered tool: its name, its arguments after
     named = set(re.findall(r"\{(\w+)\}", template))
     text = template.format_map({name: shown.get(name, "?") for name in named})
     filters = [f"{name.replace('_', ' ')} {value}" for name, value in shown.items() if name not in named]

@@ -24,6 +24,7 @@ from coordinator.tools import Catalog, demo_catalog, with_registered
 
 __all__ = [
     "ListedTool",
+    "allowed_tools",
     "cached_tools",
     "catalog_of",
     "keep_tools",
@@ -109,6 +110,18 @@ async def catalog_of(registry: Registry, data_dir: Path, *, timeout_s: float = _
         else:
             catalog = with_registered(catalog, entry.name, tools, entry)
     return replace(catalog, not_usable={**catalog.not_usable, **registry.problems})
+
+
+def allowed_tools(registry: Registry, data_dir: Path) -> dict[str, frozenset[str]]:
+    """Each registered source's tools that research may call (``subagents.hooks.AllowedTools``): those
+    its server says only read, and those its entry names, from its tools as kept. A source whose tools
+    were never listed may be called with none (nothing was planned on it either)."""
+    allowed: dict[str, frozenset[str]] = {}
+    for name, entry in registry.entries.items():
+        listed = cached_tools(entry, data_dir) or []
+        named = {tool.name for tool in listed if tool.read_only} | set(entry.plan)
+        allowed[name] = frozenset(named)
+    return allowed
 
 
 def one_line(exc: BaseException) -> str:

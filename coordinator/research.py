@@ -228,8 +228,19 @@ async def _run_tasks(
             model=model,
             # A comparison swaps the whole boundary; otherwise the registered sources' own rules join it.
             classifier=registry.classifier() if options.classifier is CONTRACT else options.classifier,
+            allowed_tools=_allowed_tools(registry, wiring.settings),
         )
         return await run_plan(plan, runtime, deadline_at - time.monotonic())
+
+
+def _allowed_tools(registry: Registry, settings: SourceSettings) -> dict[str, frozenset[str]] | None:
+    if not registry.entries:
+        return None
+    from coordinator.registered_tools import (
+        allowed_tools,
+    )  # here: only a registry with servers of its own needs it
+
+    return allowed_tools(registry, settings.data_dir)
 
 
 async def _synthesized(

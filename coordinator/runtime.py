@@ -8,13 +8,13 @@ the refund guard around every call, breakers, a seeded jitter, a clock, an obser
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier
 from subagents.connection import Connections
-from subagents.hooks import PostCallHook, PreCallHook, TrimResults, refund_guard
+from subagents.hooks import AllowedTools, PostCallHook, PreCallHook, TrimResults, refund_guard
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, ModelDriver, MonotonicClock, Observer, Runtime, SilentObserver
 
@@ -34,6 +34,7 @@ def build_runtime(
     observer: Observer | None = None,
     model: ModelDriver | None = None,
     classifier: Classifier = CONTRACT,
+    allowed_tools: Mapping[str, frozenset[str]] | None = None,
 ) -> Runtime:
     """The runtime one run's subagents share.
 
@@ -43,12 +44,16 @@ def build_runtime(
     is not even sent. Given hooks replace the guard (a chaos test passes a broken one to see it caught).
     ``post_call`` None: ``TrimResults`` alone (after the guard's ledger).
     ``breakers`` None: breakers of this run's own. ``seed``: the back-off jitter's; None draws a fresh one.
+    ``allowed_tools``: the tools calls to each registered source may use (``AllowedTools``), checked
+    before every call, after the refund guard.
     """
     if post_call is None:
         post_call = (TrimResults(),)
     if pre_call is None:
         refund_limit, refund_ledger = refund_guard()
         pre_call, post_call = (refund_limit,), (refund_ledger, *post_call)
+    if allowed_tools:
+        pre_call = (*pre_call, AllowedTools(allowed_tools))
     return Runtime(
         connections=connections,
         broker=broker,

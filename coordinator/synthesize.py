@@ -111,7 +111,7 @@ def _text_only(record: dict[str, Any]) -> str | None:
     text = next(iter(record.values()))
     if not isinstance(text, str):
         return None
-    text = text.strip()
+    text = " ".join(text.split())  # one line in a report, as every other finding is
     if len(text) <= _QUOTED_CHARS:
         return text
     return f"{text[:_QUOTED_CHARS]}… ({len(text) - _QUOTED_CHARS} more characters)"
@@ -128,6 +128,8 @@ def _findings(outcomes: list[TaskOutcome]) -> list[Finding]:
             findings.append(Finding(source=task.source, tool=task.tool, record_id="none", text=message))
         for record in outcome.results:
             record_id, text = _describe(task.tool, record)
+            if record_id == "-" and len(outcome.results) == 1:  # a record with no id: cited by what was asked
+                record_id = ",".join(str(value) for value in outcome.arguments.values()) or "-"
             findings.append(Finding(source=task.source, tool=task.tool, record_id=record_id, text=text))
         for tool, records in outcome.other_results.items():  # Claude mode: the source's other tools
             for record in records:

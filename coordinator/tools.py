@@ -155,6 +155,14 @@ class Catalog:
     # in a question, so what it names is reported as not researched (and why) rather than lost in words.
     unserved: frozenset[str] = frozenset()
 
+    @property
+    def plannable(self) -> dict[str, frozenset[str]]:
+        """Each source's tools a plan may name: a registered source's read-only or named ones alone."""
+        return {
+            source: frozenset(name for name in names if f"{source}.{name}" in self.tools)
+            for source, names in self.offered.items()
+        }
+
     def describe(self) -> str:
         """Every source's tools in a line each, a registered tool with what it takes: for a model to plan."""
         lines = []

@@ -29,6 +29,7 @@ from subagents.classify import Outcome
 from traces.redact import redact
 
 __all__ = [
+    "AllowedTools",
     "PostCallHook",
     "PreCallHook",
     "RefundLedger",
@@ -173,6 +174,31 @@ class RefundLimit:
             ErrorCategory.BUSINESS,
             f"Blocked before sending: a refund of {pounds(amount)} exceeds the {pounds(self.limit)} automatic limit. "
             "Escalate to a manager with the refund details (KB-ESCALATION).",
+            attempted_query=call.attempted_query(),
+        )
+
+
+@dataclass(frozen=True)
+class AllowedTools:
+    """A pre-call hook: calls to a registered source use only the tools research may call there.
+
+    ``allowed`` maps a source to those tools: the ones its server says only read (``readOnlyHint``)
+    and the ones its registry entry names. A model choosing its calls sees a server's every tool; this
+    is what keeps it from writing a file or moving one. A source not named is not restricted (the
+    demo sources' writes have guards of their own).
+    """
+
+    allowed: Mapping[str, frozenset[str]]
+
+    def __call__(self, call: ToolCall) -> ToolError | None:
+        allowed = self.allowed.get(call.source)
+        if allowed is None or call.tool in allowed:
+            return None
+        return ToolError.of(
+            ErrorCategory.BUSINESS,
+            f"{call.tool} of {call.source} was not called: research calls only the tools a registered source "
+            f"says only read, or its entry names ({', '.join(sorted(allowed)) or 'none'}); "
+            "to allow it, name it under the entry's plan",
             attempted_query=call.attempted_query(),
         )
 

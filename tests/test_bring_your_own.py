@@ -282,3 +282,67 @@ def test_a_broken_entry_in_the_file_is_named_and_the_others_still_work(
     assert set(json.loads(listed.stdout)) == {"customers", "orders", "billing", "tickets", "kb", "docs"}
     warnings = listed.stderr.strip().splitlines()
     assert len(warnings) == 2 and "a second source named 'docs'" in warnings[0] and "'nothing'" in warnings[1]
+
+
+# --- what research may call on a registered source ---------------------------------------------------
+
+
+async def test_a_write_tool_of_a_registered_source_is_never_called(
+    settings: SourceSettings, docs: Path
+) -> None:
+    """However a call is chosen (a model sees every tool), a tool that does not say it only reads, and
+    that the entry does not name, never reaches the server: the file is not written."""
+    from coordinator.runtime import build_runtime
+    from subagents.broker import CredentialBroker
+    from subagents.connection import Connections
+    from subagents.subagent import run_subagent
+    from subagents.task import Task
+
+    entry = docs_entry(docs)
+    written = docs / "written.md"
+    targets = {"docs": registered_target(entry, settings.data_dir / "logs")}
+    with anyio.fail_after(30):
+        async with Connections.opened(targets) as connections:
+            runtime = build_runtime(
+                connections, CredentialBroker(settings.signing_key()), seed=1,
+                allowed_tools={"docs": frozenset({"read_text_file", "list_directory"})},
+            )  # fmt: skip
+            task = Task("write", "docs", "write_file", {"path": str(written), "content": "overwritten"})
+            report = await run_subagent(task, runtime, deadline=runtime.clock.now() + 10)
+    assert report.state == "escalated" and report.escalation is not None
+    assert report.escalation.error_category == "business" and "was not called" in report.escalation.message
+    assert not written.exists()
+
+
+async def test_claude_plans_over_the_registered_tools_it_may_call(
+    settings: SourceSettings, docs: Path
+) -> None:
+    """The lead agent is shown every registered tool it may plan, with what each takes; a plan naming
+    one it may not (a write) is refused with the reason, and the repaired plan runs."""
+    from coordinator.llm import claude_plan
+    from tests.fake_messages_api import FakeMessagesApi, tool_use
+    from tests.test_llm import settings_for
+
+    catalog = await catalog_with(docs_entry(docs))
+    path = str(docs / "refund-policy.md")
+
+    def plan_of(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "tasks": [
+                {"id": "read", "source": "docs", "tool": tool, "arguments": arguments, "why": "the file"}
+            ]
+        }
+
+    api = FakeMessagesApi([
+        tool_use(plan_of("write_file", {"path": path, "content": "x"})),
+        tool_use(plan_of("read_text_file", {"path": path})),
+    ])  # fmt: skip
+    try:
+        with anyio.fail_after(30):
+            plan, summary = await claude_plan(f"what does {path} say?", settings_for(api), catalog=catalog)
+    finally:
+        api.close()
+    assert "docs: list_directory(path), read_text_file(path" in api.requests[0]["system"]
+    assert [step.action for step in summary.steps] == ["repair", "plan"]
+    assert "unknown tool 'write_file' of docs" in summary.steps[0].reason
+    assert plan.tasks["read"].tool == "read_text_file"
