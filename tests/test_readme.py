@@ -74,6 +74,10 @@ NOT_RUN = {
     "--scenarios 200": "200 chaos scenarios take about 150 s",
     "--soak": "a soak runs hundreds of queries",
     "hang:tickets": "a hung tickets source is waited for 4 times 5 s (about 28 s)",
+    # The registered servers' walk-through asks across servers that `research sources add` registers
+    # (npx fetches one): tests/test_bring_your_own.py runs the same flow against the pinned installs.
+    "./examples/docs": "asks the filesystem server that `research sources add docs` registers",
+    "Asia/Tokyo": "asks the time server that `research sources add time` registers",
 }
 
 # The exit status the README implies. Where it shows a command's output, the output says it: a
@@ -369,6 +373,12 @@ def test_what_is_not_run_is_exactly_what_must_not_be() -> None:
             'research ask "Investigate CUST',  # ... --chaos hang:tickets: 28 s of waiting
             "research chaos run --scenarios",  # 200 scenarios: 150 s
             "research compare --scenarios 2",  # 200 scenarios in three modes: about 220 s
+            # The registered servers' walk-through: tests/test_bring_your_own.py runs it (pinned installs).
+            "research sources add docs --co",
+            'research ask "what does ./exam',
+            "research sources add time --co",
+            'research ask "what time is it ',
+            'research ask "what is in ./exa',
         ]
     ), left_out
 
