@@ -224,6 +224,15 @@ def test_a_server_is_added_listed_checked_planned_and_removed_from_the_command_l
     )
     assert called.returncode == 1 and "Invalid timezone" in called.stdout
 
+    tasked = research_cli(
+        settings, registry, "task", "time", "get_current_time", '{"timezone": "Mars/Olympus"}'
+    )
+    report = json.loads(tasked.stdout)
+    assert tasked.returncode == 1 and report["state"] == "escalated", tasked.stderr
+    assert (
+        report["escalation"]["errorCategory"] == "validation"
+    )  # the time server's words, read by a built-in rule
+
     removed = research_cli(settings, registry, "sources", "remove", "time")
     assert removed.returncode == 0 and "time" not in json.loads(
         research_cli(settings, registry, "sources", "list", "--json").stdout
