@@ -189,9 +189,11 @@ _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 # A path as people write one: from the root, home or here ("/srv/docs", "~/notes", "./docs", "../a"),
 # or folders and a file with an extension ("docs/refund-policy.md"). "and/or" is no path.
-_SEGMENT = r"[\w@+-]+(?:\.[\w@+-]+)*"  # a name, dots only inside it: "./docs." ends at "docs"
+# A name: a hidden one may start with a dot, other dots only inside it, so "./docs." ends at "docs".
+_SEGMENT = r"\.?[\w@+-]+(?:\.[\w@+-]+)*"
 _PATH = re.compile(
-    rf"(?<![\w/.:~])(?:(?:~|\.{{1,2}})?(?:/{_SEGMENT})+/?|[\w-]+(?:/{_SEGMENT})*/[\w@+-]+\.[A-Za-z0-9]{{1,8}})"
+    rf"(?<![\w/.:~])(?:(?:~|\.{{1,2}})?(?:/{_SEGMENT})+/?"
+    rf"|[\w-]+(?:/{_SEGMENT})*/[\w@+-]+(?:\.[\w@+-]+)*\.[A-Za-z0-9]{{1,8}})"
     r"(?![\w/])"
 )
 
@@ -414,6 +416,8 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         )
     scanner = _Scanner(text)
     scanner.take(_EMAIL, "email", lambda m: EMAIL.canonical(m[0]))
+    if paths:  # before ids, amounts and dates: "./orders/ORD-10031.json" is one path, not an order
+        scanner.take(_PATH, "path", _path)
     scanner.take(_ARTICLE, "article_id", lambda m: ARTICLE_ID.canonical(m[0]))
     scanner.take(_SKU, "sku", SKU.from_match)
     # Number 0 is read as no one's id.
@@ -424,8 +428,6 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
     for pattern in _POUNDS:
         scanner.take(pattern, "amount", _amount)
     scanner.take(_DATES, "dates", _dates)
-    if paths:
-        scanner.take(_PATH, "path", _path)
     for kind, written in (entities or {}).items():
         scanner.take(re.compile(written), kind, lambda m: m[0])
     _names(scanner)

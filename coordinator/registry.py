@@ -34,13 +34,21 @@ import os
 import re
 import shlex
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from sources.catalogue import SOURCES
 from sources.contract import ErrorCategory
@@ -122,9 +130,7 @@ class SourceEntry(BaseModel):
         if isinstance(command, str):
             command = shlex.split(command)
         if command is not None and not command:
-            raise ValueError(
-                'command is empty; give the program and its arguments, e.g. "npx -y PACKAGE DIR"'
-            )
+            raise ValueError('is empty; give the program and its arguments, e.g. "npx -y PACKAGE DIR"')
         return command
 
     @field_validator("url")
@@ -136,8 +142,10 @@ class SourceEntry(BaseModel):
 
     @field_validator("entities", "errors", "empty", mode="before")
     @classmethod
-    def _patterns(cls, table: Any) -> Any:
-        for pattern in table if isinstance(table, dict | list | tuple) else ():
+    def _patterns(cls, table: Any, info: ValidationInfo) -> Any:
+        # errors: pattern -> category; entities: kind -> pattern; empty: a list of patterns.
+        written = table.values() if info.field_name == "entities" and isinstance(table, dict) else table
+        for pattern in written if isinstance(written, Iterable) and not isinstance(written, str) else ():
             if not isinstance(pattern, str) or not pattern.strip():
                 raise ValueError(f"pattern {pattern!r} is empty; write the text to match, e.g. ENOENT")
             try:

@@ -116,9 +116,14 @@ def tool_arguments() -> dict[str, dict[str, Argument]]:
     return tools
 
 
-def _argument(prop: dict[str, Any], defs: dict[str, Any], required: bool) -> Argument:
+def _argument(prop: Any, defs: dict[str, Any], required: bool) -> Argument:
+    if not isinstance(prop, dict):  # a schema may be true or false (anything, or nothing): no kind
+        return Argument("other", required)
     for found in [prop, *prop.get("anyOf", [])]:
-        variant = {**found, **defs.get(found.get("$ref", "").rsplit("/", 1)[-1], {})}
+        if not isinstance(found, dict):
+            continue
+        referred = defs.get(str(found.get("$ref", "")).rsplit("/", 1)[-1], {})
+        variant = {**found, **(referred if isinstance(referred, dict) else {})}
         if variant.get("pattern") in _KIND_OF_PATTERN:
             return Argument(_KIND_OF_PATTERN[variant["pattern"]], required)
         # A choice that defaults to nothing filters (a ticket's status); one with a default is a mode
