@@ -286,11 +286,37 @@ def test_a_broken_entry_in_the_file_is_named_and_the_others_still_work(
         '[[source]]\nname = "nothing"\n',
         encoding="utf-8",
     )
+    assert research_cli(settings, registry, "sources", "trust").returncode == 0  # written by hand: approved
     listed = research_cli(settings, registry, "sources", "list", "--json")
     assert listed.returncode == 0
     assert set(json.loads(listed.stdout)) == {"customers", "orders", "billing", "tickets", "kb", "docs"}
     warnings = listed.stderr.strip().splitlines()
     assert len(warnings) == 2 and "a second source named 'docs'" in warnings[0] and "'nothing'" in warnings[1]
+
+
+def test_a_registry_file_nobody_here_approved_runs_none_of_its_commands(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    """A research.toml that arrived with a repository (or that another process changed) would run its
+    commands at the next question: until this user approves it, its sources are left out."""
+    planted, ran = tmp_path / "research.toml", tmp_path / "ran"
+    planted.write_text(f'[[source]]\nname = "evil"\ncommand = ["touch", "{ran}"]\n', encoding="utf-8")
+    for asked in (["plan", "what does /srv/a.md say about ORD-10031?"], ["sources", "list"]):
+        done = research_cli(settings, planted, *asked)
+        assert "is not approved here" in done.stderr and "(evil) are left out" in done.stderr, done.stderr
+    refused = research_cli(
+        settings, planted, "sources", "add", "docs", "--url", "http://127.0.0.1:9/mcp", "--no-check"
+    )
+    assert refused.returncode == 2 and "not approved" in refused.stderr  # writing never approves it
+    assert not ran.exists()
+
+    approved = research_cli(settings, planted, "sources", "trust")
+    assert approved.returncode == 0 and "evil: " in approved.stdout
+    assert research_cli(settings, planted, "sources", "check", "evil").returncode == 1  # now it is run
+    assert ran.exists()
+    ran.unlink()
+    planted.write_text(planted.read_text(encoding="utf-8") + "\n", encoding="utf-8")  # changed since
+    assert "is not approved here" in research_cli(settings, planted, "sources", "list").stderr
 
 
 # --- what research may call on a registered source ---------------------------------------------------

@@ -108,15 +108,37 @@ def _every_command(
         os.environ[ENVIRONMENT_VARIABLE] = sources
 
 
-def load_registry() -> Registry:
+def load_registry(*, to_change: bool = False) -> Registry:
     """The sources registry in effect; a file that cannot be read is a usage error on one line.
-    An entry it leaves out is said on stderr, once, and the other sources work."""
+    An entry it leaves out is said on stderr, once, and the other sources work.
+
+    A file this user has not approved (``coordinator.registry_trust``) runs none of its commands: its
+    sources are left out, said in one line; ``to_change`` (`add`, `remove`) refuses it instead, so
+    that writing to it never approves what someone else put there.
+    """
     from coordinator.registry import Registry, RegistryError
+    from coordinator.registry_trust import is_trusted
+    from sources.settings import data_dir_from
 
     try:
         registry = Registry.load()
     except RegistryError as exc:
         raise usage_error(str(exc)) from None
+    if (
+        registry.path is not None
+        and registry.path.exists()
+        and not is_trusted(registry.path, data_dir_from())
+    ):
+        unapproved = f"{registry.path} is not approved here (written elsewhere, or changed since)"
+        if to_change:
+            raise usage_error(f"{unapproved}; read it, then `research sources trust`, and try again")
+        if registry.entries or registry.problems:
+            names = ", ".join([*registry.entries, *registry.problems])
+            typer.echo(
+                f"warning: {unapproved}: its sources ({names}) are left out; read it, then `research sources trust`",
+                err=True,
+            )
+        return Registry(registry.path)
     for problem in registry.problems.values():
         typer.echo(f"warning: {registry.path}: {problem} (left out)", err=True)
     return registry

@@ -18,6 +18,8 @@ from coordinator.cli.common import load_registry, sources_app, usage_error
 from coordinator.cli.params import any_source, http_url
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from coordinator.registered_tools import ListedTool
     from coordinator.registry import Registry, SourceEntry
     from coordinator.tools import Catalog
@@ -106,7 +108,7 @@ def add_source(
 
     Example: research sources add docs --command "npx -y @modelcontextprotocol/server-filesystem ./docs" --plan read_text_file:path=file --plan list_directory:path=folder --error ENOENT=validation
     """
-    registry = load_registry()
+    registry = load_registry(to_change=True)
     entry = _entry(
         name,
         command,
@@ -126,10 +128,7 @@ def add_source(
     except RegistryError as exc:
         raise usage_error(str(exc)) from None
     listed = _listed_or_exit(entry) if check else None
-    try:
-        path = updated.save()
-    except RegistryError as exc:
-        raise usage_error(str(exc)) from None
+    path = _saved(updated, updated.path)
     typer.echo(f"added {entry.name} to {path}")
     if listed is not None:
         _print_check(entry, listed, _catalog_with(entry, listed), Console())
@@ -227,12 +226,50 @@ def remove_source(
     """
     from coordinator.registry import RegistryError
 
-    registry = load_registry()
+    registry = load_registry(to_change=True)
     try:
-        path = registry.removed(name).save(registry.path)
+        path = _saved(registry.removed(name), registry.path)
     except RegistryError as exc:
         raise usage_error(str(exc)) from None
     typer.echo(f"removed {name} from {path}")
+
+
+def _saved(registry: Registry, path: Path | None) -> Path:
+    """Write the registry and approve what was written: this user wrote it, here, now."""
+    from coordinator.registry import RegistryError
+    from coordinator.registry_trust import trust
+    from sources.settings import data_dir_from
+
+    try:
+        written = registry.save(path)
+    except RegistryError as exc:
+        raise usage_error(str(exc)) from None
+    trust(written, data_dir_from())
+    return written
+
+
+@sources_app.command("trust")
+def trust_registry() -> None:
+    """Approve the registry file in effect as it is now, after reading it: its sources' commands run
+    from now on. A file that arrived with a repository, or that changed since it was approved, runs
+    none of them until then.
+
+    Example: research sources trust
+    """
+    from coordinator.registry import Registry, RegistryError
+    from coordinator.registry_trust import trust
+    from sources.settings import data_dir_from
+
+    try:
+        registry = Registry.load()
+    except RegistryError as exc:
+        raise usage_error(str(exc)) from None
+    if registry.path is None or not registry.path.exists():
+        raise usage_error("there is no registry file to approve: `research sources add` writes one")
+    trust(registry.path, data_dir_from())
+    typer.echo(f"approved {registry.path}")
+    for entry in registry.entries.values():
+        typer.echo(f"  {entry.name}: {entry.where}")
 
 
 @sources_app.command("check")

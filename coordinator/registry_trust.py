@@ -1,0 +1,53 @@
+"""Which registry files this user has approved.
+
+A ``research.toml`` runs the commands it names, and one is picked up from the working folder: a file
+that arrived with a cloned repository, or that another process wrote or changed, would run its
+commands the next time anyone asks a question there. So a registry file is used only as approved:
+`research sources add` and `remove` approve what they write, and `research sources trust` approves
+a file as it is now, after the user has read it. What is approved is the file's exact content (its
+SHA-256, with its absolute path): any change by anyone else withdraws the approval.
+
+The approvals are kept in the data folder, readable and writable by this user alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["is_trusted", "trust"]
+
+_APPROVALS = "trusted-registries.json"
+
+
+def _fingerprint(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _approvals(data_dir: Path) -> dict[str, str]:
+    try:
+        kept = json.loads((data_dir / _APPROVALS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
+def is_trusted(path: Path, data_dir: Path) -> bool:
+    """Whether ``path`` holds exactly what this user last approved there."""
+    try:
+        return _approvals(data_dir).get(str(path.resolve())) == _fingerprint(path)
+    except OSError:
+        return False
+
+
+def trust(path: Path, data_dir: Path) -> None:
+    """Approve ``path`` as it is now (written whole, then renamed: a reader never sees half a file)."""
+    approvals = {**_approvals(data_dir), str(path.resolve()): _fingerprint(path)}
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    handle, temporary = tempfile.mkstemp(dir=data_dir, prefix=".approvals-")  # created 0600
+    with os.fdopen(handle, "w", encoding="utf-8") as written:
+        json.dump(approvals, written, indent=1)
+    os.replace(temporary, data_dir / _APPROVALS)
