@@ -60,25 +60,21 @@ def parse_query_chaos(
     return faults, kills
 
 
-async def kill_at(source: str, seconds: float, command: tuple[str, ...] | None = None) -> None:
+# Set in a registered source's environment when it is spawned (coordinator.registered_tools): what
+# it starts inherits it, so a kill finds the whole tree, whatever the processes call themselves (npm
+# rewrites its own command line).
+SOURCE_NAME_VARIABLE = "RESEARCH_SOURCE_NAME"
+
+
+async def kill_at(source: str, seconds: float, *, registered: bool = False) -> None:
     """SIGKILL the stdio process of ``source`` that this process started, ``seconds`` from now:
     spawned as ``python -m sources.SOURCE`` or forked (``sources.forked``, named alike); a registered
-    source, the process started from its ``command``, and every process it started in turn (``npx``
-    runs the server as its child)."""
+    source, every process of the tree started from its command (``npx`` runs the server as its child)."""
     await anyio.sleep(seconds)
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            line = child.cmdline()
-            if command is not None and _started_from(line, command):
-                for descendant in child.children(recursive=True):
-                    with contextlib.suppress(psutil.Error):
-                        descendant.kill()
+            if registered:
+                if child.environ().get(SOURCE_NAME_VARIABLE) == source:
+                    child.kill()
+            elif any(part == f"sources.{source}" for part in child.cmdline()):
                 child.kill()
-            elif command is None and any(part == f"sources.{source}" for part in line):
-                child.kill()
-
-
-def _started_from(line: list[str], command: tuple[str, ...]) -> bool:
-    """Whether a process's command line is ``command`` (its program found on PATH, or an interpreter's script)."""
-    program, *arguments = command
-    return line[-len(arguments) :] == arguments if arguments else bool(line) and line[0].endswith(program)

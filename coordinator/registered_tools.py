@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from coordinator.query_chaos import SOURCE_NAME_VARIABLE
 from coordinator.registry import Registry, SourceEntry
 from coordinator.tools import Catalog, demo_catalog, with_registered
 
@@ -62,7 +63,9 @@ def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
     assert entry.command is not None  # an entry has a command or a URL (SourceEntry checks)
     program, *arguments = entry.command
     # The SDK passes a child a safe subset of this environment (PATH, HOME...); the entry adds its own.
-    parameters = StdioServerParameters(command=program, args=arguments, env=entry.env or None, cwd=entry.cwd)
+    # Named in its environment, which what it starts inherits: a chaos kill finds the whole tree.
+    environment = {**entry.env, SOURCE_NAME_VARIABLE: entry.name}
+    parameters = StdioServerParameters(command=program, args=arguments, env=environment, cwd=entry.cwd)
     if log_dir is None:
         return parameters
     return _logged(stdio_client, parameters, log_dir / f"{entry.name}.log")

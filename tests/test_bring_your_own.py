@@ -381,3 +381,35 @@ async def test_claude_plans_over_the_registered_tools_it_may_call(
     assert [step.action for step in summary.steps] == ["repair", "plan"]
     assert "unknown tool 'write_file' of docs" in summary.steps[0].reason
     assert plan.tasks["read"].tool == "read_text_file"
+
+
+async def test_a_timed_kill_ends_the_registered_servers_process_and_all_it_started(
+    settings: SourceSettings, docs: Path
+) -> None:
+    """`--chaos kill:docs@TIME` on a registered source: the process started from its command dies, and so
+    does what it started (npx runs the server as its child); the session sees its connection close."""
+    import psutil
+
+    from coordinator.query_chaos import kill_at
+    from subagents.classify import classify_exception
+    from subagents.connection import Connections, SourceConnection
+
+    entry = docs_entry(docs)
+    assert entry.command is not None
+    with anyio.fail_after(30):
+        async with Connections.opened(
+            {"docs": registered_target(entry, settings.data_dir / "logs")}
+        ) as connections:
+            client, _ = await connections["docs"].session()
+            started = psutil.Process().children(recursive=True)
+            assert any(str(docs) in " ".join(process.cmdline()) for process in started)
+            await kill_at("docs", 0.0, registered=True)
+            with pytest.raises(Exception) as raised:
+                await SourceConnection.call(client, "list_directory", {"path": str(docs)}, timeout_s=5)
+            assert classify_exception(raised.value).error_type in ("connection_closed", "timeout")
+            alive = [
+                process
+                for process in started
+                if process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+            ]
+            assert not [process for process in alive if str(docs) in " ".join(process.cmdline())]

@@ -3,6 +3,7 @@ live table of their progress, and the report rendered, each step by a function o
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
@@ -287,8 +288,8 @@ async def _research_and_print(
     async with Connections.opened(targets_for(settings, options)) as connections:
         async with anyio.create_task_group() as chaos_group:
             for source, seconds in asked.kills:
-                entry = asked.registry.sources()[source]
-                chaos_group.start_soon(kill_at, source, seconds, None if entry.demo else entry.command)
+                registered = not asked.registry.sources()[source].demo
+                chaos_group.start_soon(functools.partial(kill_at, source, seconds, registered=registered))
             report = await research(
                 asked.query, options, settings=settings, observer=progress, plan=plan, planning=planning,
                 budget=budget, connections=connections,
