@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ from sources.keys import private_pem, public_pem
 from sources.serve import READY_PREFIX
 from sources.settings import SourceSettings
 from sources.world import ensure_world
+from subagents.policy import RecoveryPolicy
 from traces.client_status import ClientSpanStatus
 
 # The tests' coordinator key: it signs every credential the tests send; sources get its public half.
@@ -37,6 +41,23 @@ TEST_KEY = Ed25519PrivateKey.generate()
 MODULES = {"customers": customers, "orders": orders, "billing": billing, "tickets": tickets, "kb": kb}
 CALL_TIMEOUT = 10.0
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _quick_backoff_seed(retries: int = RecoveryPolicy().max_retries, within_s: float = 0.2) -> int:
+    """The first seed whose back-off jitter (all that a run's seed draws) sleeps under ``within_s``
+    in total over the default policy's full run of retries of one task."""
+
+    def slept(seed: int) -> float:
+        rng = random.Random(seed)  # as coordinator.runtime seeds it
+        return sum(RecoveryPolicy().backoff_s(retry, rng) for retry in range(1, retries + 1))
+
+    return next(seed for seed in itertools.count() if slept(seed) < within_s)
+
+
+# For a run through the CLI (`--seed`) in which one task spends every retry on a source that stays
+# down, and which asserts what the retries led to, never how long they slept. With seed 1 the three
+# back-offs of the default policy (full jitter under 1, 2 and 4 s) sleep 4.9 s; with this one, under 0.2 s.
+QUICK_BACKOFF_SEED = _quick_backoff_seed()
 
 
 @pytest.fixture
@@ -121,9 +142,15 @@ def stdio_parameters(settings: SourceSettings, source: str, *args: str, **env: s
 
 
 class HttpSource:
-    """A source running as its own process, serving streamable HTTP on a free loopback port."""
+    """A source running as its own process, serving streamable HTTP on a free loopback port.
 
-    def __init__(self, settings: SourceSettings, source: str, *args: str, **env: str) -> None:
+    ``wait=False`` returns once the process is started; ``ready()`` then waits for it, so that
+    several sources started one after the other import side by side.
+    """
+
+    def __init__(
+        self, settings: SourceSettings, source: str, *args: str, wait: bool = True, **env: str
+    ) -> None:
         port = [] if "--port" in args else ["--port", "0"]
         self.process = subprocess.Popen(
             [sys.executable, "-m", f"sources.{source}", "--http", *port, *args],
@@ -133,8 +160,16 @@ class HttpSource:
             stderr=subprocess.PIPE,
             text=True,
         )
-        self.url = self._await_ready()
-        self.port = int(self.url.split(":")[2].split("/")[0])
+        self.url, self.port = "", 0
+        if wait:
+            self.ready()
+
+    def ready(self) -> HttpSource:
+        """Wait until the source says it serves; its URL and port are known from then on."""
+        if not self.url:
+            self.url = self._await_ready()
+            self.port = int(self.url.split(":")[2].split("/")[0])
+        return self
 
     def _await_ready(self) -> str:
         assert self.process.stderr is not None
@@ -157,14 +192,32 @@ class HttpSource:
 def http_source(settings: SourceSettings) -> Iterator[Callable[..., HttpSource]]:
     started: list[HttpSource] = []
 
-    def start(source: str, *args: str, **env: str) -> HttpSource:
-        running = HttpSource(settings, source, *args, **env)
+    def start(source: str, *args: str, wait: bool = True, **env: str) -> HttpSource:
+        running = HttpSource(settings, source, *args, wait=wait, **env)
         started.append(running)
         return running
 
     yield start
     for running in started:
         running.stop()
+
+
+@contextlib.contextmanager
+def http_sources(
+    settings: SourceSettings, sources: Iterable[str], environments: Mapping[str, Mapping[str, str]]
+) -> Iterator[dict[str, HttpSource]]:
+    """Several sources over HTTP, started at once (they import side by side), stopped at the end;
+    ``environments``: the variables a source is started with, by source."""
+    started: dict[str, HttpSource] = {}
+    try:
+        for source in sources:
+            started[source] = HttpSource(settings, source, wait=False, **environments.get(source, {}))
+        for running in started.values():
+            running.ready()
+        yield started
+    finally:
+        for running in started.values():
+            running.stop()
 
 
 # One tracer provider for the whole test process, exporting to memory: the SDK allows one per
@@ -206,3 +259,19 @@ def no_network_beyond_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_certificate_authorities(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No TLS here: every peer a test talks to is plain HTTP on 127.0.0.1, so no client needs the
+    system's certificate authorities. An empty folder stands for them, in this process and in the
+    processes the tests start: an HTTP client (the anthropic SDK builds one per conversation with the
+    model) builds its TLS context in under a millisecond, not the 40 to 50 ms that reading the
+    system's CA bundle takes (about 14 s over the planner corpus's 280 conversations). Were a test's
+    HTTP client (httpx, as the SDKs use it) to reach a TLS peer, no certificate would verify.
+    """
+    empty = tmp_path_factory.mktemp("no-certificate-authorities")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("SSL_CERT_FILE", raising=False)  # it would be read instead of SSL_CERT_DIR
+        patch.setenv("SSL_CERT_DIR", str(empty))
+        yield

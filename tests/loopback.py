@@ -39,7 +39,9 @@ class LoopbackServer:
 
         self._server = _Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # ``shutdown`` returns once the serving loop next looks up, every ``poll_interval`` (0.5 s by
+        # default): the peer's requests are answered at once either way; only its closing waited.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
 
     def close(self) -> None:

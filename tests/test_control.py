@@ -9,7 +9,7 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx2
@@ -29,6 +29,17 @@ HANG = '{"faults": "hang=1"}'
 def controlled(http_source: Callable[..., HttpSource]) -> str:
     """The base URL of a kb source started with chaos control and the secret."""
     return http_source("kb", "--chaos-control", RESEARCH_FLEET_SECRET=SECRET).url.removesuffix("/mcp")
+
+
+@pytest.fixture(scope="module")
+def refusing(settings: SourceSettings) -> Iterator[str]:
+    """As ``controlled``, one source for the tests whose every request must be refused: each checks that
+    the faults are still none after its request, so a request wrongly let through fails that test."""
+    running = HttpSource(settings, "kb", "--chaos-control", RESEARCH_FLEET_SECRET=SECRET)
+    try:
+        yield running.url.removesuffix("/mcp")
+    finally:
+        running.stop()
 
 
 def faults_in_force(base: str) -> str:
@@ -69,11 +80,12 @@ def faults_in_force(base: str) -> str:
     ids=["text-plain-cross-site", "form", "foreign-origin", "foreign-host", "no-secret", "wrong-secret"],
 )
 def test_chaos_control_refuses_and_changes_nothing(
-    controlled: str, headers: dict[str, str], body: str, status: int
+    refusing: str, headers: dict[str, str], body: str, status: int
 ) -> None:
-    refused = httpx2.post(f"{controlled}/chaos", content=body, headers=headers, timeout=10)
+    assert faults_in_force(refusing) == ""  # as the source started: no earlier request changed them
+    refused = httpx2.post(f"{refusing}/chaos", content=body, headers=headers, timeout=10)
     assert refused.status_code == status, refused.text
-    assert faults_in_force(controlled) == ""
+    assert faults_in_force(refusing) == ""
 
 
 def test_chaos_control_with_the_secret_applies_the_faults(controlled: str) -> None:
@@ -94,8 +106,8 @@ def test_chaos_control_with_the_secret_applies_the_faults(controlled: str) -> No
     assert post({"faults": "hang=1"}).json()["faults"] == "hang=1.0"
 
 
-def test_health_refuses_a_rebound_host(controlled: str) -> None:
-    assert httpx2.get(f"{controlled}/health", headers={"Host": "evil.example"}, timeout=10).status_code == 421
+def test_health_refuses_a_rebound_host(refusing: str) -> None:
+    assert httpx2.get(f"{refusing}/health", headers={"Host": "evil.example"}, timeout=10).status_code == 421
 
 
 def test_chaos_control_without_a_secret_does_not_start(settings: SourceSettings) -> None:

@@ -205,7 +205,8 @@ async def test_valid_empty_results_are_findings_not_gaps(settings: SourceSetting
 
 @pytest.mark.subprocess
 async def test_over_http_with_sources_already_running(settings: SourceSettings, http_source: Any) -> None:
-    urls = {source: http_source(source).url for source in MODULES}
+    started = {source: http_source(source, wait=False) for source in MODULES}  # all five start at once
+    urls = {source: running.ready().url for source, running in started.items()}
     options = ResearchOptions(transport="http", urls=urls, seed=1)
     with anyio.fail_after(60):
         report = await research(STORY, options, settings=settings, clock=FakeClock())

@@ -142,11 +142,11 @@ async def test_every_source_the_plan_needs_starts_at_once(settings: SourceSettin
 @pytest.mark.subprocess
 def test_ask_with_a_hung_source_prints_its_report_by_the_deadline(settings: SourceSettings) -> None:
     began = time.monotonic()
-    command = research_process(
-        settings, "ask", STORY, "--json", "--llm", "none", "--deadline", "8", "--chaos", "hang:tickets"
+    command = research_process(  # the hung tickets hold the query to its deadline: the test lasts it all
+        settings, "ask", STORY, "--json", "--llm", "none", "--deadline", "5", "--chaos", "hang:tickets"
     )
     out, err = command.communicate(timeout=60)
-    assert time.monotonic() - began < 8 + 10  # a loose bound on a hang; the benchmark measures it precisely
+    assert time.monotonic() - began < 5 + 10  # a loose bound on a hang; the benchmark measures it precisely
     assert command.returncode == 3, err
     report = json.loads(out)
     tickets = next(task for task in report["tasks"] if task["id"] == "tickets")

@@ -186,10 +186,11 @@ def test_http_refuses_garbage_and_a_taken_port(
             env={**child_environment(settings)}, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 
+    holder = http_source("kb", wait=False)  # it starts while the next one is refused
     refused = start("--faults", "garbage=1")
     assert refused.returncode != 0 and "needs a wire to corrupt" in refused.stderr
 
-    port = http_source("kb").url.split(":")[2].split("/")[0]
+    port = holder.ready().url.split(":")[2].split("/")[0]
     taken = start("--port", port)
     assert taken.returncode != 0 and f"port {port} on 127.0.0.1 is already in use" in taken.stderr
 

@@ -9,19 +9,20 @@ an error as its JSON in the text block, with the contract's fields.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from sources.catalogue import TOOLS
 from sources.settings import SourceSettings
-from tests.conftest import MODULES, PROJECT_ROOT, HttpSource, child_environment, credential
+from tests.conftest import MODULES, PROJECT_ROOT, HttpSource, child_environment, credential, http_sources
 from tests.outcomes import OUTCOMES, PROCESS_ENVIRONMENT
 
 pytestmark = pytest.mark.subprocess
@@ -86,43 +87,72 @@ def test_every_outcome_over_stdio(settings: SourceSettings, source: str) -> None
     check_outcomes(source, answers)
 
 
+@pytest.fixture(scope="module")
+def over_http(settings: SourceSettings) -> Iterator[dict[str, HttpSource]]:
+    """Every source over HTTP, started once for the module; each serves the one test of its source."""
+    with http_sources(settings, sorted(MODULES), PROCESS_ENVIRONMENT) as running:
+        yield running
+
+
 @pytest.mark.parametrize("source", sorted(MODULES))
 def test_every_outcome_over_http(
-    settings: SourceSettings, source: str, http_source: Callable[..., HttpSource]
+    settings: SourceSettings, source: str, over_http: dict[str, HttpSource]
 ) -> None:
-    running = http_source(source, **PROCESS_ENVIRONMENT.get(source, {}))
+    running = over_http[source]
     check_outcomes(source, typescript_client(settings, source, ["http", running.url]))
 
 
-@pytest.mark.parametrize("amount", ["NaN", "Infinity", "-Infinity", "1e999"])
-def test_a_nan_amount_is_a_contract_validation_error(settings: SourceSettings, amount: str) -> None:
-    """JSON has no NaN, and 1e999 is too large for a float: a raw client can still send them; each gets
-    a validation error naming the field."""
-    messages = [
-        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
-        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "refund_eligibility", '
-        '"arguments": {"order_id": "ORD-10031", "amount": ' + amount + "}}}",
-    ]  # fmt: skip
-    # stdin stays open until the answer is read: at end of input the source stops, answered or not.
+@pytest.fixture(scope="module")
+def raw_billing(settings: SourceSettings) -> Iterator[Callable[[str], dict[str, Any]]]:
+    """A billing source over stdio, past its handshake, taking raw JSON-RPC lines: one process for the
+    module's raw calls, each a request of its own, answered by its id."""
+    # stdin stays open until the end of the module: at end of input the source stops, answered or not.
     source = subprocess.Popen(
         [sys.executable, "-m", "sources.billing"], env={**os.environ, **child_environment(settings)},
         cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     assert source.stdin is not None and source.stdout is not None
-    try:
-        source.stdin.write("\n".join(messages) + "\n")
-        source.stdin.flush()
-        # readline returns each answer as the source writes it; the test's timeout bounds the wait.
-        answer = next(
-            json.loads(line) for line in iter(source.stdout.readline, "") if '"id":2' in line.replace(" ", "")
+    stdin, stdout = source.stdin, source.stdout
+    ids = itertools.count(2)
+
+    def send(*lines: str) -> None:
+        stdin.write("\n".join(lines) + "\n")
+        stdin.flush()
+
+    def call(raw_arguments: str) -> dict[str, Any]:
+        request_id = next(ids)
+        send(
+            f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", '
+            f'"params": {{"name": "refund_eligibility", "arguments": {raw_arguments}}}}}'
         )
+        # readline returns each answer as the source writes it; the test's timeout bounds the wait.
+        return next(
+            answer
+            for line in iter(stdout.readline, "")
+            if (answer := json.loads(line)).get("id") == request_id
+        )
+
+    try:
+        send(
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )  # fmt: skip
+        yield call
     finally:
         source.kill()
         source.wait(timeout=10)
-        source.stdin.close()
-        source.stdout.close()
+        stdin.close()
+        stdout.close()
+
+
+@pytest.mark.parametrize("amount", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_nan_amount_is_a_contract_validation_error(
+    raw_billing: Callable[[str], dict[str, Any]], amount: str
+) -> None:
+    """JSON has no NaN, and 1e999 is too large for a float: a raw client can still send them; each gets
+    a validation error naming the field."""
+    answer = raw_billing('{"order_id": "ORD-10031", "amount": ' + amount + "}")
     result = answer["result"]
     payload = json.loads(result["content"][0]["text"])
     assert result["isError"] is True and payload["errorCategory"] == "validation"

@@ -15,7 +15,7 @@ from coordinator.plan import Ref
 from coordinator.planner import plan_query
 from coordinator.research import ResearchOptions, research
 from sources.settings import SourceSettings
-from tests.conftest import MODULES
+from tests.conftest import MODULES, QUICK_BACKOFF_SEED
 from tests.fake_messages_api import Conversations, FakeMessagesApi, Reply, Silent, error, tool_use
 from tests.fakes import FakeClock
 
@@ -265,10 +265,10 @@ def test_research_ask_in_both_modes_gives_the_same_gaps_for_the_same_faults(
     api = fake_api(Conversations())  # Claude plans, its subagents make their calls, it cites
     environment = {**os.environ, **settings.child_environment(), "ANTHROPIC_BASE_URL": api.base_url}
 
-    def ask(llm: str) -> dict[str, Any]:
+    def ask(llm: str) -> dict[str, Any]:  # tickets spends every retry: a seed whose back-offs are short
         done = subprocess.run(
             [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", STORY, "--llm", llm, "--json",
-             "--seed", "1", "--faults", "tickets:transient=1"],
+             "--seed", str(QUICK_BACKOFF_SEED), "--faults", "tickets:transient=1"],
             env={**environment, "ANTHROPIC_API_KEY": "test-key"} if llm == "claude" else environment,
             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
         )  # fmt: skip

@@ -23,10 +23,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sources.settings import SourceSettings
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, QUICK_BACKOFF_SEED
 from tests.otlp_receiver import OtlpReceiver
 from traces import attributes as names
-from traces.otlp import OtlpExport
+from traces.otlp import DEFAULT_TIMEOUT_S, OtlpExport
 
 pytestmark = pytest.mark.subprocess
 
@@ -104,8 +104,8 @@ def test_a_source_killed_mid_query_still_leaves_a_complete_trace(
         "Orders of CUST-00042?",
         "--faults",
         "orders:crash=1",
-        "--seed",
-        "1",
+        "--seed",  # orders spends every retry: a seed whose back-offs are short
+        str(QUICK_BACKOFF_SEED),
         "--deadline",
         "20",
     )
@@ -243,7 +243,10 @@ def test_otlp_export_rests_after_a_failure_warns_once_and_remembers_the_outcome(
 def test_a_quiet_otlp_export_says_nothing() -> None:
     out = io.StringIO()
     endpoint = f"http://127.0.0.1:{closed_port()}/v1/traces"
-    export = OtlpExport(lambda: OTLPSpanExporter(endpoint=endpoint, timeout=5), endpoint, warn=False, out=out)
+    # The exporter's timeout as the CLI sets it: nothing listens, so each attempt is refused at once,
+    # and the timeout only bounds the exporter's back-off between attempts (about 1 s, then 2 s).
+    exporter = lambda: OTLPSpanExporter(endpoint=endpoint, timeout=DEFAULT_TIMEOUT_S)  # noqa: E731
+    export = OtlpExport(exporter, endpoint, warn=False, out=out)
     assert export.export(_spans(1)) is SpanExportResult.FAILURE and export.delivered is False
     assert out.getvalue() == ""
     export.shutdown()

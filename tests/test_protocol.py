@@ -4,7 +4,7 @@ over a real stdio subprocess and over real streamable HTTP, to the mcp Client.""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +17,18 @@ from sources import contract
 from sources.catalogue import TOOLS
 from sources.keys import private_pem
 from sources.settings import SourceSettings
-from tests.conftest import MODULES, TEST_KEY, HttpSource, credential, stdio_parameters, wire
+from tests.conftest import MODULES, TEST_KEY, HttpSource, credential, http_sources, stdio_parameters, wire
 from tests.outcomes import OUTCOMES, PROCESS_ENVIRONMENT, VALID_CALLS
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def over_http(settings: SourceSettings) -> Iterator[dict[str, HttpSource]]:
+    """Every source over HTTP, as its process is started for these tests, started once for the module.
+    Each test opens a session of its own; tickets (whose small burst its outcomes spend) serves one test."""
+    with http_sources(settings, sorted(MODULES), PROCESS_ENVIRONMENT) as running:
+        yield running
 
 
 def settings_for(settings: SourceSettings, source: str) -> SourceSettings:
@@ -82,8 +90,8 @@ async def test_over_stdio(settings: SourceSettings, source: str) -> None:
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("source", sorted(MODULES))
-async def test_over_http(source: str, http_source: Callable[..., HttpSource]) -> None:
-    running = http_source(source, **PROCESS_ENVIRONMENT.get(source, {}))
+async def test_over_http(source: str, over_http: dict[str, HttpSource]) -> None:
+    running = over_http[source]
     assert running.url.startswith("http://127.0.0.1:") and running.url.endswith("/mcp")
     async with Client(running.url, read_timeout_seconds=10) as client:
         await check_source(client, source)
@@ -100,9 +108,9 @@ async def test_kb_warm_up_over_stdio(settings: SourceSettings, tmp_path: Path) -
 
 
 @pytest.mark.subprocess
-async def test_an_elevated_credential_needs_no_restart(http_source: Callable[..., HttpSource]) -> None:
+async def test_an_elevated_credential_needs_no_restart(over_http: dict[str, HttpSource]) -> None:
     """One HTTP session: refused without the scope, served with it on the very next call."""
-    running = http_source("billing")
+    running = over_http["billing"]
     async with Client(running.url, read_timeout_seconds=10) as client:
         arguments: dict[str, Any] = {"customer_id": "CUST-00042"}
         refused = await client.call_tool("list_invoices", arguments, read_timeout_seconds=10)

@@ -155,8 +155,9 @@ async def test_a_forked_source_is_named_in_ps_and_leaves_when_its_session_closes
 async def test_a_session_dropped_mid_call_is_reopened_over_http(
     http_source: Callable[..., HttpSource],
 ) -> None:
-    crashing, healthy = http_source("customers", "--faults", "crash=1"), http_source("customers")
-    target = in_turn(http_target(crashing.url), http_target(healthy.url))
+    crashing = http_source("customers", "--faults", "crash=1", wait=False)
+    healthy = http_source("customers", wait=False)  # the two start side by side
+    target = in_turn(http_target(crashing.ready().url), http_target(healthy.ready().url))
     task = Task("customers", "customers", "customer_lookup", {"identifier": "CUST-00042"})
     report, connections = await run_once({"customers": target}, task)
     assert report.state == "ok" and report.attempts == 2 and actions(report) == ["retry"]
