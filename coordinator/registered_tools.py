@@ -34,6 +34,7 @@ __all__ = [
     "one_line",
     "registered_target",
     "target_of",
+    "tools_at",
 ]
 
 _LIST_TIMEOUT_S = 20.0  # starting a server (npx may unpack a package) and its handshake
@@ -88,7 +89,9 @@ async def catalog_of(registry: Registry, data_dir: Path, *, timeout_s: float = _
     """The tools the planner may use: the demo sources' and the registered sources' (listed now if they
     never were, concurrently, within ``timeout_s``). A source that cannot be listed is not usable, and
     says why; so is an entry the registry left out."""
-    entries = [entry for entry in registry.sources().values() if not entry.demo]
+    if not registry.entries and not registry.problems:
+        return demo_catalog()
+    entries = list(registry.entries.values())
     found: dict[str, list[ListedTool] | str] = {}
 
     async def listed(entry: SourceEntry) -> None:
@@ -139,10 +142,15 @@ async def list_tools(
     entry: SourceEntry, *, timeout_s: float = _LIST_TIMEOUT_S, log_dir: Path | None = None
 ) -> list[ListedTool]:
     """Ask the server for its tools (starting it, for a command); raises what the attempt raised."""
+    return await tools_at(target_of(entry, log_dir), timeout_s=timeout_s)
+
+
+async def tools_at(target: Any, *, timeout_s: float = _LIST_TIMEOUT_S) -> list[ListedTool]:
+    """The tools of the server at ``target`` (anything ``mcp.Client`` opens), as it lists them."""
     from mcp import Client  # here, not at the top: start-up time
 
     with anyio.fail_after(timeout_s):
-        async with Client(target_of(entry, log_dir), read_timeout_seconds=timeout_s) as client:
+        async with Client(target, read_timeout_seconds=timeout_s) as client:
             listed = (await client.list_tools()).tools
     return [
         ListedTool(

@@ -99,22 +99,13 @@ def _describe(tool: str, record: Any) -> tuple[str, str]:
         return record_id, json.dumps(record, ensure_ascii=False)[:300]
 
 
-# How much of a text answer (a third-party server's file read, say) a finding quotes.
-_QUOTED_CHARS = 1200
-
-
 def _text_only(record: dict[str, Any]) -> str | None:
-    """A record that is one text and nothing else (``{"content": ...}``, ``{"text": ...}``), as that text:
-    its lines kept, what is beyond ``_QUOTED_CHARS`` counted rather than dropped unsaid."""
+    """A record that is one text and nothing else (``{"content": ...}``, ``{"text": ...}``), as that text
+    on one line (how long it may be is the post-call ``TrimResults``'s to say, and it says so)."""
     if len(record) != 1:
         return None
     text = next(iter(record.values()))
-    if not isinstance(text, str):
-        return None
-    text = " ".join(text.split())  # one line in a report, as every other finding is
-    if len(text) <= _QUOTED_CHARS:
-        return text
-    return f"{text[:_QUOTED_CHARS]}… ({len(text) - _QUOTED_CHARS} more characters)"
+    return " ".join(text.split()) if isinstance(text, str) else None
 
 
 def _findings(outcomes: list[TaskOutcome]) -> list[Finding]:

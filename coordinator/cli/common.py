@@ -149,7 +149,7 @@ def registry_catalog(registry: Registry, within_s: float) -> Catalog:
     (started), within ``within_s``; the demo sources' alone are read from the catalogue."""
     from coordinator.tools import demo_catalog
 
-    if not registry.entries and not registry.problems:
+    if not registry.entries and not registry.problems:  # without importing the SDK: start-up time
         return demo_catalog()
     import anyio
 

@@ -134,7 +134,7 @@ def call_source(
     # Here, not at the top: start-up time.
     import anyio
 
-    from coordinator.registered_tools import target_of
+    from coordinator.registered_tools import one_line, target_of
     from sources.settings import SourceSettings
     from subagents.connection import stdio_parameters
 
@@ -147,7 +147,7 @@ def call_source(
     try:
         is_error, payload = anyio.run(_call, call, where)
     except Exception as exc:  # whatever the transport raised: one line, never a traceback
-        typer.echo(f"error: could not call {source} at {url or entry.where}: {_reason(exc)}", err=True)
+        typer.echo(f"error: could not call {source} at {url or entry.where}: {one_line(exc)}", err=True)
         raise typer.Exit(1) from None
     Console().print_json(data={"isError": is_error, **(payload or {})})
     raise typer.Exit(1 if is_error else 0)
@@ -220,14 +220,6 @@ def _warming_up(result: CallToolResult) -> float | None:
     if payload.get("errorCategory") != "transient" or not isinstance(wait, int | float):
         return None
     return float(wait) if 0 < wait <= _MAX_WARM_UP_WAIT_MS else None
-
-
-def _reason(exc: BaseException) -> str:
-    """The innermost cause of a failure, in one line (the SDK wraps transport errors in groups)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _json_of(result: CallToolResult) -> dict[str, Any]:

@@ -307,24 +307,13 @@ def _demo_catalog() -> Catalog:
 def _demo_listed(name: str) -> list[ListedTool]:
     """A demo source's tools, as its server answers them (spawned over stdio)."""
     import anyio
-    from mcp import Client
 
-    from coordinator.registered_tools import ListedTool
+    from coordinator.registered_tools import tools_at
     from sources.settings import SourceSettings
     from subagents.connection import stdio_parameters
 
-    async def listing() -> list[ListedTool]:
-        with anyio.fail_after(_CHECK_TIMEOUT_S):
-            async with Client(stdio_parameters(name, SourceSettings.from_environment())) as client:
-                tools = (await client.list_tools()).tools
-        return [
-            ListedTool(
-                tool.name, dict(tool.input_schema), bool(tool.annotations and tool.annotations.read_only_hint)
-            )
-            for tool in tools
-        ]
-
-    return anyio.run(listing)
+    target = stdio_parameters(name, SourceSettings.from_environment())
+    return anyio.run(lambda: tools_at(target, timeout_s=_CHECK_TIMEOUT_S))
 
 
 def _verdicts(source: str, listed: list[ListedTool], catalog: Catalog) -> list[dict[str, Any]]:
