@@ -36,6 +36,11 @@ SIX = {
     *(f"research-source-{s}" for s in ("customers", "orders", "billing", "tickets", "kb")),
 }
 SERVER, CLIENT = 2, 3  # OTLP span kinds
+# The receiver answers from a thread of this test process; on a loaded machine an answer can take
+# longer than the exporters' 0.5 s default, and a timed-out export makes that process rest (drop its
+# spans) for 10 s, so a whole source went missing from the trace once. The product's fast failure is
+# tested on its own below; here every export waits long enough to be answered.
+PATIENT_EXPORT = {"OTEL_EXPORTER_OTLP_TIMEOUT": "10"}
 
 
 @pytest.fixture
@@ -49,6 +54,7 @@ def ask(settings: SourceSettings, receiver: OtlpReceiver, *args: str) -> subproc
     environment = {
         **os.environ, **settings.child_environment(),
         "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        **PATIENT_EXPORT,
     }  # fmt: skip
     return subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", *args, "--json"],
@@ -169,6 +175,7 @@ def ask_with_otlp_flag(settings: SourceSettings, endpoint: str) -> subprocess.Co
     """`research ask --otlp` as a user types it: the file exporter by default, OTLP added by the flag."""
     environment = {
         **os.environ, **settings.child_environment(), "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "COLUMNS": "200",
+        **PATIENT_EXPORT,
     }  # fmt: skip
     environment.pop("OTEL_TRACES_EXPORTER", None)
     return subprocess.run(
