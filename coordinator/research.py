@@ -26,11 +26,11 @@ from coordinator.tools import Catalog, demo_catalog
 from sources.catalogue import default_url
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
-from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker, Grant
 from subagents.classify import CONTRACT, Classifier
 from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.connection import Connections, Target, forked_target, http_target
+from subagents.guard import Guard
 from subagents.hooks import PostCallHook
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, Observer
@@ -64,9 +64,10 @@ class ResearchOptions:
     policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
     grants: tuple[Grant, ...] = DEFAULT_GRANTS
     seed: int | None = None  # back-off jitter; None draws a fresh one
-    # Circuit breakers live as long as the coordinator process that shares them across its queries
-    # (a long-lived coordinator passes its own); None gives this query breakers of its own.
-    breakers: Breakers | None = None
+    # The fleet's rules for each source (breakers, retry budget, bulkheads: ``subagents.guard``) live
+    # as long as whoever shares them across queries (a long-lived coordinator, a batch) passes its
+    # own; None gives this query breakers of its own.
+    guard: Guard | None = None
     claude: ClaudeSettings | None = None  # Claude mode; None: the deterministic mode
     # The instant (time.monotonic) the deadline counts from, like a gRPC deadline: the command's
     # start, so start-up counts too. None: when research() is called.
@@ -220,7 +221,7 @@ async def _run_tasks(
             policy=replace(
                 options.policy, source_timeouts={**registry.timeouts(), **options.policy.source_timeouts}
             ),
-            breakers=options.breakers,
+            guard=options.guard,
             seed=options.seed,
             post_call=wiring.post_call,
             clock=wiring.clock,

@@ -2,7 +2,7 @@
 
 A query (``coordinator.research``), one task (`research task`) and a chaos scenario's side refund
 (``coordinator.chaos.runner``) all run subagents; ``build_runtime`` gives each the same assembly:
-the refund guard around every call, breakers, a seeded jitter, a clock, an observer, a model.
+the refund guard around every call, the fleet guard (breakers, retry budget, bulkheads), a seeded jitter, a clock, an observer, a model.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier
 from subagents.connection import Connections
+from subagents.guard import Guard, LocalGuard
 from subagents.hooks import AllowedTools, PostCallHook, PreCallHook, TrimResults, refund_guard
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, ModelDriver, MonotonicClock, Observer, Runtime, SilentObserver
@@ -26,7 +26,7 @@ def build_runtime(
     broker: CredentialBroker,
     *,
     policy: RecoveryPolicy | None = None,
-    breakers: Breakers | None = None,
+    guard: Guard | None = None,
     seed: int | None = None,
     pre_call: Sequence[PreCallHook] | None = None,
     post_call: Sequence[PostCallHook] | None = None,
@@ -43,7 +43,7 @@ def build_runtime(
     order's refunds during this run, so a refund a subagent already knows would break a per-order rule
     is not even sent. Given hooks replace the guard (a chaos test passes a broken one to see it caught).
     ``post_call`` None: ``TrimResults`` alone (after the guard's ledger).
-    ``breakers`` None: breakers of this run's own. ``seed``: the back-off jitter's; None draws a fresh one.
+    ``guard`` None: breakers of this run's own, no retry budget, no bulkhead. ``seed``: the back-off jitter's; None draws a fresh one.
     ``allowed_tools``: the tools calls to each registered source may use (``AllowedTools``), checked
     before every call, after the refund guard.
     """
@@ -58,7 +58,7 @@ def build_runtime(
         connections=connections,
         broker=broker,
         policy=policy if policy is not None else RecoveryPolicy(),
-        breakers=breakers if breakers is not None else Breakers(),
+        guard=guard if guard is not None else LocalGuard(),
         pre_call=tuple(pre_call),
         post_call=tuple(post_call),
         clock=clock if clock is not None else MonotonicClock(),

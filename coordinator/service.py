@@ -53,9 +53,9 @@ from sources.fleet import Fleet
 from sources.fleet_secret import FLEET_SECRET_ENV
 from sources.serve import READY_PREFIX, BoundedShutdownServer, bind_loopback, log_plainly
 from sources.settings import SourceSettings
-from subagents.breaker import Breakers
 from subagents.broker import Grant
 from subagents.connection import Connections, Target
+from subagents.guard import LocalGuard
 from traces.setup import start_run
 
 __all__ = ["create_app", "main"]
@@ -64,7 +64,7 @@ __all__ = ["create_app", "main"]
 def create_app(settings: SourceSettings, secret: str) -> Starlette:
     """The service: one set of sessions and breakers, for every query it is sent."""
     fleet = Fleet(settings)
-    breakers = Breakers()
+    guard = LocalGuard()  # the breakers every query shares
     held: dict[str, Connections] = {}
     in_flight: set[anyio.CancelScope] = set()
 
@@ -107,7 +107,7 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
         except (ValueError, QueryError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         options = ResearchOptions(
-            deadline_s=asked.deadline_s, transport="http", seed=asked.seed, breakers=breakers,
+            deadline_s=asked.deadline_s, transport="http", seed=asked.seed, guard=guard,
             grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in asked.grants)),
         )  # fmt: skip
         answered: list[ResearchReport] = []

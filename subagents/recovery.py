@@ -57,6 +57,7 @@ __all__ = [
     "on_settled",
     "repairs_spent",
     "report",
+    "retry_budget_spent",
 ]
 
 ACCEPT_EMPTY = "the query ran and matched nothing: a valid empty result, not retried"
@@ -211,6 +212,12 @@ def _retry(
     hint = f", honouring retryAfterMs {error.retry_after_ms}" if error.retry_after_ms else ""
     reason = f"retry {state.retries + 1}/{policy.max_retries} after {cause}{hint}: {error.description}"
     return Retry(delay, reason)
+
+
+def retry_budget_spent(source: str, error: ToolError) -> Stop:
+    """A retry the machine would make, but the fleet's retry budget for ``source`` has none left
+    (``subagents.guard``): give up at once, as a source already failing should not be called more."""
+    return Stop("give_up", f"the retry budget for {source} is spent: {error.description}")
 
 
 def on_settled(

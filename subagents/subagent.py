@@ -30,6 +30,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -38,11 +39,11 @@ from opentelemetry.trace import Span
 
 from sources.contract import ErrorCategory, ToolError
 from subagents import recovery
-from subagents.breaker import Breakers, BreakerState
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier, Outcome, with_attempted_query
 from subagents.connection import Connections
 from subagents.decisions import Decision, DecisionAction
+from subagents.guard import Guard, LocalGuard, Verdict
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.recovery import ACCEPT_EMPTY, RunState, Stop, SubagentReport, Task
@@ -124,7 +125,8 @@ class Runtime:
     connections: Connections
     broker: CredentialBroker
     policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
-    breakers: Breakers = field(default_factory=Breakers)
+    # The fleet's rules for each source: breaker, retry budget, bulkhead (``subagents.guard``).
+    guard: Guard = field(default_factory=LocalGuard)
     pre_call: Sequence[PreCallHook] = (RefundLimit(),)
     post_call: Sequence[PostCallHook] = (TrimResults(),)
     clock: Clock = field(default_factory=MonotonicClock)
@@ -255,9 +257,9 @@ class Subagent:
         was blocked by a hook, or is validation, business, or permission the broker would not grant. Or
         the outcome the code itself stopped on (deadline, open breaker, retries spent).
         """
-        breaker = self.runtime.breakers[self.task.source]
+        guard, source = self.runtime.guard, self.task.source
         while True:
-            early = self._before_call()
+            early = await self._before_call()
             if early is not None:
                 return early
             outcome = await self._guarded_call()
@@ -268,18 +270,16 @@ class Subagent:
                     Stop("give_up", f"the deadline passed before {self.task.source} answered", True), outcome
                 )
             error = outcome.error
-            breaker.record(
-                source_failed=error is not None and error.error_category is ErrorCategory.TRANSIENT,
-                now=self.runtime.clock.now(),
-            )
+            failed = error is not None and error.error_category is ErrorCategory.TRANSIENT
+            after = await guard.record(source, failed, self.runtime.clock.now())
             if error is None:
                 return Settled(outcome, "")
             self.state = self.state.keeping(error.partial_results or [])
-            settled = await self._after_failure(outcome, error)
+            settled = await self._after_failure(outcome, error, after)
             if settled is not None:
                 return settled
 
-    def _before_call(self) -> Settled | None:
+    async def _before_call(self) -> Settled | None:
         """What stops a call before it is sent: a pre-call hook, the deadline, an open breaker."""
         runtime, call = self.runtime, self._tool_call()
         blocked = next((error for hook in runtime.pre_call if (error := hook(call)) is not None), None)
@@ -288,18 +288,21 @@ class Subagent:
         if self.state.deadline - runtime.clock.now() <= 0:
             why = "the deadline passed before the call could be made"
             return self._stopped(Stop("give_up", why, out_of_time=True), self._deadline_outcome())
-        if not runtime.breakers[self.task.source].allow(runtime.clock.now()):
-            return Settled(self._breaker_open(), "", stopped=True)
+        verdict = await runtime.guard.allow(
+            self.task.source, runtime.clock.now(), first=self.state.attempts == 0
+        )
+        if not verdict.allowed:
+            return Settled(self._breaker_open(verdict), "", stopped=True)
         return None
 
-    async def _after_failure(self, outcome: Outcome, error: ToolError) -> Settled | None:
-        """Carry out what the machine says of a failed call; None: call again."""
+    async def _after_failure(self, outcome: Outcome, error: ToolError, after: Verdict) -> Settled | None:
+        """Carry out what the machine says of a failed call (``after``: the source's breaker after it);
+        None: call again."""
         runtime = self.runtime
-        breaker = runtime.breakers[self.task.source]
-        failed = recovery.Failed(
-            error, outcome.error_type, runtime.clock.now(), breaker.state is BreakerState.OPEN
-        )
+        failed = recovery.Failed(error, outcome.error_type, runtime.clock.now(), not after.allowed)
         step = recovery.after_failure(runtime.policy, self.state, failed, runtime.rng)
+        if isinstance(step, recovery.Retry) and not await runtime.guard.spend_retry(self.task.source):
+            step = recovery.retry_budget_spent(self.task.source, error)
         match step:
             case recovery.Retry(delay_s=delay, reason=reason):
                 self.state = self.state.retried()
@@ -310,7 +313,7 @@ class Subagent:
                 refusal = self._elevate(scope, outcome, error)
                 return None if refusal is None else Settled(outcome, refusal)
             case recovery.NotCalled():
-                return Settled(self._breaker_open(), "", stopped=True)
+                return Settled(self._breaker_open(after), "", stopped=True)
             case Stop():
                 return self._stopped(step, outcome)
             case recovery.HandOver(reason=reason):
@@ -328,14 +331,14 @@ class Subagent:
         return ToolCall(task.source, call.tool, dict(call.arguments), self.state.attempts + 1, task.id)
 
     async def _guarded_call(self) -> Outcome:
-        breaker = self.runtime.breakers[self.task.source]
+        guard, source = self.runtime.guard, self.task.source
         try:
             outcome = await self._call(self._tool_call())
         except BaseException:  # cancelled mid-call (the deadline, a stopped model): re-raised at once
-            breaker.abandon()
+            guard.abandon(source)
             raise
         if outcome.error_type == "deadline":
-            breaker.abandon()  # says nothing of the source's health
+            guard.abandon(source)  # says nothing of the source's health
         return outcome
 
     async def _call(self, call: ToolCall) -> Outcome:
@@ -349,12 +352,15 @@ class Subagent:
         with collect_client_spans() as client_spans:
             try:
                 client, generation = await connection.session(timeout_s=deadline - runtime.clock.now())
-                timeout_s = min(
-                    runtime.policy.call_timeout_for(self.task.source), deadline - runtime.clock.now()
-                )
-                result = await connection.call(
-                    client, sent.tool, sent.arguments, timeout_s=timeout_s, meta=sent.meta
-                )
+                async with AsyncExitStack() as held:
+                    with anyio.fail_after(max(deadline - runtime.clock.now(), 0.0)):  # the wait counts too
+                        await held.enter_async_context(runtime.guard.slot(self.task.source))  # the bulkhead
+                    timeout_s = min(
+                        runtime.policy.call_timeout_for(self.task.source), deadline - runtime.clock.now()
+                    )
+                    result = await connection.call(
+                        client, sent.tool, sent.arguments, timeout_s=timeout_s, meta=sent.meta
+                    )
                 outcome = runtime.classifier.result(result, source=self.task.source)
             except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
                 outcome = self._cut_by_deadline(runtime.classifier.exception(exc, source=self.task.source))
@@ -385,10 +391,8 @@ class Subagent:
         self.step("elevate", elevation.reason, outcome)
         return None
 
-    def _breaker_open(self) -> Outcome:
-        breaker = self.runtime.breakers[self.task.source]
-        wait_s = breaker.retry_in_s(self.runtime.clock.now())
-        reason = f"the circuit for {self.task.source} is open; it probes again in {wait_s:.1f} s"
+    def _breaker_open(self, verdict: Verdict) -> Outcome:
+        reason = f"the circuit for {self.task.source} is open; it probes again in {verdict.retry_in_s:.1f} s"
         self.decide("breaker_open", reason, ErrorCategory.TRANSIENT, error_type="breaker_open")
         return Outcome(
             "error", ToolError.of(ErrorCategory.TRANSIENT, f"Not called: {reason}."), "breaker_open"

@@ -26,6 +26,7 @@ from sources.world import world_path
 from subagents.breaker import Breakers, BreakerState
 from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections
+from subagents.guard import LocalGuard
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from tests.conftest import TEST_KEY
@@ -120,7 +121,7 @@ async def _run(
         async with Connections.opened({"scripted": lambda: server}) as connections:
             runtime = Runtime(
                 connections=connections, broker=CredentialBroker(TEST_KEY, grants=(Grant("x:read", "granted"),)),
-                policy=POLICY, breakers=breakers, clock=clock, rng=random.Random(seed),
+                policy=POLICY, guard=LocalGuard.of(breakers), clock=clock, rng=random.Random(seed),
             )  # fmt: skip
             task = Task("t", "scripted", "lookup", {"customer_id": "cust-42"}, purpose=purpose)
             # Opened before the run: its wait is real time, the budget is the fake clock's, so a loaded
@@ -222,7 +223,7 @@ class BreakerMachine(RuleBasedStateMachine):
             async with Connections.opened({"scripted": lambda: server}) as connections:
                 runtime = Runtime(
                     connections=connections, broker=CredentialBroker(TEST_KEY), policy=RecoveryPolicy(max_retries=1),
-                    breakers=self.breakers, clock=self.clock, rng=random.Random(0),
+                    guard=LocalGuard.of(self.breakers), clock=self.clock, rng=random.Random(0),
                 )  # fmt: skip
                 task = Task("t", "scripted", "lookup", {"customer_id": "CUST-00042"})
                 with anyio.CancelScope() as deadline:

@@ -22,6 +22,7 @@ from subagents.breaker import Breakers, BreakerState
 from subagents.broker import CredentialBroker, Grant
 from subagents.classify import TextRule, contract_with_rules
 from subagents.connection import Connections
+from subagents.guard import LocalGuard
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from tests.conftest import MODULES, TEST_KEY
@@ -244,7 +245,7 @@ async def test_a_lost_answer_is_retried_without_refunding_twice(
 
 async def test_the_breaker_opens_fails_fast_and_probes(runtime: Callable[..., Any], clock: FakeClock) -> None:
     breakers = Breakers(failure_threshold=5, cooldown_s=30)
-    rt = await runtime(breakers=breakers)
+    rt = await runtime(guard=LocalGuard.of(breakers))
     timeout = {"identifier": "CUST-00042", "mode": "timeout"}
     first = await run(rt, "customers", "customer_lookup", timeout)  # 4 transient failures
     second = await run(rt, "customers", "customer_lookup", timeout)  # the 5th opens the circuit
@@ -271,7 +272,7 @@ async def test_a_cancelled_probe_lets_the_next_caller_probe(
     """A half-open breaker's one probe, cut off by the query's deadline, must not shut the source out."""
     hung = MODULES["customers"].create_server(settings.with_faults(FaultSettings(hang=1)))
     breakers = Breakers(failure_threshold=1, cooldown_s=30)
-    rt = await runtime({"customers": lambda: hung}, breakers=breakers)
+    rt = await runtime({"customers": lambda: hung}, guard=LocalGuard.of(breakers))
     breaker = breakers["customers"]
     breaker.record(source_failed=True, now=clock.now())
     clock.advance(30)  # the cool-down is over: the next call is the probe

@@ -27,6 +27,7 @@ from sources.settings import SourceSettings
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections
+from subagents.guard import LocalGuard
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from tests.conftest import MODULES, TEST_KEY, credential
 from tests.fakes import FakeClock
@@ -142,7 +143,7 @@ async def test_a_breaker_open_decision_is_recorded(
         "customers",
         "customer_lookup",
         {"identifier": "CUST-00042", "mode": "timeout"},
-        breakers=breakers,
+        guard=LocalGuard.of(breakers),
     )
     (span,) = named(spans.get_finished_spans(), "subagent customers")
     assert [(e.attributes or {})[names.RECOVERY_ACTION] for e in span.events] == ["breaker_open"]

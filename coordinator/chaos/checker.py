@@ -101,7 +101,7 @@ def _escalation_complete(result: ScenarioResult, report: ResearchReport) -> Iter
 
 
 def _deadline(result: ScenarioResult, report: ResearchReport) -> Iterator[str]:
-    deadline_s = result.scenario.deadline_s
+    deadline_s = result.deadline_s
     if result.elapsed_s > deadline_s + DEADLINE_GRACE_S + _DEADLINE_SLACK_S:
         yield f"the query took {result.elapsed_s:.2f} s; the deadline is {deadline_s:g} s"
 

@@ -47,3 +47,9 @@ class ScenarioResult:
     leaked_sockets: int
     policy: RecoveryPolicy
     violations: list[tuple[str, str]] = field(default_factory=list)
+    # The query's own deadline where it is not the scenario's (a question of a batch); None: the scenario's.
+    query_deadline_s: float | None = None
+
+    @property
+    def deadline_s(self) -> float:
+        return self.scenario.deadline_s if self.query_deadline_s is None else self.query_deadline_s

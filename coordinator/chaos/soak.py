@@ -12,6 +12,7 @@ from coordinator.research import ResearchOptions, research
 from sources.settings import SourceSettings
 from subagents.breaker import Breakers
 from subagents.claude import ClaudeSettings
+from subagents.guard import LocalGuard
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,15 @@ async def soak(
 ) -> list[Sample]:
     """``count`` queries through this one process against running sources; samples along the way."""
     rng = random.Random(seed)  # noqa: S311
-    breakers = Breakers(cooldown_s=2.0)  # one coordinator process: its breakers outlive each query
+    guard = LocalGuard.of(
+        Breakers(cooldown_s=2.0)
+    )  # one coordinator process: its breakers outlive each query
     samples = [sample(0)]
     marks = {min(count, 50), count} | {count * share // 10 for share in range(1, 10)}
     for index in range(1, count + 1):
         options = ResearchOptions(
             deadline_s=DEADLINE_S, transport="http", urls=urls, policy=CHAOS_POLICY, seed=rng.randrange(2**31),
-            breakers=breakers, claude=claude,
+            guard=guard, claude=claude,
         )  # fmt: skip
         await research(rng.choice(QUERIES), options, settings=settings)
         if index in marks:

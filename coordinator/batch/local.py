@@ -1,0 +1,49 @@
+"""The local engine: every question in this process, at once up to the batch's concurrency.
+
+One set of sessions to the fleet, one guard (breakers, retry budget, bulkheads) held here: the
+simplest way to run a batch, and the baseline the Ray engine is measured against.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import AsyncExitStack
+from types import TracebackType
+
+import psutil
+
+from coordinator.batch.questions import Question
+from coordinator.batch.work import Answer, Asking, Setup, answer, asking_at
+from subagents.breaker import Breakers
+from subagents.guard import Bulkheads, LocalGuard, RetryBudget, SourceState
+
+__all__ = ["LocalEngine"]
+
+
+class LocalEngine:
+    name = "local"
+    workers = 1
+
+    def __init__(self, setup: Setup, *, retry_share: float, bulkhead: int | None) -> None:
+        self.setup = setup
+        self.memory_rss: list[int] = []
+        self.guard = LocalGuard(SourceState(Breakers(), RetryBudget(retry_share)), Bulkheads(bulkhead))
+        self._stack = AsyncExitStack()
+        self._asking: Asking | None = None
+
+    async def __aenter__(self) -> LocalEngine:
+        self._asking = await self._stack.enter_async_context(asking_at(self.setup, self.guard))
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.memory_rss = [psutil.Process(os.getpid()).memory_info().rss]
+        await self._stack.aclose()
+
+    async def answer(self, question: Question) -> Answer:
+        assert self._asking is not None, "answer() inside `async with engine`"
+        return await answer(question, self._asking)
+
+    async def budget(self) -> dict[str, dict[str, int]]:
+        return self.guard.state.counts()

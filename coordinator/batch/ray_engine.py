@@ -1,0 +1,189 @@
+"""The Ray engine: questions researched on Ray workers, the fleet's rules held by one Ray actor.
+
+    driver (research batch) ──answer(question)──► BatchWorker × W  ──MCP over HTTP──► the fleet
+                                                        │
+                                       allow / record / spend_retry
+                                                        ▼
+                                                   GuardHost (one actor: breakers + retry budget)
+
+Each ``BatchWorker`` is a process holding one set of sessions to the fleet and running many questions
+at once (an async actor). Every call any worker makes asks the one ``GuardHost`` first: the breakers
+and the retry budget are the fleet's, not a worker's, so four workers retrying a degraded source
+spend one budget between them. The bulkhead is each worker's share of the fleet-wide cap (see
+``subagents.guard`` for why it stays in the process). Local Ray by default; ``address`` joins a
+cluster (``ray://host:10001`` or ``auto``), where the workers need this project installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from types import TracebackType
+from typing import Any
+
+import psutil
+import ray
+
+from coordinator.batch.questions import Question
+from coordinator.batch.work import Answer, Asking, Setup, answer, asking_at
+from subagents.breaker import Breakers
+from subagents.guard import Bulkheads, RetryBudget, SourceState, Verdict
+
+__all__ = ["RayEngine"]
+
+
+@ray.remote(num_cpus=0)
+class GuardHost:
+    """The fleet's breakers and retry budget, in one place. Its own clock: workers' clocks differ."""
+
+    def __init__(self, retry_share: float) -> None:
+        self.state = SourceState(Breakers(), RetryBudget(retry_share))
+
+    def allow(self, source: str, first: bool) -> tuple[bool, float]:
+        verdict = self.state.allow(source, time.monotonic(), first=first)
+        return verdict.allowed, verdict.retry_in_s
+
+    def record(self, source: str, failed: bool) -> tuple[bool, float]:
+        verdict = self.state.record(source, failed, time.monotonic())
+        return verdict.allowed, verdict.retry_in_s
+
+    def abandon(self, source: str) -> None:
+        self.state.abandon(source)
+
+    def spend_retry(self, source: str) -> bool:
+        return self.state.spend_retry(source)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        return self.state.counts()
+
+
+class RayGuard:
+    """A worker's ``Guard``: every question goes to the ``GuardHost``; the bulkhead is this worker's."""
+
+    def __init__(self, host: Any, bulkheads: Bulkheads) -> None:
+        self.host = host
+        self.bulkheads = bulkheads
+
+    async def allow(self, source: str, now: float, *, first: bool) -> Verdict:
+        return Verdict(*await self.host.allow.remote(source, first))
+
+    async def record(self, source: str, failed: bool, now: float) -> Verdict:
+        return Verdict(*await self.host.record.remote(source, failed))
+
+    def abandon(self, source: str) -> None:
+        self.host.abandon.remote(source)  # sent, not awaited: the caller is unwinding a cancelled call
+
+    async def spend_retry(self, source: str) -> bool:
+        allowed: bool = await self.host.spend_retry.remote(source)
+        return allowed
+
+    def slot(self, source: str) -> Any:
+        return self.bulkheads.slot(source)
+
+
+@ray.remote(num_cpus=1)
+class BatchWorker:
+    """One worker process: sessions to the fleet held for its life, questions answered concurrently."""
+
+    def __init__(self, setup: Setup, host: Any, bulkhead: int | None) -> None:
+        from traces.setup import configure_tracing
+
+        configure_tracing(
+            "research-coordinator", traces_dir=setup.settings.traces_path, run_id=setup.settings.run_id
+        )
+        self.setup = setup
+        self.guard = RayGuard(host, Bulkheads(bulkhead))
+        self._asking: Asking | None = None
+        self._ready: asyncio.Event | None = None
+        self._closing = asyncio.Event()
+        self._holder: asyncio.Task[None] | None = None
+
+    async def _hold(self) -> None:
+        """Holds the sessions open in a task of its own (opened and closed in the same task)."""
+        async with asking_at(self.setup, self.guard) as asking:
+            self._asking = asking
+            assert self._ready is not None
+            self._ready.set()
+            await self._closing.wait()
+
+    async def answer(self, question: dict[str, Any]) -> dict[str, Any]:
+        if self._ready is None:  # the first question opens the sessions every later one uses
+            self._ready = asyncio.Event()
+            self._holder = asyncio.ensure_future(self._hold())
+        await self._ready.wait()
+        assert self._asking is not None
+        return (await answer(Question.model_validate(question), self._asking)).to_dict()
+
+    async def close(self) -> int:
+        """Close the sessions and flush this worker's spans; its memory (RSS, bytes) before closing."""
+        rss = psutil.Process(os.getpid()).memory_info().rss
+        self._closing.set()
+        if self._holder is not None:
+            await self._holder
+        from opentelemetry import trace
+
+        flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+        if flush is not None:
+            flush(5000)
+        return int(rss)
+
+
+class RayEngine:
+    name = "ray"
+
+    def __init__(
+        self, setup: Setup, *, workers: int, retry_share: float, bulkhead: int | None, address: str | None
+    ) -> None:
+        self.setup = setup
+        self.workers = workers
+        self.retry_share = retry_share
+        # The fleet-wide cap shared out: each worker holds its part, at least one call per source.
+        self.bulkhead = None if bulkhead is None else max(1, bulkhead // workers)
+        self.address = address
+        self.memory_rss: list[int] = []
+        self._started_ray = False
+        self._pool: list[Any] = []
+        self._busy: list[int] = []
+        self._host: Any = None
+
+    async def __aenter__(self) -> RayEngine:
+        if not ray.is_initialized():
+            if self.address:
+                ray.init(address=self.address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
+            self._started_ray = True
+        self._host = GuardHost.remote(self.retry_share)  # type: ignore[attr-defined]
+        self._pool = [
+            BatchWorker.remote(self.setup, self._host, self.bulkhead)  # type: ignore[attr-defined]
+            for _ in range(self.workers)
+        ]
+        self._busy = [0] * self.workers
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if kind is None:  # an interrupted batch leaves at once: its workers end with Ray
+                self.memory_rss = list(
+                    await asyncio.gather(*(worker.close.remote() for worker in self._pool))
+                )
+        finally:
+            if self._started_ray:
+                ray.shutdown()
+
+    async def answer(self, question: Question) -> Answer:
+        index = min(range(self.workers), key=self._busy.__getitem__)  # the least busy worker
+        self._busy[index] += 1
+        try:
+            return Answer.from_dict(await self._pool[index].answer.remote(question.model_dump()))
+        except ray.exceptions.RayError as exc:  # the worker died or raised: this question failed
+            return Answer(question.id, question.query, "failed", error=f"the Ray worker failed: {exc}")
+        finally:
+            self._busy[index] -= 1
+
+    async def budget(self) -> dict[str, dict[str, int]]:
+        counts: dict[str, dict[str, int]] = await self._host.counts.remote()
+        return counts

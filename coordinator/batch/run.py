@@ -1,0 +1,220 @@
+"""A batch from start to end: the fleet, the engine, the questions in flight, the summary.
+
+The questions run ``concurrency`` at a time; each answer is written the moment it arrives (whole or
+not at all, ``coordinator.batch.store``), so an interrupted batch keeps every finished report and a
+rerun asks only what is missing. In Claude mode a question starts only when the batch's token
+budget still holds a whole question's budget (reserved at the start, the unused part given back at
+the end), so the batch can never spend past its total; what did not start is counted and asked by
+the next run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+
+from coordinator.batch.questions import Question, read_questions
+from coordinator.batch.store import BatchDir
+from coordinator.batch.summary import Tally, summarize
+from coordinator.batch.work import Answer, Setup
+from sources.catalogue import SOURCES
+from sources.faults import FaultSettings
+from sources.fleet import Fleet
+from sources.settings import SourceSettings
+from subagents.claude import ClaudeSettings
+from subagents.guard import DEFAULT_RETRY_SHARE
+from subagents.policy import RecoveryPolicy
+from traces.setup import start_run
+
+__all__ = ["Batch", "Engine", "Progress", "TokenPool", "batch_fleet", "run_batch"]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What `research batch` was asked to do."""
+
+    questions: Path
+    out: Path
+    engine: str = "local"  # "local" | "ray"
+    address: str | None = None  # a Ray cluster; None: local Ray
+    concurrency: int = 8  # questions in flight across the batch
+    workers: int = 2  # Ray worker processes
+    deadline_s: float = 30.0  # per question, unless its line says otherwise
+    seed: int = 0
+    retry_share: float = DEFAULT_RETRY_SHARE
+    bulkhead: int | None = 8  # concurrent calls per source, fleet-wide
+    faults: Mapping[str, FaultSettings] = field(default_factory=dict)
+    urls: Mapping[str, str] = field(default_factory=dict)  # a fleet given by URLs; empty: the batch's own
+    policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
+    claude: ClaudeSettings | None = None
+    total_tokens: int | None = None  # Claude mode: the batch's whole budget
+
+
+class Engine(Protocol):
+    name: str
+    workers: int
+    memory_rss: list[int]  # each worker's resident memory (bytes) as the engine closed
+
+    async def __aenter__(self) -> Engine: ...
+
+    async def __aexit__(self, *exc: Any) -> None: ...
+
+    async def answer(self, question: Question) -> Answer: ...
+
+    async def budget(self) -> dict[str, dict[str, int]]: ...
+
+
+class Progress(Protocol):
+    def started(self, total: int, skipped: int) -> None: ...
+
+    def answered(self, answer: Answer, tally: Tally, retry_ratio: float) -> None: ...
+
+
+@dataclass
+class TokenPool:
+    """The batch's tokens: a question reserves its whole budget to start and gives back what it did not use."""
+
+    total: int
+    per_question: int
+    used: int = 0
+    reserved: int = 0
+
+    def reserve(self) -> bool:
+        if self.used + self.reserved + self.per_question > self.total:
+            return False
+        self.reserved += self.per_question
+        return True
+
+    def settle(self, used: int) -> None:
+        self.reserved -= self.per_question
+        self.used += used
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports nothing listens on now, for a fleet of the batch's own beside any other on this machine."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for each in sockets:
+            each.bind(("127.0.0.1", 0))
+        return [int(each.getsockname()[1]) for each in sockets]
+
+
+@contextlib.contextmanager
+def batch_fleet(settings: SourceSettings, batch: Batch) -> Iterator[dict[str, str]]:
+    """The sources' URLs for the batch: given, the running fleet's, or a fleet started (and stopped) here.
+
+    Faults are set on the fleet through its chaos control, so a fleet of the batch's own starts with
+    chaos control when there are faults; a running fleet must have been started with it
+    (``FleetError`` says so otherwise)."""
+    if batch.urls:
+        missing = [source for source in SOURCES if source not in batch.urls]
+        if missing:
+            raise ValueError(
+                f"--url names no URL for {', '.join(missing)}; give every source, e.g. orders=http://127.0.0.1:8102/mcp"
+            )
+        yield dict(batch.urls)
+        return
+    fleet = Fleet(settings)
+    running = any(member.alive() for member in fleet.members().values())
+    if not running:
+        fleet.up(dict(zip(SOURCES, _free_ports(len(SOURCES)), strict=True)), chaos_control=bool(batch.faults))
+    try:
+        for source, faults in batch.faults.items():
+            fleet.set_faults(source, faults)
+        yield fleet.urls()
+    finally:
+        if not running:
+            fleet.down()
+
+
+def run_batch(
+    batch: Batch, settings: SourceSettings, make_engine: Callable[[Setup], Engine], progress: Progress
+) -> dict[str, Any]:
+    """Run every question of ``batch`` without a report yet; the batch's summary (also in summary.json).
+
+    ``settings`` are the run's (its traces go to the batch folder); ``make_engine`` builds the engine
+    for the fleet's URLs. ``KeyboardInterrupt`` passes through once the summary of what finished is
+    written."""
+    folder = BatchDir(batch.out)
+    questions = read_questions(batch.questions)
+    folder.prepare()
+    # This run's spans (this process's, the workers' and the fleet's it starts) go to the batch folder.
+    chosen = None if settings.trace_exporters is None else list(settings.trace_exporters)
+    run_id = start_run("research-coordinator", folder.traces, exporters=chosen)
+    settings = replace(settings, traces_dir=folder.traces, run_id=run_id)
+    done = folder.answered()
+    pending = [question for question in questions if question.id not in done]
+    tally, started = Tally(), time.monotonic()
+    state: dict[str, Any] = {"budget": {}, "not_started": 0, "engine": batch.engine, "workers": 1}
+    progress.started(len(questions), len(questions) - len(pending))
+    try:
+        if pending:
+            with batch_fleet(settings, batch) as urls:
+                setup = Setup(settings, urls, batch.deadline_s, batch.policy, batch.seed, batch.claude)
+                anyio.run(_ask_all, make_engine(setup), pending, batch, folder, tally, progress, state)
+    finally:
+        summary = summarize(
+            folder, questions=len(questions), ran=tally.done, wall_s=time.monotonic() - started,
+            budget=state["budget"], workers=state["workers"], engine=batch.engine,
+            asking_s=state.get("asking_s"),
+            not_started=state["not_started"], memory_rss=state.get("memory_rss", []),
+        )  # fmt: skip
+        folder.write_summary(summary)
+    return summary
+
+
+async def _ask_all(
+    engine: Engine, pending: list[Question], batch: Batch, folder: BatchDir, tally: Tally,
+    progress: Progress, state: dict[str, Any],
+) -> None:  # fmt: skip
+    """Up to ``concurrency`` lanes, each taking the next question as it finishes the last."""
+    tokens = None
+    if batch.claude is not None and batch.total_tokens is not None:
+        tokens = TokenPool(batch.total_tokens, batch.claude.token_budget)
+    queue = iter(pending)  # shared by the lanes: each question is taken by one
+    state["workers"] = engine.workers
+
+    async def lane() -> None:
+        for question in queue:
+            if tokens is not None and not tokens.reserve():
+                state["not_started"] += 1
+                continue
+            answer = await engine.answer(question)
+            if tokens is not None:
+                tokens.settle(answer.tokens_used)
+            _keep(folder, answer)
+            tally.add(answer.status, len(answer.violations))
+            state["budget"] = await engine.budget()
+            progress.answered(answer, tally, _ratio(state["budget"]))
+
+    async with engine:
+        asking_from = time.monotonic()  # the fleet and the workers are up: the questions' own time
+        try:
+            async with anyio.create_task_group() as lanes:
+                for _ in range(min(batch.concurrency, len(pending))):
+                    lanes.start_soon(lane)
+        finally:
+            state["asking_s"] = time.monotonic() - asking_from
+            with anyio.CancelScope(shield=True):
+                state["budget"] = await engine.budget()
+    state["memory_rss"] = engine.memory_rss
+
+
+def _keep(folder: BatchDir, answer: Answer) -> None:
+    if answer.report_json is None:
+        folder.write_failure(answer.id, answer.query, answer.error)
+        return
+    folder.write_violations(answer.id, answer.violations)
+    folder.write_report(answer.id, answer.report_json)
+
+
+def _ratio(budget: dict[str, dict[str, int]]) -> float:
+    first = sum(budget.get("first_attempts", {}).values())
+    return sum(budget.get("retries", {}).values()) / first if first else 0.0

@@ -1,0 +1,92 @@
+"""A batch's output folder.
+
+    DIR/reports/ID.json    the question's report, the same JSON as `research ask --json`
+    DIR/failed/ID.json     a question that could not be researched: {"id", "query", "error"}
+    DIR/checks/ID.json     what the chaos checker found wrong with the report, if anything
+    DIR/traces/            the spans, one trace per question (its id is the report's trace_id)
+    DIR/summary.json       the batch's figures (``coordinator.batch.summary``)
+
+Each file is written to a temporary name and renamed, so it is whole or absent: a batch killed at
+any instant leaves only finished reports, and a rerun skips every question that has one. A failed
+question is tried again by a rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BatchDir"]
+
+
+@dataclass(frozen=True)
+class BatchDir:
+    root: Path
+
+    @property
+    def traces(self) -> Path:
+        return self.root / "traces"
+
+    def prepare(self) -> None:
+        for folder in (self.root, self.root / "reports", self.root / "failed", self.root / "checks"):
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def report_path(self, question_id: str) -> Path:
+        return self.root / "reports" / f"{question_id}.json"
+
+    def answered(self) -> set[str]:
+        """The ids of the questions whose report is written."""
+        return {path.stem for path in (self.root / "reports").glob("*.json")}
+
+    def write_report(self, question_id: str, report_json: str) -> None:
+        _write(self.report_path(question_id), report_json)
+        (self.root / "failed" / f"{question_id}.json").unlink(missing_ok=True)
+
+    def write_failure(self, question_id: str, query: str, error: str) -> None:
+        _write(
+            self.root / "failed" / f"{question_id}.json",
+            json.dumps({"id": question_id, "query": query, "error": error}, indent=2),
+        )
+
+    def write_violations(self, question_id: str, violations: list[tuple[str, str]]) -> None:
+        path = self.root / "checks" / f"{question_id}.json"
+        if not violations:
+            path.unlink(missing_ok=True)
+            return
+        listed = [{"invariant": name, "what": what} for name, what in violations]
+        _write(path, json.dumps(listed, indent=2))
+
+    def reports(self) -> dict[str, dict[str, Any]]:
+        """Every written report, by question id."""
+        found = {}
+        for path in sorted((self.root / "reports").glob("*.json")):
+            found[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+        return found
+
+    def failures(self) -> dict[str, dict[str, Any]]:
+        return {
+            path.stem: json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted((self.root / "failed").glob("*.json"))
+        }
+
+    def violations(self) -> dict[str, list[dict[str, str]]]:
+        return {
+            path.stem: json.loads(path.read_text(encoding="utf-8"))
+            for path in sorted((self.root / "checks").glob("*.json"))
+        }
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        _write(self.root / "summary.json", json.dumps(summary, indent=2))
+
+
+def _write(path: Path, text: str) -> None:
+    """Whole or not at all: written beside, flushed to disk, renamed over."""
+    draft = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with draft.open("w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    draft.replace(path)

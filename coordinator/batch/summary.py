@@ -1,0 +1,105 @@
+"""A batch's figures: what its folder holds (every report, this run's and earlier runs'), this run's
+wall time and throughput, and the fleet's retry budget as it was spent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from coordinator.batch.store import BatchDir
+
+__all__ = ["Tally", "summarize", "summary_table"]
+
+
+class Tally:
+    """The live counts of this run, for the progress line."""
+
+    def __init__(self) -> None:
+        self.counts = {"complete": 0, "partial": 0, "failed": 0}
+        self.violations = 0
+
+    def add(self, status: str, violations: int) -> None:
+        self.counts[status] = self.counts.get(status, 0) + 1
+        self.violations += violations
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts.values())
+
+
+def summarize(
+    folder: BatchDir, *, questions: int, ran: int, wall_s: float, budget: dict[str, dict[str, int]],
+    workers: int, engine: str, not_started: int = 0, memory_rss: list[int] | None = None,
+    asking_s: float | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The figures of the batch in ``folder``: ``ran`` questions researched this run, in ``wall_s`` from
+    the command's start, ``asking_s`` of it with the fleet and the workers up (questions per second
+    counts that: the start-up is paid once a batch, whatever its size)."""
+    asking_s = wall_s if asking_s is None else asking_s
+    reports = folder.reports()
+    failures = folder.failures()
+    escalations: dict[str, int] = {}
+    for report in reports.values():
+        for gap in report.get("gaps", []):
+            category = gap.get("errorCategory") or "none"
+            escalations[category] = escalations.get(category, 0) + 1
+    first = sum(budget.get("first_attempts", {}).values())
+    retries = sum(budget.get("retries", {}).values())
+    violations = folder.violations()
+    return {
+        "questions": questions,
+        "answered": sum(1 for report in reports.values() if report.get("status") == "complete"),
+        "partial": sum(1 for report in reports.values() if report.get("status") == "partial"),
+        "failed": len(failures),
+        "not_started": not_started,
+        "escalations_by_category": dict(sorted(escalations.items())),
+        "this_run": {
+            "engine": engine,
+            "workers": workers,
+            "questions": ran,
+            "wall_s": round(wall_s, 3),
+            "asking_s": round(asking_s, 3),
+            "startup_s": round(wall_s - asking_s, 3),
+            "questions_per_s": round(ran / asking_s, 3) if asking_s > 0 else 0.0,
+            "memory_per_worker_mb": [round(rss / 2**20, 1) for rss in memory_rss or []],
+        },
+        "retry_budget": {
+            "first_attempts": first,
+            "retries": retries,
+            "retries_refused": sum(budget.get("retries_refused", {}).values()),
+            "retry_ratio": round(retries / first, 4) if first else 0.0,
+            "by_source": budget,
+        },
+        "invariant_violations": sum(len(found) for found in violations.values()),
+        "questions_with_violations": sorted(violations),
+    }
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    run, budget = summary["this_run"], summary["retry_budget"]
+    table = Table("", "", title="research batch", show_header=False)
+    escalations = ", ".join(f"{name} {count}" for name, count in summary["escalations_by_category"].items())
+    rows = [
+        ("questions", str(summary["questions"])),
+        ("answered (complete)", str(summary["answered"])),
+        ("partial", str(summary["partial"])),
+        ("failed", str(summary["failed"])),
+        ("escalations by category", escalations or "none"),
+        (
+            "wall time (this run)",
+            f"{run['wall_s']:.1f} s for {run['questions']} questions ({run['startup_s']:.1f} s start-up)",
+        ),
+        ("questions per second", f"{run['questions_per_s']:.2f} ({run['engine']}, {run['workers']} workers)"),
+        (
+            "retries / first attempts",
+            f"{budget['retries']} / {budget['first_attempts']} = {budget['retry_ratio']:.1%}",
+        ),
+        ("retries refused by the budget", str(budget["retries_refused"])),
+        ("invariant violations", str(summary["invariant_violations"])),
+    ]
+    if summary["not_started"]:
+        rows.append(("not started (token budget spent)", str(summary["not_started"])))
+    for name, value in rows:
+        table.add_row(name, value)
+    return table

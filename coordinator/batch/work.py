@@ -1,0 +1,128 @@
+"""One question of a batch, researched and judged: what every engine runs, wherever it runs it.
+
+The question is researched as `research ask --json` would (same planner, same report), against the
+batch's shared fleet over sessions its worker holds, under the fleet's guard (breakers, retry budget,
+bulkheads). Every call is recorded on the way, so the chaos checker (``coordinator.chaos.checker``)
+judges the report against the plan that ran and the calls that were made: the batch's invariants
+are the chaos run's, applied to every question.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator.batch.questions import Question
+from coordinator.chaos.catalogue import Scenario
+from coordinator.chaos.checker import check
+from coordinator.chaos.history import History, ScenarioResult
+from coordinator.reading import QueryError
+from coordinator.research import DEFAULT_GRANTS, ResearchOptions, make_plan, research
+from sources.settings import SourceSettings
+from subagents.broker import Grant
+from subagents.claude import ClaudeSettings, TokenBudget
+from subagents.connection import Connections, http_target
+from subagents.guard import Guard
+from subagents.hooks import TrimResults
+from subagents.policy import RecoveryPolicy
+
+__all__ = ["Answer", "Asking", "Setup", "answer", "asking_at", "question_seed"]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How a batch's questions are asked, the same in every worker (plain values: it crosses to Ray)."""
+
+    settings: SourceSettings
+    urls: Mapping[str, str]  # the fleet's sources, by name
+    deadline_s: float = 30.0
+    policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
+    seed: int = 0
+    claude: ClaudeSettings | None = None
+
+
+@dataclass(frozen=True)
+class Asking:
+    """What every question of one worker shares: the setup, the sessions it holds, the guard."""
+
+    setup: Setup
+    connections: Connections
+    guard: Guard
+
+
+@asynccontextmanager
+async def asking_at(setup: Setup, guard: Guard) -> AsyncIterator[Asking]:
+    """Sessions to every source of the fleet, opened now and held until the worker is done."""
+    targets = {source: http_target(url) for source, url in setup.urls.items()}
+    async with Connections.opened(targets) as connections:
+        for source in targets:
+            connections[source].open_soon()
+        yield Asking(setup, connections, guard)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A question's outcome, as plain values (it crosses process boundaries on Ray)."""
+
+    id: str
+    query: str
+    status: str  # "complete" | "partial" | "failed"
+    report_json: str | None = None  # the report, as `research ask --json` prints it; None when failed
+    error: str = ""  # why it failed
+    escalations: dict[str, int] = field(default_factory=dict)  # gaps by error category
+    violations: list[tuple[str, str]] = field(default_factory=list)  # the chaos checker's findings
+    elapsed_s: float = 0.0
+    tokens_used: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "violations": [list(pair) for pair in self.violations]}
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any]) -> Answer:
+        return cls(**{**value, "violations": [tuple(pair) for pair in value["violations"]]})
+
+
+def question_seed(batch_seed: int, question_id: str) -> int:
+    """A question's back-off seed: the same for the same batch seed and id, whatever ran before it."""
+    return zlib.crc32(f"{batch_seed}:{question_id}".encode())
+
+
+async def answer(question: Question, asking: Asking) -> Answer:
+    """Research ``question`` and check its report; a question nobody can plan for is ``failed``."""
+    started, setup = time.monotonic(), asking.setup
+    deadline_s = question.deadline or setup.deadline_s
+    options = ResearchOptions(
+        deadline_s=deadline_s, transport="http", policy=setup.policy, guard=asking.guard,
+        seed=question_seed(setup.seed, question.id), claude=setup.claude, started_at=started,
+        grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in question.grant)),
+    )  # fmt: skip
+    budget = TokenBudget(setup.claude.token_budget) if setup.claude is not None else None
+    try:
+        plan, planning = await make_plan(question.query, options, budget, setup.settings)
+    except QueryError as exc:
+        return Answer(
+            question.id, question.query, "failed", error=str(exc), elapsed_s=time.monotonic() - started
+        )
+    history = History()
+    report = await research(
+        question.query, options, settings=setup.settings, plan=plan, planning=planning, budget=budget,
+        connections=asking.connections, post_call=(history.recorder(), TrimResults()),
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    judged = ScenarioResult(
+        scenario=Scenario(options.seed or 0, question.query, faults={}, refund_amount=None), plan=plan,
+        report=report, history=history, elapsed_s=elapsed, refunds=[], refund_key=None,
+        leaked_processes=[], leaked_sockets=0, policy=setup.policy, query_deadline_s=deadline_s,
+    )  # fmt: skip
+    escalations: dict[str, int] = {}
+    for gap in report.gaps:
+        category = gap.error_category.value if gap.error_category else "none"
+        escalations[category] = escalations.get(category, 0) + 1
+    return Answer(
+        question.id, question.query, report.status, report_json=report.to_json(), escalations=escalations,
+        violations=check(judged), elapsed_s=elapsed, tokens_used=budget.used if budget is not None else 0,
+    )  # fmt: skip

@@ -1,0 +1,155 @@
+"""`research batch QUESTIONS --out DIR`: many questions against one shared fleet, a report each.
+
+Exit status 0 when every question was answered completely, 3 when some answers are partial or some
+questions failed (see DIR), 2 for a usage error, 130 when interrupted (every finished report kept).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+from coordinator.cli.common import (
+    EXIT_COMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_PARTIAL,
+    FaultsOption,
+    Llm,
+    LlmOption,
+    app,
+    claude_for,
+    fleet_call,
+    usage_error,
+)
+
+if TYPE_CHECKING:
+    from coordinator.batch.run import Batch, Engine
+    from coordinator.batch.summary import Tally
+    from coordinator.batch.work import Answer, Setup
+
+QuestionsArgument = Annotated[
+    Path,
+    typer.Argument(
+        help='JSON lines, one {"id": ..., "query": ...} a line (optional "deadline", "grant"), or one question a line.'
+    ),
+]
+EngineOption = Annotated[str, typer.Option("--engine", help="local (this process) or ray.")]
+
+
+def _url(value: str) -> tuple[str, str]:
+    source, sep, url = value.partition("=")
+    if not sep or not url.startswith(("http://", "https://")):
+        raise typer.BadParameter(
+            f"--url takes SOURCE=URL, e.g. orders=http://127.0.0.1:8102/mcp; got {value!r}"
+        )
+    return source, url
+
+
+@app.command()
+def batch(
+    questions: QuestionsArgument,
+    out: Annotated[Path, typer.Option("--out", help="The folder for the reports, traces and summary.json.")],
+    engine: EngineOption = "local",
+    address: Annotated[str | None, typer.Option("--address", help="A Ray cluster (ray://host:10001); local Ray by default.")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Questions in flight at once.")] = 8,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Ray worker processes.")] = 2,
+    deadline: Annotated[float, typer.Option("--deadline", min=0.1, help="Seconds per question.")] = 30.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the back-off jitter (per question).")] = 0,
+    retry_budget: Annotated[float, typer.Option("--retry-budget", min=0.0, max=1.0, help="Retries at most this share of first attempts, per source, fleet-wide.")] = 0.1,
+    bulkhead: Annotated[int, typer.Option("--bulkhead", min=1, help="Concurrent calls per source, fleet-wide.")] = 8,
+    faults: FaultsOption = None,
+    url: Annotated[list[str] | None, typer.Option("--url", help="SOURCE=URL of a running source (all five); by default the running fleet, or one started for the batch.")] = None,
+    llm: LlmOption = Llm.none,
+    total_tokens: Annotated[int | None, typer.Option("--total-tokens", min=1, help="Claude mode: the whole batch's token budget.")] = None,
+) -> None:  # fmt: skip
+    """Research every question of a file; one report (as `ask --json`) and one trace each, in DIR.
+
+    Example: research batch questions.jsonl --out runs/tonight --engine ray --concurrency 16
+    """
+    if engine not in ("local", "ray"):
+        raise usage_error(f"--engine takes local or ray; got {engine!r}")
+    from coordinator.batch.run import Batch
+
+    try:
+        urls = dict(_url(each) for each in url or [])
+    except typer.BadParameter as exc:
+        raise usage_error(str(exc)) from None
+    asked = Batch(
+        questions, out, engine, address, concurrency, workers, deadline, seed, retry_budget, bulkhead,
+        {each.source: each.settings for each in faults or []}, urls, claude=claude_for(llm),
+        total_tokens=total_tokens,
+    )  # fmt: skip
+    summary = _run(asked)
+    complete = summary["answered"] == summary["questions"]
+    raise typer.Exit(EXIT_COMPLETE if complete else EXIT_PARTIAL)
+
+
+def _run(asked: Batch) -> dict[str, Any]:
+    from coordinator.batch.questions import QuestionsError
+    from coordinator.batch.run import run_batch
+    from coordinator.batch.summary import summary_table
+    from sources.settings import SourceSettings
+
+    console = Console(stderr=True)
+    progress = BarProgress(console)
+    try:
+        with progress.bar:
+            summary: dict[str, Any] = fleet_call(
+                lambda: run_batch(asked, SourceSettings.from_environment(), _engine(asked), progress)
+            )
+    except QuestionsError as exc:
+        raise usage_error(str(exc)) from None
+    except KeyboardInterrupt:
+        console.print(f"interrupted: the finished reports are in {asked.out}; run the same command to go on")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    Console().print(summary_table(summary))
+    typer.echo(f"reports: {asked.out / 'reports'}   summary: {asked.out / 'summary.json'}")
+    return summary
+
+
+def _engine(asked: Batch) -> Any:
+    def make(setup: Setup) -> Engine:
+        if asked.engine == "ray":
+            try:
+                from coordinator.batch.ray_engine import RayEngine
+            except ImportError:
+                raise usage_error("--engine ray needs Ray: pip install '.[ray]'") from None
+            return RayEngine(
+                setup, workers=asked.workers, retry_share=asked.retry_share, bulkhead=asked.bulkhead,
+                address=asked.address,
+            )  # fmt: skip
+        from coordinator.batch.local import LocalEngine
+
+        return LocalEngine(setup, retry_share=asked.retry_share, bulkhead=asked.bulkhead)
+
+    return make
+
+
+class BarProgress:
+    """A progress bar on stderr: questions done, complete / partial / failed, and the retry ratio."""
+
+    def __init__(self, console: Console) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(
+            TextColumn("batch"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(), console=console, transient=False,
+        )  # fmt: skip
+        self._task: Any = None
+
+    def started(self, total: int, skipped: int) -> None:
+        counts = f"{skipped} already answered" if skipped else ""
+        self._task = self.bar.add_task("batch", total=total, completed=skipped, counts=counts)
+
+    def answered(self, answer: Answer, tally: Tally, retry_ratio: float) -> None:
+        counts = tally.counts
+        text = (
+            f"complete {counts['complete']}  partial {counts['partial']}  failed {counts['failed']}"
+            f"  retries {retry_ratio:.1%}"
+        )
+        if tally.violations:
+            text += f"  invariant violations {tally.violations}"
+        self.bar.update(self._task, advance=1, counts=text)
