@@ -88,6 +88,15 @@ class SourceState:
     breakers: Breakers = field(default_factory=Breakers)
     budget: RetryBudget = field(default_factory=lambda: RetryBudget(share=None))
 
+    @classmethod
+    def shared(cls, retry_share: float, bulkhead: int | None) -> SourceState:
+        """The state many concurrent callers share (a batch). A breaker opens on consecutive failures,
+        and one lost session fails every call in flight on it at once: as many as the bulkhead lets
+        through. So the threshold counts those on top of the usual five, and one lost session never
+        reads as a source that keeps failing."""
+        threshold = Breakers().failure_threshold + (bulkhead or 0)
+        return cls(Breakers(failure_threshold=threshold), RetryBudget(retry_share))
+
     def allow(self, source: str, now: float, *, first: bool) -> Verdict:
         breaker = self.breakers[source]
         if not breaker.allow(now):

@@ -14,8 +14,7 @@ import psutil
 
 from coordinator.batch.questions import Question
 from coordinator.batch.work import Answer, Asking, Setup, answer, asking_at
-from subagents.breaker import Breakers
-from subagents.guard import Bulkheads, LocalGuard, RetryBudget, SourceState
+from subagents.guard import Bulkheads, LocalGuard, SourceState
 
 __all__ = ["LocalEngine"]
 
@@ -27,7 +26,7 @@ class LocalEngine:
     def __init__(self, setup: Setup, *, retry_share: float, bulkhead: int | None) -> None:
         self.setup = setup
         self.memory_rss: list[int] = []
-        self.guard = LocalGuard(SourceState(Breakers(), RetryBudget(retry_share)), Bulkheads(bulkhead))
+        self.guard = LocalGuard(SourceState.shared(retry_share, bulkhead), Bulkheads(bulkhead))
         self._stack = AsyncExitStack()
         self._asking: Asking | None = None
 

@@ -27,8 +27,7 @@ import ray
 
 from coordinator.batch.questions import Question
 from coordinator.batch.work import Answer, Asking, Setup, answer, asking_at
-from subagents.breaker import Breakers
-from subagents.guard import Bulkheads, RetryBudget, SourceState, Verdict
+from subagents.guard import Bulkheads, SourceState, Verdict
 
 __all__ = ["RayEngine"]
 
@@ -37,8 +36,8 @@ __all__ = ["RayEngine"]
 class GuardHost:
     """The fleet's breakers and retry budget, in one place. Its own clock: workers' clocks differ."""
 
-    def __init__(self, retry_share: float) -> None:
-        self.state = SourceState(Breakers(), RetryBudget(retry_share))
+    def __init__(self, retry_share: float, bulkhead: int | None) -> None:
+        self.state = SourceState.shared(retry_share, bulkhead)
 
     def allow(self, source: str, first: bool) -> tuple[bool, float]:
         verdict = self.state.allow(source, time.monotonic(), first=first)
@@ -139,6 +138,7 @@ class RayEngine:
         self.workers = workers
         self.retry_share = retry_share
         # The fleet-wide cap shared out: each worker holds its part, at least one call per source.
+        self.fleet_bulkhead = bulkhead
         self.bulkhead = None if bulkhead is None else max(1, bulkhead // workers)
         self.address = address
         self.memory_rss: list[int] = []
@@ -154,7 +154,7 @@ class RayEngine:
             else:
                 ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
             self._started_ray = True
-        self._host = GuardHost.remote(self.retry_share)  # type: ignore[attr-defined]
+        self._host = GuardHost.remote(self.retry_share, self.fleet_bulkhead)  # type: ignore[attr-defined]
         self._pool = [
             BatchWorker.remote(self.setup, self._host, self.bulkhead)  # type: ignore[attr-defined]
             for _ in range(self.workers)

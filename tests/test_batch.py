@@ -1,0 +1,313 @@
+"""`research batch` on the local engine: the questions file, the guard's rules, and real batches
+against a real HTTP fleet the batch starts and stops (reports, resume, a kill, the same reports as
+`research ask`).
+
+The Ray engine has its own module (``tests/test_batch_ray.py``): one local Ray for all its tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coordinator.batch.questions import Question, QuestionsError, read_questions
+from coordinator.batch.run import TokenPool
+from coordinator.report import ResearchReport
+from sources.fleet import Fleet
+from sources.settings import SourceSettings
+from subagents.guard import Bulkheads, RetryBudget
+from tests.conftest import PROJECT_ROOT
+
+QUESTIONS = [
+    "Orders of CUST-00042?",
+    "Investigate jane.doe@example.com: recent orders, open tickets",
+    "Tickets for CUST-00007",
+    "Is a £40 refund on ORD-10031 allowed?",
+    "What is our policy on refunds?",
+    "Invoices of CUST-00011",
+]
+
+
+def write_questions(folder: Path, queries: list[str]) -> Path:
+    path = folder / "questions.jsonl"
+    lines = [json.dumps({"id": f"q{number:03d}", "query": query}) for number, query in enumerate(queries, 1)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def batch_command(settings: SourceSettings, *args: str, **popen: Any) -> subprocess.Popen[str]:
+    environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
+    return subprocess.Popen(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", "batch", *args],
+        env=environment, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        **popen,
+    )  # fmt: skip
+
+
+def run_batch_command(settings: SourceSettings, *args: str) -> subprocess.CompletedProcess[str]:
+    process = batch_command(settings, *args)
+    out, err = process.communicate(timeout=240)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+@pytest.fixture
+def no_fleet_left(settings: SourceSettings) -> Any:
+    """Each batch stops the fleet it started; a killed one cannot, so the test stops it after."""
+    yield
+    Fleet(settings).down()
+
+
+# --- the questions file --------------------------------------------------------------------------
+
+
+def test_json_lines_and_plain_text_both_read(tmp_path: Path) -> None:
+    jsonl = tmp_path / "q.jsonl"
+    jsonl.write_text(
+        '{"id": "a", "query": "Orders of CUST-00042?", "deadline": 12, "grant": "billing:read"}\n'
+        "# a comment\n\n"
+        '{"id": "b", "query": "Tickets for CUST-00007"}\n'
+    )
+    assert read_questions(jsonl) == [
+        Question(id="a", query="Orders of CUST-00042?", deadline=12, grant=("billing:read",)),
+        Question(id="b", query="Tickets for CUST-00007"),
+    ]
+    text = tmp_path / "q.txt"
+    text.write_text("Orders of CUST-00042?\n\nTickets for CUST-00007\n")
+    assert [(q.id, q.query) for q in read_questions(text)] == [
+        ("line-1", "Orders of CUST-00042?"),
+        ("line-3", "Tickets for CUST-00007"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('{"id": "a"}', "q.jsonl:2: the field 'query' is missing"),
+        ('{"id": "../../etc/passwd", "query": "x"}', "is not a plain name"),
+        ('{"id": "a", "query": "x", "when": 1}', "unknown field 'when'"),
+        ('{"id": "a", "query": "x", "deadline": -1}', "deadline"),
+        ('{"id": "a", "query": "x"', "not a JSON object"),
+        ('["a", "x"]', "expected a JSON object"),
+        ('{"id": "first", "query": "again"}', "is on line 1 too"),
+    ],
+)
+def test_a_bad_line_is_named_with_the_field_and_an_example(tmp_path: Path, line: str, said: str) -> None:
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"id": "first", "query": "Orders of CUST-00042?"}\n' + line + "\n")
+    with pytest.raises(QuestionsError) as raised:
+        read_questions(path)
+    assert said in str(raised.value)
+    assert "Traceback" not in str(raised.value)
+    if "line 1 too" not in said:
+        assert '"query": "Orders of CUST-00042?"' in str(raised.value)  # the example
+
+
+@given(st.text(min_size=1, max_size=120))
+def test_an_id_is_a_plain_file_name_or_refused(candidate: str) -> None:
+    try:
+        question = Question(id=candidate, query="x")
+    except ValueError:
+        return
+    assert "/" not in question.id and not question.id.startswith(".") and "\x00" not in question.id
+
+
+# --- the guard's rules ---------------------------------------------------------------------------
+
+
+@given(st.lists(st.tuples(st.sampled_from(["first", "retry"]), st.sampled_from(["a", "b"])), max_size=300))
+def test_retries_never_pass_the_share_of_first_attempts(events: list[tuple[str, str]]) -> None:
+    budget = RetryBudget(share=0.1)
+    for kind, source in events:
+        if kind == "first":
+            budget.first_attempt(source)
+        else:
+            budget.spend(source)
+        for each in ("a", "b"):
+            assert budget.retries.get(each, 0) <= 0.1 * budget.first_attempts.get(each, 0)
+    assert sum(budget.retries.values()) + sum(budget.refused.values()) == sum(k == "retry" for k, _ in events)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=150), max_size=60))
+def test_the_token_pool_never_spends_past_its_total(uses: list[int]) -> None:
+    pool = TokenPool(total=1000, per_question=150)
+    for used in uses:
+        if pool.reserve():
+            pool.settle(used)  # a question never spends more than its own budget (TokenBudget)
+        assert pool.used + pool.reserved <= pool.total
+
+
+def test_a_bulkhead_caps_calls_to_one_source_at_once() -> None:
+    bulkheads = Bulkheads(limit=2, limits={"kb": 1})
+    peak: dict[str, int] = {"orders": 0, "kb": 0}
+    now: dict[str, int] = {"orders": 0, "kb": 0}
+
+    async def call(source: str) -> None:
+        async with bulkheads.slot(source):
+            now[source] += 1
+            peak[source] = max(peak[source], now[source])
+            await anyio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
+            now[source] -= 1
+
+    async def main() -> None:
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as group:
+                for _ in range(6):
+                    group.start_soon(call, "orders")
+                    group.start_soon(call, "kb")
+
+    anyio.run(main)
+    assert peak == {"orders": 2, "kb": 1}
+
+
+# --- real batches ---------------------------------------------------------------------------------
+
+
+def test_a_batch_writes_a_report_each_and_a_rerun_asks_nothing_again(
+    settings: SourceSettings, tmp_path: Path, no_fleet_left: None
+) -> None:
+    questions = write_questions(tmp_path, [*QUESTIONS, "what is the weather"])
+    out = tmp_path / "out"
+    done = run_batch_command(settings, str(questions), "--out", str(out), "--concurrency", "4")
+    assert done.returncode == 3, done.stderr  # one question cannot be researched: not all complete
+    reports = sorted((out / "reports").glob("*.json"))
+    assert [path.stem for path in reports] == [f"q{n:03d}" for n in range(1, len(QUESTIONS) + 1)]
+    for path in reports:
+        ResearchReport.model_validate_json(path.read_text())  # the model of `ask --json`
+    failed = json.loads((out / "failed" / "q007.json").read_text())
+    assert failed["query"] == "what is the weather" and "names nothing to research" in failed["error"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["questions"] == 7 and summary["failed"] == 1
+    assert summary["answered"] + summary["partial"] == len(QUESTIONS)
+    assert summary["invariant_violations"] == 0
+    assert "questions per second" in done.stdout and "retries / first attempts" in done.stdout
+    traced = {json.loads(p.read_text())["trace_id"] for p in reports}
+    spans = [
+        json.loads(line) for f in (out / "traces").glob("*.jsonl") for line in f.read_text().splitlines()
+    ]
+    by_trace: dict[str, set[str]] = {}
+    for span in spans:
+        trace_id = span["context"]["trace_id"].removeprefix("0x")
+        by_trace.setdefault(trace_id, set()).add(span["resource"]["attributes"]["service.name"])
+    for trace_id in traced:  # one trace per question, from the coordinator into the sources
+        assert "research-coordinator" in by_trace[trace_id] and len(by_trace[trace_id]) > 1
+    assert Fleet(settings).members() == {}  # the fleet it started is stopped
+
+    before = {path.name: path.stat().st_mtime_ns for path in reports}
+    again = run_batch_command(settings, str(questions), "--out", str(out))
+    assert again.returncode == 3, again.stderr
+    assert {path.name: path.stat().st_mtime_ns for path in (out / "reports").glob("*.json")} == before
+    assert json.loads((out / "summary.json").read_text())["this_run"]["questions"] == 1  # the failed one
+
+
+def test_the_same_reports_as_ask(settings: SourceSettings, tmp_path: Path, no_fleet_left: None) -> None:
+    chosen = QUESTIONS[:3]
+    questions = write_questions(tmp_path, chosen)
+    out = tmp_path / "out"
+    done = run_batch_command(settings, str(questions), "--out", str(out))
+    assert done.returncode in (0, 3), done.stderr
+    environment = {**os.environ, **settings.child_environment()}
+    for number, query in enumerate(chosen, 1):
+        asked = subprocess.run(
+            [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", query, "--json"],
+            env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert asked.returncode in (0, 3), asked.stderr
+        by_ask = json.loads(asked.stdout)
+        by_batch = json.loads((out / "reports" / f"q{number:03d}.json").read_text())
+        assert by_ask.pop("trace_id") != by_batch.pop("trace_id")
+        assert by_batch == by_ask
+
+
+def test_a_killed_batch_keeps_every_finished_report_and_a_rerun_finishes(
+    settings: SourceSettings, tmp_path: Path, no_fleet_left: None
+) -> None:
+    queries = [QUESTIONS[number % 3] for number in range(30)]
+    questions = write_questions(tmp_path, queries)
+    out = tmp_path / "out"
+    slow = ("--faults", "customers:latency=150ms,seed=1", "--concurrency", "2")
+    process = batch_command(settings, str(questions), "--out", str(out), *slow)
+    try:
+        with _deadline(120) as waiting:
+            while len(list((out / "reports").glob("*.json"))) < 3:
+                waiting()
+                assert process.poll() is None, process.communicate()[1]
+                time.sleep(0.05)  # polling a folder another process writes: bounded by the deadline
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    kept = sorted((out / "reports").glob("*.json"))
+    assert 3 <= len(kept) < 30
+    for path in kept:  # whole: each one a full report, none cut short
+        ResearchReport.model_validate_json(path.read_text())
+    assert not [
+        p for p in (out / "reports").iterdir() if not p.name.endswith(".json") and not p.name.startswith(".")
+    ]
+    first_run = {path.name: path.read_bytes() for path in kept}
+
+    again = run_batch_command(settings, str(questions), "--out", str(out))
+    assert again.returncode in (0, 3), again.stderr
+    reports = {path.name: path.read_bytes() for path in (out / "reports").glob("*.json")}
+    assert len(reports) == 30
+    assert all(reports[name] == content for name, content in first_run.items())  # nothing asked twice
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["this_run"]["questions"] == 30 - len(kept) and summary["invariant_violations"] == 0
+
+
+def test_ctrl_c_keeps_every_finished_report_and_stops_the_fleet(
+    settings: SourceSettings, tmp_path: Path, no_fleet_left: None
+) -> None:
+    questions = write_questions(tmp_path, [QUESTIONS[number % 3] for number in range(30)])
+    out = tmp_path / "out"
+    slow = ("--faults", "customers:latency=150ms,seed=1", "--concurrency", "2")
+    process = batch_command(settings, str(questions), "--out", str(out), *slow)
+    try:
+        with _deadline(120) as waiting:
+            while len(list((out / "reports").glob("*.json"))) < 2:
+                waiting()
+                assert process.poll() is None, process.communicate()[1]
+                time.sleep(0.05)  # polling a folder another process writes: bounded by the deadline
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert "interrupted: the finished reports are in" in err and "Traceback" not in err
+    kept = list((out / "reports").glob("*.json"))
+    for path in kept:
+        ResearchReport.model_validate_json(path.read_text())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["answered"] + summary["partial"] == len(kept) < 30
+    assert Fleet(settings).members() == {}  # the fleet it started is stopped on the way out
+
+
+class _deadline:
+    """A bounded wait for another process: ``check()`` raises once ``seconds`` have passed."""
+
+    def __init__(self, seconds: float) -> None:
+        self.until = time.monotonic() + seconds
+
+    def __enter__(self) -> Any:
+        def check() -> None:
+            if time.monotonic() > self.until:
+                raise TimeoutError("the batch wrote too few reports in time")
+
+        return check
+
+    def __exit__(self, *exc: object) -> None:
+        pass

@@ -1,0 +1,98 @@
+"""`research batch --engine ray` on a local Ray, started once for this module: the workers share one
+guard actor (breakers and retry budget), write a report and a trace per question, and keep the
+fleet-wide retry budget under a source that fails half its calls. Skipped only where Ray is not
+installed (`pip install '.[ray]'`; `make test` installs it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed here: pip install '.[ray]'")
+
+from coordinator.report import ResearchReport  # noqa: E402
+from sources.fleet import Fleet  # noqa: E402
+from sources.settings import SourceSettings  # noqa: E402
+from tests.test_batch import QUESTIONS, run_batch_command, write_questions  # noqa: E402
+
+pytestmark = pytest.mark.subprocess
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def on_ray(settings: SourceSettings, questions: Path, out: Path, *args: str) -> dict[str, Any]:
+    """`research batch --engine ray` as a user runs it, joining this module's Ray (``--address auto``)."""
+    try:
+        done = run_batch_command(
+            settings,
+            str(questions),
+            "--out",
+            str(out),
+            "--engine",
+            "ray",
+            "--workers",
+            "2",
+            "--address",
+            "auto",
+            *args,
+        )
+    finally:
+        Fleet(settings).down()
+    assert done.returncode in (0, 3), done.stderr
+    assert "retries / first attempts" in done.stdout and "Traceback" not in done.stderr
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return summary
+
+
+def test_ray_workers_write_a_report_and_a_trace_per_question(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    summary = on_ray(settings, write_questions(tmp_path, QUESTIONS), out)
+    assert summary["questions"] == len(QUESTIONS)
+    assert summary["answered"] + summary["partial"] == len(QUESTIONS) and summary["failed"] == 0
+    assert summary["invariant_violations"] == 0
+    run = summary["this_run"]
+    assert run["engine"] == "ray" and run["workers"] == 2 and len(run["memory_per_worker_mb"]) == 2
+    reports = {
+        path.stem: ResearchReport.model_validate_json(path.read_text())
+        for path in (out / "reports").glob("*.json")
+    }
+    assert len(reports) == len(QUESTIONS)
+    services: dict[str, set[str]] = {}
+    for path in (out / "traces").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            span = json.loads(line)
+            trace_id = span["context"]["trace_id"].removeprefix("0x")
+            services.setdefault(trace_id, set()).add(span["resource"]["attributes"]["service.name"])
+    for report in reports.values():  # written by a worker process, joined by the sources it called
+        assert "research-coordinator" in services[report.trace_id]
+        assert len(services[report.trace_id]) == 1 + len({task.source for task in report.tasks})
+
+
+def test_the_retry_budget_holds_across_workers_under_a_source_failing_half_its_calls(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    queries = [f"Orders of CUST-{number:05d}?" for number in range(1, 41)]
+    questions = write_questions(tmp_path, queries)
+    summary = on_ray(settings, questions, tmp_path / "out", "--faults", "orders:transient=0.5,seed=5")
+    budget = summary["retry_budget"]["by_source"]
+    first, retries = budget["first_attempts"]["orders"], budget["retries"].get("orders", 0)
+    reports = [json.loads(path.read_text()) for path in (tmp_path / "out" / "reports").glob("*.json")]
+    called = [task for r in reports for task in r["tasks"] if task["source"] == "orders" and task["attempts"]]
+    assert first == len(called) >= 30  # one first attempt per orders task that called, counted in one place
+    assert retries <= 0.1 * first  # the share held, across both workers
+    assert budget["retries_refused"]["orders"] > 0  # and it was what held it: retries were wanted
+    assert summary["answered"] + summary["partial"] == 40  # every question still has its report
+    assert summary["invariant_violations"] == 0
+    reasons = [d["reason"] for task in called for d in task["decisions"]]
+    assert any(reason.startswith("the retry budget for orders is spent") for reason in reasons)
