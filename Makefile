@@ -33,11 +33,18 @@ $(TIME_SERVER):
 	@$(PYTHON) -m venv $(THIRD_PARTY)/time && $(THIRD_PARTY)/time/bin/pip install --quiet mcp-server-time==2026.10.19 \
 	|| echo "mcp-server-time could not be installed: the time-server tests will be skipped"
 
+# Ray, the optional extra behind `research batch --engine ray` (tests/test_batch_ray.py); where pip
+# cannot install it, those tests are skipped and say so.
+RAY := $(BIN)/.ray-installed
+$(RAY): $(BIN)/.installed
+	@$(BIN)/python -m pip install --quiet -e '.[ray]' && touch $@ \
+	|| echo "Ray could not be installed: the Ray batch tests will be skipped"
+
 # Strict types on the four packages (the settings are in pyproject.toml, [tool.mypy]).
-typecheck: $(BIN)/.installed
+typecheck: $(BIN)/.installed $(RAY)
 	$(BIN)/mypy
 
-test: lint typecheck $(INTEROP)/node_modules/.installed $(TIME_SERVER)
+test: $(RAY) lint typecheck $(INTEROP)/node_modules/.installed $(TIME_SERVER)
 	$(BIN)/python -m pytest
 
 # The main job on the embedded default: five sources spawned over stdio, local SQLite data. The

@@ -321,7 +321,23 @@ def parse_planner(text: str) -> list[Row]:
 
 
 # The benchmarks whose printed lines have a regular shape; the others are shown as printed.
+def parse_batch(text: str) -> list[Row]:
+    (base,) = matching(text, r"research ask one after another: (?P<value>[\d.]+) questions/s \((?P<how>.*)\)")
+    pattern = (
+        r"(?P<name>.+?): (?P<value>[\d.]+) questions/s \((?P<ratio>[\d.]+)x research ask one after another\)"
+    )
+    baseline = f"research ask one after another: {base['value']} questions/s (sample)"
+    rows: list[Row] = [
+        (row["name"], f"{row['value']} questions/s", baseline, f"{row['ratio']}x", "")
+        for row in matching(text, pattern)
+    ]
+    (violations,) = matching(text, r"invariant violations: (?P<value>\d+)")
+    rows.append(("invariant violations", violations["value"], NO, NO, "0"))
+    return rows
+
+
 PARSERS: dict[str, Callable[[str], list[Row]]] = {
+    "batch": parse_batch,
     "startup": parse_startup,
     "answers": parse_answers,
     "subagent_overhead": parse_subagent_overhead,

@@ -29,6 +29,7 @@ from sources.fleet import Fleet
 from sources.settings import SourceSettings
 from subagents.guard import Bulkheads, RetryBudget
 from tests.conftest import PROJECT_ROOT
+from tests.fake_messages_api import Conversations, FakeMessagesApi
 
 QUESTIONS = [
     "Orders of CUST-00042?",
@@ -47,12 +48,13 @@ def write_questions(folder: Path, queries: list[str]) -> Path:
     return path
 
 
-def batch_command(settings: SourceSettings, *args: str, **popen: Any) -> subprocess.Popen[str]:
-    environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
+def batch_command(
+    settings: SourceSettings, *args: str, environment: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", "from coordinator.cli import app; app()", "batch", *args],
-        env=environment, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        **popen,
+        env={**os.environ, **settings.child_environment(), "COLUMNS": "200", **(environment or {})},
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
 
@@ -146,6 +148,30 @@ def test_the_token_pool_never_spends_past_its_total(uses: list[int]) -> None:
         if pool.reserve():
             pool.settle(used)  # a question never spends more than its own budget (TokenBudget)
         assert pool.used + pool.reserved <= pool.total
+
+
+def test_a_question_waits_for_tokens_that_questions_in_flight_may_give_back() -> None:
+    pool = TokenPool(total=250, per_question=100)
+    taken: list[bool] = []
+
+    async def main() -> None:
+        with anyio.fail_after(5):
+            assert await pool.take() and await pool.take()  # 200 reserved: a third cannot fit yet
+            async with anyio.create_task_group() as group:
+                group.start_soon(lambda: _record(pool, taken))
+                await anyio.lowlevel.checkpoint()
+                assert taken == []  # waiting, not refused: two questions are still in flight
+                pool.settle(20)  # one ends having used 20: 120 held, 100 more fit
+            assert taken == [True]
+            pool.settle(100)
+            pool.settle(100)  # 220 used, none in flight: the rest cannot hold a whole question
+            assert await pool.take() is False
+
+    anyio.run(main)
+
+
+async def _record(pool: TokenPool, taken: list[bool]) -> None:
+    taken.append(await pool.take())
 
 
 def test_a_bulkhead_caps_calls_to_one_source_at_once() -> None:
@@ -294,6 +320,42 @@ def test_ctrl_c_keeps_every_finished_report_and_stops_the_fleet(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["answered"] + summary["partial"] == len(kept) < 30
     assert Fleet(settings).members() == {}  # the fleet it started is stopped on the way out
+
+
+def test_claude_mode_keeps_each_question_and_the_batch_within_their_token_budgets(
+    settings: SourceSettings, tmp_path: Path, no_fleet_left: None
+) -> None:
+    api = FakeMessagesApi(Conversations())  # a real HTTP peer speaking the Messages API
+    questions = write_questions(tmp_path, QUESTIONS)
+    out = tmp_path / "out"
+    claude = {
+        "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": api.base_url,
+        "RESEARCH_CLAUDE_TOKEN_BUDGET": "6000",
+    }  # fmt: skip
+    try:
+        process = batch_command(
+            settings, str(questions), "--out", str(out), "--llm", "claude", "--total-tokens", "14000",
+            environment=claude,
+        )  # fmt: skip
+        _, err = process.communicate(timeout=240)
+        assert process.returncode == 3, err
+        summary = json.loads((out / "summary.json").read_text())
+        reports = [json.loads(path.read_text()) for path in (out / "reports").glob("*.json")]
+        assert reports and summary["not_started"] == len(QUESTIONS) - len(reports) > 0
+        assert sum(report["tokens"]["used"] for report in reports) <= 14000  # the batch's total
+        assert all(report["tokens"]["used"] <= 6000 == report["tokens"]["limit"] for report in reports)
+        assert all(report["planning"]["planner"] == "claude" for report in reports)
+        assert summary["invariant_violations"] == 0
+
+        again = batch_command(
+            settings, str(questions), "--out", str(out), "--llm", "claude", environment=claude
+        )
+        _, err = again.communicate(timeout=240)
+        assert again.returncode in (0, 3), err  # no total this time: the rest are asked
+        assert len(list((out / "reports").glob("*.json"))) == len(QUESTIONS)
+    finally:
+        assert api.script_errors == []
+        api.close()
 
 
 class _deadline:

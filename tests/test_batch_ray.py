@@ -5,11 +5,15 @@ installed (`pip install '.[ray]'`; `make test` installs it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed here: pip install '.[ray]'")
@@ -17,7 +21,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed here: pip install 
 from coordinator.report import ResearchReport  # noqa: E402
 from sources.fleet import Fleet  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
-from tests.test_batch import QUESTIONS, run_batch_command, write_questions  # noqa: E402
+from tests.test_batch import QUESTIONS, batch_command, run_batch_command, write_questions  # noqa: E402
 
 pytestmark = pytest.mark.subprocess
 
@@ -96,3 +100,43 @@ def test_the_retry_budget_holds_across_workers_under_a_source_failing_half_its_c
     assert summary["invariant_violations"] == 0
     reasons = [d["reason"] for task in called for d in task["decisions"]]
     assert any(reason.startswith("the retry budget for orders is spent") for reason in reasons)
+
+
+def test_ctrl_c_on_ray_keeps_the_finished_reports_and_leaves_no_worker(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    questions = write_questions(tmp_path, [QUESTIONS[number % 3] for number in range(40)])
+    out = tmp_path / "out"
+    slow = ("--faults", "customers:latency=200ms,seed=1", "--concurrency", "2")
+    process = batch_command(
+        settings, str(questions), "--out", str(out), "--engine", "ray", "--address", "auto", *slow
+    )
+    try:
+        until = time.monotonic() + 120
+        while len(list((out / "reports").glob("*.json"))) < 2:
+            assert time.monotonic() < until and process.poll() is None, "no report in time"
+            time.sleep(0.05)  # polling a folder another process writes: bounded above
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        Fleet(settings).down()
+    assert process.returncode == 130, err
+    kept = list((out / "reports").glob("*.json"))
+    assert 2 <= len(kept) < 40
+    for path in kept:
+        ResearchReport.model_validate_json(path.read_text())
+    until = time.monotonic() + 30  # Ray ends the workers of a driver that left
+    while _batch_workers() and time.monotonic() < until:
+        time.sleep(0.1)
+    assert _batch_workers() == []
+
+
+def _batch_workers() -> list[int]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if any("BatchWorker" in part for part in process.info["cmdline"] or []):
+                found.append(process.pid)
+    return found

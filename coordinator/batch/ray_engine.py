@@ -154,9 +154,10 @@ class RayEngine:
             else:
                 ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
             self._started_ray = True
-        self._host = GuardHost.remote(self.retry_share, self.fleet_bulkhead)  # type: ignore[attr-defined]
+        # ray.remote turned the classes into actor classes, whose .remote() mypy cannot see.
+        self._host = GuardHost.remote(self.retry_share, self.fleet_bulkhead)  # type: ignore[attr-defined]  # an actor class
         self._pool = [
-            BatchWorker.remote(self.setup, self._host, self.bulkhead)  # type: ignore[attr-defined]
+            BatchWorker.remote(self.setup, self._host, self.bulkhead)  # type: ignore[attr-defined]  # an actor class
             for _ in range(self.workers)
         ]
         self._busy = [0] * self.workers

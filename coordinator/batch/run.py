@@ -85,6 +85,7 @@ class TokenPool:
     per_question: int
     used: int = 0
     reserved: int = 0
+    _settled: anyio.Event | None = None
 
     def reserve(self) -> bool:
         if self.used + self.reserved + self.per_question > self.total:
@@ -92,9 +93,22 @@ class TokenPool:
         self.reserved += self.per_question
         return True
 
+    async def take(self) -> bool:
+        """Reserve a question's budget, waiting while questions in flight may give some back; False
+        once none is in flight and what is left cannot hold a whole question."""
+        while not self.reserve():
+            if self.reserved == 0:
+                return False
+            self._settled = self._settled or anyio.Event()
+            await self._settled.wait()
+        return True
+
     def settle(self, used: int) -> None:
         self.reserved -= self.per_question
         self.used += used
+        if self._settled is not None:  # wake the questions waiting for a reservation
+            self._settled.set()
+            self._settled = None
 
 
 def _free_ports(count: int) -> list[int]:
@@ -183,7 +197,7 @@ async def _ask_all(
 
     async def lane() -> None:
         for question in queue:
-            if tokens is not None and not tokens.reserve():
+            if tokens is not None and not await tokens.take():
                 state["not_started"] += 1
                 continue
             answer = await engine.answer(question)
