@@ -17,6 +17,7 @@ cluster (``ray://host:10001`` or ``auto``), where the workers need this project 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from types import TracebackType
@@ -152,7 +153,12 @@ class RayEngine:
             if self.address:
                 ray.init(address=self.address, log_to_driver=False)
             else:
-                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
+                ray.init(
+                    num_cpus=self.workers,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                )
             self._started_ray = True
         # ray.remote turned the classes into actor classes, whose .remote() mypy cannot see.
         self._host = GuardHost.remote(self.retry_share, self.fleet_bulkhead)  # type: ignore[attr-defined]  # an actor class
@@ -181,7 +187,8 @@ class RayEngine:
         try:
             return Answer.from_dict(await self._pool[index].answer.remote(question.model_dump()))
         except ray.exceptions.RayError as exc:  # the worker died or raised: this question failed
-            return Answer(question.id, question.query, "failed", error=f"the Ray worker failed: {exc}")
+            last = str(exc).strip().splitlines()[-1:] or [type(exc).__name__]  # the cause, not a traceback
+            return Answer(question.id, question.query, "failed", error=f"the Ray worker failed: {last[0]}")
         finally:
             self._busy[index] -= 1
 

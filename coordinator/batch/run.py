@@ -33,7 +33,11 @@ from subagents.guard import DEFAULT_RETRY_SHARE
 from subagents.policy import RecoveryPolicy
 from traces.setup import start_run
 
-__all__ = ["Batch", "Engine", "Progress", "TokenPool", "batch_fleet", "run_batch"]
+__all__ = ["Batch", "BatchError", "Engine", "Progress", "TokenPool", "batch_fleet", "run_batch"]
+
+
+class BatchError(ValueError):
+    """A batch that cannot run as asked; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -126,12 +130,17 @@ def batch_fleet(settings: SourceSettings, batch: Batch) -> Iterator[dict[str, st
 
     Faults are set on the fleet through its chaos control, so a fleet of the batch's own starts with
     chaos control when there are faults; a running fleet must have been started with it
-    (``FleetError`` says so otherwise)."""
+    (``FleetError`` says so otherwise), and its faults are cleared again at the end."""
     if batch.urls:
         missing = [source for source in SOURCES if source not in batch.urls]
         if missing:
-            raise ValueError(
+            raise BatchError(
                 f"--url names no URL for {', '.join(missing)}; give every source, e.g. orders=http://127.0.0.1:8102/mcp"
+            )
+        if batch.faults:
+            raise BatchError(
+                "--faults are set through a fleet's chaos control, not on sources given by --url: "
+                "leave out --url to use the running fleet (`research sources up --chaos`) or one of the batch's own"
             )
         yield dict(batch.urls)
         return
@@ -146,6 +155,9 @@ def batch_fleet(settings: SourceSettings, batch: Batch) -> Iterator[dict[str, st
     finally:
         if not running:
             fleet.down()
+        else:  # a fleet the batch found running is left as it was found
+            for source in batch.faults:
+                fleet.set_faults(source, FaultSettings())
 
 
 def run_batch(

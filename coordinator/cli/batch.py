@@ -89,7 +89,7 @@ def batch(
 
 def _run(asked: Batch) -> dict[str, Any]:
     from coordinator.batch.questions import QuestionsError
-    from coordinator.batch.run import run_batch
+    from coordinator.batch.run import BatchError, run_batch
     from coordinator.batch.summary import summary_table
     from sources.settings import SourceSettings
 
@@ -100,7 +100,7 @@ def _run(asked: Batch) -> dict[str, Any]:
             summary: dict[str, Any] = fleet_call(
                 lambda: run_batch(asked, SourceSettings.from_environment(), _engine(asked), progress)
             )
-    except QuestionsError as exc:
+    except (QuestionsError, BatchError) as exc:
         raise usage_error(str(exc)) from None
     except KeyboardInterrupt:
         console.print(f"interrupted: the finished reports are in {asked.out}; run the same command to go on")
