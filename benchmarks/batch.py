@@ -29,8 +29,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import run_all  # noqa: E402
 from coordinator.chaos.catalogue import scenarios  # noqa: E402
 
 # The installed `research` script beside this interpreter, or the same entry point from the checkout.
@@ -101,30 +100,10 @@ def chaos_options(seed: int) -> list[str]:
 
 
 def execute(argv: list[str], env: dict[str, str], timeout_s: float) -> tuple[int | None, str, str, float]:
-    """Run one command in its own process group: its status (None if killed at the timeout), stdout,
-    stderr and wall time. At the timeout, or if this run is interrupted, the whole group is killed."""
+    """``run_all.execute`` (its own process group, killed at the timeout), and its wall time."""
     started = time.perf_counter()
-    with subprocess.Popen(  # noqa: S603  (this checkout's own command)
-        argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", start_new_session=True,
-    ) as process:  # fmt: skip
-        try:
-            stdout, stderr = process.communicate(timeout=timeout_s)
-            return process.returncode, stdout, stderr, time.perf_counter() - started
-        except subprocess.TimeoutExpired:
-            kill_group(process.pid)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                stdout, stderr = process.communicate(timeout=10)
-                return None, stdout, stderr, time.perf_counter() - started
-            return None, "", "(the output could not be read after the kill)", time.perf_counter() - started
-        except BaseException:
-            kill_group(process.pid)
-            raise
-
-
-def kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    status, stdout, stderr = run_all.execute(argv, timeout_s, env)
+    return status, stdout, stderr, time.perf_counter() - started
 
 
 def failed(what: str, status: int | None, stderr: str) -> str:

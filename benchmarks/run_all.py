@@ -123,12 +123,15 @@ def plan_steps(names: list[str], scenarios: int, chart: Path) -> list[Step]:
 # --- running ---------------------------------------------------------------------------------------
 
 
-def execute(argv: list[str], timeout_s: float) -> tuple[int | None, str, str]:
+def execute(
+    argv: list[str], timeout_s: float, env: dict[str, str] | None = None
+) -> tuple[int | None, str, str]:
     """Run one command in its own process group: its status (None if killed at the timeout), stdout
     and stderr. At the timeout, or if this run is interrupted, the whole group is killed, so a
-    benchmark's own children (sources, fleets) do not outlive it."""
+    benchmark's own children (sources, fleets) do not outlive it. ``env``: the command's environment
+    (None: this one's)."""
     with subprocess.Popen(  # noqa: S603  (this checkout's own scripts and command, listed above)
-        argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, encoding="utf-8", errors="replace", start_new_session=True,
     ) as process:  # fmt: skip
         try:

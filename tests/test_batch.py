@@ -295,22 +295,9 @@ def test_a_batch_writes_the_reports_ask_would_and_a_rerun_asks_nothing_again(
 def test_a_killed_batch_keeps_every_finished_report_and_a_rerun_finishes(
     settings: SourceSettings, tmp_path: Path, no_fleet_left: None
 ) -> None:
-    queries = [QUESTIONS[number % 3] for number in range(30)]
-    questions = write_questions(tmp_path, queries)
+    questions = write_questions(tmp_path, [QUESTIONS[number % 3] for number in range(30)])
     out = tmp_path / "out"
-    slow = ("--faults", "customers:latency=150ms,seed=1", "--concurrency", "2")
-    process = batch_command(settings, str(questions), "--out", str(out), *slow)
-    try:
-        with _deadline(120) as waiting:
-            while len(list((out / "reports").glob("*.json"))) < 3:
-                waiting()
-                assert process.poll() is None, process.communicate()[1]
-                time.sleep(0.05)  # polling a folder another process writes: bounded by the deadline
-        process.send_signal(signal.SIGKILL)
-        process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    interrupted(batch_command(settings, str(questions), "--out", str(out), *SLOW), out, 3, signal.SIGKILL)
     kept = sorted((out / "reports").glob("*.json"))
     assert 3 <= len(kept) < 30
     for path in kept:  # whole: each one a full report, none cut short
@@ -334,19 +321,8 @@ def test_ctrl_c_keeps_every_finished_report_and_stops_the_fleet(
 ) -> None:
     questions = write_questions(tmp_path, [QUESTIONS[number % 3] for number in range(30)])
     out = tmp_path / "out"
-    slow = ("--faults", "customers:latency=150ms,seed=1", "--concurrency", "2")
-    process = batch_command(settings, str(questions), "--out", str(out), *slow)
-    try:
-        with _deadline(120) as waiting:
-            while len(list((out / "reports").glob("*.json"))) < 2:
-                waiting()
-                assert process.poll() is None, process.communicate()[1]
-                time.sleep(0.05)  # polling a folder another process writes: bounded by the deadline
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    process = batch_command(settings, str(questions), "--out", str(out), *SLOW)
+    err = interrupted(process, out, 2, signal.SIGINT)
     assert process.returncode == 130, err
     assert "interrupted: the finished reports are in" in err and "Traceback" not in err
     kept = list((out / "reports").glob("*.json"))
@@ -387,18 +363,19 @@ def test_claude_mode_keeps_each_question_and_the_batch_within_their_token_budget
         api.close()
 
 
-class _deadline:
-    """A bounded wait for another process: ``check()`` raises once ``seconds`` have passed."""
+SLOW = ("--faults", "customers:latency=150ms,seed=1", "--concurrency", "2")  # a batch that takes a while
 
-    def __init__(self, seconds: float) -> None:
-        self.until = time.monotonic() + seconds
 
-    def __enter__(self) -> Any:
-        def check() -> None:
-            if time.monotonic() > self.until:
-                raise TimeoutError("the batch wrote too few reports in time")
-
-        return check
-
-    def __exit__(self, *exc: object) -> None:
-        pass
+def interrupted(process: subprocess.Popen[str], out: Path, reports: int, how: signal.Signals) -> str:
+    """Send ``how`` to a running batch once ``reports`` reports are written; its stderr once it ends."""
+    try:
+        until = time.monotonic() + 120
+        while len(list((out / "reports").glob("*.json"))) < reports:
+            assert time.monotonic() < until, "the batch wrote too few reports in time"
+            assert process.poll() is None, process.communicate()[1]
+            time.sleep(0.05)  # polling a folder another process writes: bounded above
+        process.send_signal(how)
+        return process.communicate(timeout=60)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()

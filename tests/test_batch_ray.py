@@ -21,7 +21,14 @@ ray = pytest.importorskip("ray", reason="Ray is not installed here: pip install 
 from coordinator.report import ResearchReport  # noqa: E402
 from sources.fleet import Fleet  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
-from tests.test_batch import QUESTIONS, batch_command, run_batch_command, write_questions  # noqa: E402
+from tests.test_batch import (  # noqa: E402
+    QUESTIONS,
+    SLOW,
+    batch_command,
+    interrupted,
+    run_batch_command,
+    write_questions,
+)
 
 pytestmark = pytest.mark.subprocess
 
@@ -95,20 +102,12 @@ def test_ctrl_c_on_ray_keeps_the_finished_reports_and_leaves_no_worker(
 ) -> None:
     questions = write_questions(tmp_path, [QUESTIONS[number % 3] for number in range(40)])
     out = tmp_path / "out"
-    slow = ("--faults", "customers:latency=200ms,seed=1", "--concurrency", "2")
     process = batch_command(
-        settings, str(questions), "--out", str(out), "--engine", "ray", "--address", "auto", *slow
+        settings, str(questions), "--out", str(out), "--engine", "ray", "--address", "auto", *SLOW
     )
     try:
-        until = time.monotonic() + 120
-        while len(list((out / "reports").glob("*.json"))) < 2:
-            assert time.monotonic() < until and process.poll() is None, "no report in time"
-            time.sleep(0.05)  # polling a folder another process writes: bounded above
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
+        err = interrupted(process, out, 2, signal.SIGINT)
     finally:
-        if process.poll() is None:
-            process.kill()
         Fleet(settings).down()
     assert process.returncode == 130, err
     kept = list((out / "reports").glob("*.json"))
