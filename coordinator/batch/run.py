@@ -78,7 +78,7 @@ class Engine(Protocol):
 class Progress(Protocol):
     def started(self, total: int, skipped: int) -> None: ...
 
-    def answered(self, answer: Answer, tally: Tally, retry_ratio: float) -> None: ...
+    def answered(self, answer: Answer, tally: Tally) -> None: ...
 
 
 @dataclass
@@ -178,47 +178,42 @@ def run_batch(
     done = folder.answered()
     pending = [question for question in questions if question.id not in done]
     tally, started = Tally(), time.monotonic()
-    state: dict[str, Any] = {"budget": {}, "not_started": 0, "engine": batch.engine, "workers": 1}
     progress.started(len(questions), len(questions) - len(pending))
     try:
         if pending:
             with batch_fleet(settings, batch) as urls:
                 setup = Setup(settings, urls, batch.deadline_s, batch.policy, batch.seed, batch.claude)
-                anyio.run(_ask_all, make_engine(setup), pending, batch, folder, tally, progress, state)
+                anyio.run(_ask_all, make_engine(setup), pending, batch, folder, tally, progress)
     finally:
-        summary = summarize(
-            folder, questions=len(questions), ran=tally.done, wall_s=time.monotonic() - started,
-            budget=state["budget"], workers=state["workers"], engine=batch.engine,
-            asking_s=state.get("asking_s"),
-            not_started=state["not_started"], memory_rss=state.get("memory_rss", []),
-        )  # fmt: skip
+        wall_s = time.monotonic() - started
+        summary = summarize(folder, tally, questions=len(questions), wall_s=wall_s, engine=batch.engine)
         folder.write_summary(summary)
     return summary
 
 
 async def _ask_all(
     engine: Engine, pending: list[Question], batch: Batch, folder: BatchDir, tally: Tally,
-    progress: Progress, state: dict[str, Any],
+    progress: Progress,
 ) -> None:  # fmt: skip
     """Up to ``concurrency`` lanes, each taking the next question as it finishes the last."""
     tokens = None
     if batch.claude is not None and batch.total_tokens is not None:
         tokens = TokenPool(batch.total_tokens, batch.claude.token_budget)
     queue = iter(pending)  # shared by the lanes: each question is taken by one
-    state["workers"] = engine.workers
+    tally.workers = engine.workers
 
     async def lane() -> None:
         for question in queue:
             if tokens is not None and not await tokens.take():
-                state["not_started"] += 1
+                tally.not_started += 1
                 continue
             answer = await engine.answer(question)
             if tokens is not None:
                 tokens.settle(answer.tokens_used)
             _keep(folder, answer)
             tally.add(answer.status, len(answer.violations))
-            state["budget"] = await engine.budget()
-            progress.answered(answer, tally, _ratio(state["budget"]))
+            tally.budget = await engine.budget()
+            progress.answered(answer, tally)
 
     async with engine:
         asking_from = time.monotonic()  # the fleet and the workers are up: the questions' own time
@@ -227,10 +222,10 @@ async def _ask_all(
                 for _ in range(min(batch.concurrency, len(pending))):
                     lanes.start_soon(lane)
         finally:
-            state["asking_s"] = time.monotonic() - asking_from
+            tally.asking_s = time.monotonic() - asking_from
             with anyio.CancelScope(shield=True):
-                state["budget"] = await engine.budget()
-    state["memory_rss"] = engine.memory_rss
+                tally.budget = await engine.budget()
+    tally.memory_rss = engine.memory_rss
 
 
 def _keep(folder: BatchDir, answer: Answer) -> None:
@@ -239,8 +234,3 @@ def _keep(folder: BatchDir, answer: Answer) -> None:
         return
     folder.write_violations(answer.id, answer.violations)
     folder.write_report(answer.id, answer.report_json)
-
-
-def _ratio(budget: dict[str, dict[str, int]]) -> float:
-    first = sum(budget.get("first_attempts", {}).values())
-    return sum(budget.get("retries", {}).values()) / first if first else 0.0

@@ -3,6 +3,7 @@ wall time and throughput, and the fleet's retry budget as it was spent."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.table import Table
@@ -12,12 +13,17 @@ from coordinator.batch.store import BatchDir
 __all__ = ["Tally", "summarize", "summary_table"]
 
 
+@dataclass
 class Tally:
-    """The live counts of this run, for the progress line."""
+    """What this run has done so far: the progress line's counts, then the summary's figures."""
 
-    def __init__(self) -> None:
-        self.counts = {"complete": 0, "partial": 0, "failed": 0}
-        self.violations = 0
+    counts: dict[str, int] = field(default_factory=lambda: {"complete": 0, "partial": 0, "failed": 0})
+    violations: int = 0
+    not_started: int = 0  # Claude mode: left for the next run, the batch's tokens being spent
+    budget: dict[str, dict[str, int]] = field(default_factory=dict)  # the guard's counts, per source
+    workers: int = 1
+    asking_s: float | None = None  # the time with the fleet and the workers up
+    memory_rss: list[int] = field(default_factory=list)  # each worker's, as the engine closed
 
     def add(self, status: str, violations: int) -> None:
         self.counts[status] = self.counts.get(status, 0) + 1
@@ -27,16 +33,20 @@ class Tally:
     def done(self) -> int:
         return sum(self.counts.values())
 
+    @property
+    def retry_ratio(self) -> float:
+        first = sum(self.budget.get("first_attempts", {}).values())
+        return sum(self.budget.get("retries", {}).values()) / first if first else 0.0
+
 
 def summarize(
-    folder: BatchDir, *, questions: int, ran: int, wall_s: float, budget: dict[str, dict[str, int]],
-    workers: int, engine: str, not_started: int = 0, memory_rss: list[int] | None = None,
-    asking_s: float | None = None,
-) -> dict[str, Any]:  # fmt: skip
-    """The figures of the batch in ``folder``: ``ran`` questions researched this run, in ``wall_s`` from
-    the command's start, ``asking_s`` of it with the fleet and the workers up (questions per second
-    counts that: the start-up is paid once a batch, whatever its size)."""
-    asking_s = wall_s if asking_s is None else asking_s
+    folder: BatchDir, tally: Tally, *, questions: int, wall_s: float, engine: str
+) -> dict[str, Any]:
+    """The figures of the batch in ``folder``, with this run's: ``wall_s`` from the command's start,
+    the asking time of it with the fleet and the workers up (questions per second counts that: the
+    start-up is paid once a batch, whatever its size)."""
+    ran, budget, memory_rss = tally.done, tally.budget, tally.memory_rss
+    asking_s = wall_s if tally.asking_s is None else tally.asking_s
     reports = folder.reports()
     failures = folder.failures()
     escalations: dict[str, int] = {}
@@ -52,11 +62,11 @@ def summarize(
         "answered": sum(1 for report in reports.values() if report.get("status") == "complete"),
         "partial": sum(1 for report in reports.values() if report.get("status") == "partial"),
         "failed": len(failures),
-        "not_started": not_started,
+        "not_started": tally.not_started,
         "escalations_by_category": dict(sorted(escalations.items())),
         "this_run": {
             "engine": engine,
-            "workers": workers,
+            "workers": tally.workers,
             "questions": ran,
             "wall_s": round(wall_s, 3),
             "asking_s": round(asking_s, 3),

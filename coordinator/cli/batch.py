@@ -26,6 +26,8 @@ from coordinator.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from coordinator.batch.run import Batch, Engine
     from coordinator.batch.summary import Tally
     from coordinator.batch.work import Answer, Setup
@@ -110,7 +112,7 @@ def _run(asked: Batch) -> dict[str, Any]:
     return summary
 
 
-def _engine(asked: Batch) -> Any:
+def _engine(asked: Batch) -> Callable[[Setup], Engine]:
     def make(setup: Setup) -> Engine:
         if asked.engine == "ray":
             try:
@@ -144,11 +146,11 @@ class BarProgress:
         counts = f"{skipped} already answered" if skipped else ""
         self._task = self.bar.add_task("batch", total=total, completed=skipped, counts=counts)
 
-    def answered(self, answer: Answer, tally: Tally, retry_ratio: float) -> None:
+    def answered(self, answer: Answer, tally: Tally) -> None:
         counts = tally.counts
         text = (
             f"complete {counts['complete']}  partial {counts['partial']}  failed {counts['failed']}"
-            f"  retries {retry_ratio:.1%}"
+            f"  retries {tally.retry_ratio:.1%}"
         )
         if tally.violations:
             text += f"  invariant violations {tally.violations}"
