@@ -9,6 +9,10 @@ Three rules, each about a source rather than one task, so they hold across every
   as the batch or process that holds it, which is the window);
 - the **bulkhead**: a cap on concurrent calls per source, so one slow source cannot take every worker.
 
+Written here, not taken from a library: the resilience libraries keep such rules inside one process
+and count exceptions, while these count the contract's categories on the subagents' injected clock
+and must be answerable from another process.
+
 ``SourceState`` holds the first two as plain synchronous state: one object per fleet, whoever hosts it
 (this process, or one Ray actor that every worker asks; see ``coordinator.batch``). ``Guard`` is what a
 subagent sees: the same questions, awaited, because the answer may come from another process. The

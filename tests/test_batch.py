@@ -365,14 +365,19 @@ def test_claude_mode_keeps_each_question_and_the_batch_within_their_token_budget
 SLOW = ("--faults", "customers:latency=150ms,seed=1", "--concurrency", "2")  # a batch that takes a while
 
 
+def wait_for_reports(process: subprocess.Popen[str], out: Path, reports: int) -> None:
+    """Until a running batch has written ``reports`` reports (bounded: two minutes)."""
+    until = time.monotonic() + 120
+    while len(list((out / "reports").glob("*.json"))) < reports:
+        assert time.monotonic() < until, "the batch wrote too few reports in time"
+        assert process.poll() is None, process.communicate()[1]
+        time.sleep(0.05)  # polling a folder another process writes: bounded above
+
+
 def interrupted(process: subprocess.Popen[str], out: Path, reports: int, how: signal.Signals) -> str:
     """Send ``how`` to a running batch once ``reports`` reports are written; its stderr once it ends."""
     try:
-        until = time.monotonic() + 120
-        while len(list((out / "reports").glob("*.json"))) < reports:
-            assert time.monotonic() < until, "the batch wrote too few reports in time"
-            assert process.poll() is None, process.communicate()[1]
-            time.sleep(0.05)  # polling a folder another process writes: bounded above
+        wait_for_reports(process, out, reports)
         process.send_signal(how)
         return process.communicate(timeout=60)[1]
     finally:

@@ -27,6 +27,7 @@ from tests.test_batch import (  # noqa: E402
     batch_command,
     interrupted,
     run_batch_command,
+    wait_for_reports,
     write_questions,
 )
 
@@ -97,7 +98,7 @@ def test_ray_workers_share_one_retry_budget_under_a_source_failing_half_its_call
     assert any(reason.startswith("the retry budget for orders is spent") for reason in reasons)
 
 
-def test_ctrl_c_on_ray_keeps_the_finished_reports_and_leaves_no_worker(
+def test_a_killed_worker_loses_no_question_and_ctrl_c_leaves_no_worker(
     settings: SourceSettings, tmp_path: Path
 ) -> None:
     questions = write_questions(tmp_path, [QUESTIONS[number % 3] for number in range(40)])
@@ -106,12 +107,18 @@ def test_ctrl_c_on_ray_keeps_the_finished_reports_and_leaves_no_worker(
         settings, str(questions), "--out", str(out), "--engine", "ray", "--address", "auto", *SLOW
     )
     try:
-        err = interrupted(process, out, 2, signal.SIGINT)
+        wait_for_reports(process, out, 2)
+        (worker, *_) = _batch_workers()
+        psutil.Process(worker).kill()  # one Ray worker dies mid-batch: its questions go to the other
+        err = interrupted(process, out, 8, signal.SIGINT)
     finally:
+        if process.poll() is None:
+            process.kill()
         Fleet(settings).down()
     assert process.returncode == 130, err
     kept = list((out / "reports").glob("*.json"))
-    assert 2 <= len(kept) < 40
+    assert 8 <= len(kept) < 40
+    assert list((out / "failed").iterdir()) == []  # the dead worker's questions were asked again
     for path in kept:
         ResearchReport.model_validate_json(path.read_text())
     until = time.monotonic() + 30  # Ray ends the workers of a driver that left

@@ -33,7 +33,12 @@ from subagents.guard import Bulkheads, SourceState, Verdict
 __all__ = ["RayEngine"]
 
 
-@ray.remote(num_cpus=0)
+# A worker or the guard that dies is started again by Ray (its state anew: a restarted guard's budget
+# counts from zero); the questions in flight on a dead worker are `failed`, and a rerun asks them.
+_RESTARTS = 3
+
+
+@ray.remote(num_cpus=0, max_restarts=_RESTARTS)
 class GuardHost:
     """The fleet's breakers and retry budget, in one place. Its own clock: workers' clocks differ."""
 
@@ -82,7 +87,7 @@ class RayGuard:
         return self.bulkheads.slot(source)
 
 
-@ray.remote(num_cpus=1)
+@ray.remote(num_cpus=1, max_restarts=_RESTARTS)
 class BatchWorker:
     """One worker process: sessions to the fleet held for its life, questions answered concurrently."""
 
@@ -182,16 +187,31 @@ class RayEngine:
                 ray.shutdown()
 
     async def answer(self, question: Question) -> Answer:
-        index = min(range(self.workers), key=self._busy.__getitem__)  # the least busy worker
-        self._busy[index] += 1
-        try:
-            return Answer.from_dict(await self._pool[index].answer.remote(question.model_dump()))
-        except ray.exceptions.RayError as exc:  # the worker died or raised: this question failed
-            last = str(exc).strip().splitlines()[-1:] or [type(exc).__name__]  # the cause, not a traceback
-            return Answer(question.id, question.query, "failed", error=f"the Ray worker failed: {last[0]}")
-        finally:
-            self._busy[index] -= 1
+        """The question answered by the least busy worker; if that worker dies (or is restarting), by
+        another one, once: research calls read-only tools, so asking again changes nothing."""
+        tried: set[int] = set()
+        while True:
+            # By hand rather than ray.util.ActorPool: its get_next() blocks a thread, and the lanes await.
+            index = min(
+                (each for each in range(self.workers) if each not in tried), key=self._busy.__getitem__
+            )
+            self._busy[index] += 1
+            try:
+                return Answer.from_dict(await self._pool[index].answer.remote(question.model_dump()))
+            except ray.exceptions.RayActorError as exc:  # the worker died, or is being started again
+                tried.add(index)
+                if len(tried) == min(2, self.workers):
+                    return _failed(question, exc)
+            except ray.exceptions.RayError as exc:  # our code raised in the worker: a bug, said in one line
+                return _failed(question, exc)
+            finally:
+                self._busy[index] -= 1
 
     async def budget(self) -> dict[str, dict[str, int]]:
         counts: dict[str, dict[str, int]] = await self._host.counts.remote()
         return counts
+
+
+def _failed(question: Question, exc: BaseException) -> Answer:
+    last = str(exc).strip().splitlines()[-1:] or [type(exc).__name__]  # the cause, not a traceback
+    return Answer(question.id, question.query, "failed", error=f"the Ray worker failed: {last[0]}")

@@ -6,18 +6,20 @@
     DIR/traces/            the spans, one trace per question (its id is the report's trace_id)
     DIR/summary.json       the batch's figures (``coordinator.batch.summary``)
 
-Each file is written to a temporary name and renamed, so it is whole or absent: a batch killed at
-any instant leaves only finished reports, and a rerun skips every question that has one. A failed
-question is tried again by a rerun.
+Each file is published whole (``sources.private_files.publish_file``: a 0600 draft created
+exclusively, flushed to disk, renamed over), so it is whole or absent: a batch killed at any instant
+leaves only finished reports, and a rerun skips every question that has one. A failed question is
+tried again by a rerun. The folders are made 0700: reports hold what the sources said of customers.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from sources.private_files import private_folder, publish_file
 
 __all__ = ["BatchDir"]
 
@@ -32,7 +34,7 @@ class BatchDir:
 
     def prepare(self) -> None:
         for folder in (self.root, self.root / "reports", self.root / "failed", self.root / "checks"):
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_folder(folder)
 
     def report_path(self, question_id: str) -> Path:
         return self.root / "reports" / f"{question_id}.json"
@@ -83,10 +85,4 @@ class BatchDir:
 
 
 def _write(path: Path, text: str) -> None:
-    """Whole or not at all: written beside, flushed to disk, renamed over."""
-    draft = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with draft.open("w", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    draft.replace(path)
+    publish_file(path, text, replace=True)
