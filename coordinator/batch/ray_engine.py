@@ -188,8 +188,10 @@ class RayEngine:
 
     async def answer(self, question: Question) -> Answer:
         """The question answered by the least busy worker; if that worker dies (or is restarting), by
-        another one, once: research calls read-only tools, so asking again changes nothing."""
+        another one, once, in the deterministic mode: its planner plans no tool that writes, so asking
+        again changes nothing. A model might have planned one (a refund): there it is ``failed``."""
         tried: set[int] = set()
+        attempts = min(2, self.workers) if self.setup.claude is None else 1
         while True:
             # By hand rather than ray.util.ActorPool: its get_next() blocks a thread, and the lanes await.
             index = min(
@@ -200,7 +202,7 @@ class RayEngine:
                 return Answer.from_dict(await self._pool[index].answer.remote(question.model_dump()))
             except ray.exceptions.RayActorError as exc:  # the worker died, or is being started again
                 tried.add(index)
-                if len(tried) == min(2, self.workers):
+                if len(tried) == attempts:
                     return _failed(question, exc)
             except ray.exceptions.RayError as exc:  # our code raised in the worker: a bug, said in one line
                 return _failed(question, exc)
