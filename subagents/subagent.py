@@ -3,11 +3,12 @@
 It calls, classifies the outcome, lets the policy decide, acts, and reports. Every step it takes is
 a ``Decision`` in its report, in order:
 
-    call ──► pre-call hooks ──► breaker ──► source ──► classify ──► post-call hooks
+    call ──► pre-call hooks ──► breaker ──► bulkhead ──► source ──► classify ──► post-call hooks
       ▲                                                                  │
       │    ok            -> report ok                                    │
       │    valid empty   -> accept_empty, report empty                   │
       ├─── transient     -> retry (back-off, reopen/respawn first) or give_up
+      │                     (retries spent, or the fleet's retry budget: ``subagents.guard``)
       ├─── validation    -> repair the arguments, or escalate
       ├─── permission    -> elevate through the broker, or escalate
       │    business      -> escalate
