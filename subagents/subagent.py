@@ -4,15 +4,15 @@ It calls, classifies the outcome, lets the policy decide, acts, and reports. Eve
 a ``Decision`` in its report, in order:
 
     call ──► pre-call hooks ──► breaker ──► bulkhead ──► source ──► classify ──► post-call hooks
-      ▲                                                                  │
-      │    ok            -> report ok                                    │
-      │    valid empty   -> accept_empty, report empty                   │
+      ▲                                                                               │
+      │    ok            -> report ok                                                 │
+      │    valid empty   -> accept_empty, report empty                                │
       ├─── transient     -> retry (back-off, reopen/respawn first) or give_up
       │                     (retries spent, or the fleet's retry budget: ``subagents.guard``)
       ├─── validation    -> repair the arguments, or escalate
       ├─── permission    -> elevate through the broker, or escalate
       │    business      -> escalate
-      └──────────────────────────────────────────────────────────────────┘
+      └───────────────────────────────────────────────────────────────────────────────┘
 
 Only three things send a call again: a transient failure (the identical call, after a back-off),
 a repair (changed arguments), an elevation (a new credential). Nothing above or below retries.
