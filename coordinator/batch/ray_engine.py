@@ -20,6 +20,7 @@ import asyncio
 import logging
 import os
 import time
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
@@ -83,7 +84,7 @@ class RayGuard:
         allowed: bool = await self.host.spend_retry.remote(source)
         return allowed
 
-    def slot(self, source: str) -> Any:
+    def slot(self, source: str) -> AbstractAsyncContextManager[None]:
         return self.bulkheads.slot(source)
 
 

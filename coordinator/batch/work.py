@@ -113,6 +113,9 @@ async def answer(question: Question, asking: Asking) -> Answer:
         connections=asking.connections, post_call=(history.recorder(), TrimResults()),
     )  # fmt: skip
     elapsed = time.monotonic() - started
+    # Judged as a chaos scenario's query, but for what is not one question's to judge on a shared
+    # fleet: no process or socket of its own to leak, and billing's ledger (every question's refunds)
+    # is not read; a refund the question asked for is still judged from its calls.
     judged = ScenarioResult(
         scenario=Scenario(options.seed or 0, question.query, faults={}, refund_amount=None), plan=plan,
         report=report, history=history, elapsed_s=elapsed, refunds=[], refund_key=None,
