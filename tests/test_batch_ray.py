@@ -68,17 +68,17 @@ def on_ray(settings: SourceSettings, questions: Path, out: Path, *args: str) -> 
 def test_ray_workers_share_one_retry_budget_under_a_source_failing_half_its_calls(
     settings: SourceSettings, tmp_path: Path
 ) -> None:
-    queries = [f"Orders of CUST-{number:05d}?" for number in range(1, 41)]
+    queries = [f"Orders of CUST-{number:05d}?" for number in range(1, 31)]
     questions = write_questions(tmp_path, queries)
     summary = on_ray(settings, questions, tmp_path / "out", "--faults", "orders:transient=0.5,seed=5")
     budget = summary["retry_budget"]["by_source"]
     first, retries = budget["first_attempts"]["orders"], budget["retries"].get("orders", 0)
     reports = [json.loads(path.read_text()) for path in (tmp_path / "out" / "reports").glob("*.json")]
     called = [task for r in reports for task in r["tasks"] if task["source"] == "orders" and task["attempts"]]
-    assert first == len(called) >= 30  # one first attempt per orders task that called, counted in one place
+    assert first == len(called) >= 20  # one first attempt per orders task that called, counted in one place
     assert retries <= 0.1 * first  # the share held, across both workers
     assert budget["retries_refused"]["orders"] > 0  # and it was what held it: retries were wanted
-    assert summary["answered"] + summary["partial"] == 40  # every question still has its report
+    assert summary["answered"] + summary["partial"] == 30  # every question still has its report
     assert summary["invariant_violations"] == 0
     run = summary["this_run"]
     assert run["engine"] == "ray" and run["workers"] == 2 and len(run["memory_per_worker_mb"]) == 2
