@@ -41,14 +41,13 @@ import anyio
 import typer
 import uvicorn
 from mcp.server import MCPServer
-from opentelemetry import trace
 from starlette.requests import ClientDisconnect
 
 from sources.control import add_control_routes
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.wire import HttpWire, StdioWire
-from traces.setup import configure_tracing
+from traces.setup import configure_tracing, flush_spans
 
 __all__ = [
     "GRACEFUL_SHUTDOWN_S",
@@ -189,9 +188,7 @@ def _serve_stdio(server: MCPServer) -> NoReturn:
 
 def _leave(status: int) -> NoReturn:
     """Exit now: the spans flushed within a bound, stderr flushed, no interpreter teardown."""
-    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
-    if flush is not None:
-        flush(_EXIT_FLUSH_MS)
+    flush_spans(_EXIT_FLUSH_MS)
     with contextlib.suppress(OSError, ValueError):
         sys.stderr.flush()
     os._exit(status)

@@ -77,11 +77,6 @@ class RetryBudget:
         self.retries[source] = spent + 1
         return True
 
-    def ratio(self) -> float:
-        """Retries over first attempts, across every source."""
-        first = sum(self.first_attempts.values())
-        return sum(self.retries.values()) / first if first else 0.0
-
 
 @dataclass
 class SourceState:

@@ -84,10 +84,11 @@ def no_fleet_left(settings: SourceSettings) -> Any:
 
 def test_json_lines_and_plain_text_both_read(tmp_path: Path) -> None:
     jsonl = tmp_path / "q.jsonl"
-    jsonl.write_text(
-        '{"id": "a", "query": "Orders of CUST-00042?", "deadline": 12, "grant": "billing:read"}\n'
-        "# a comment\n\n"
-        '{"id": "b", "query": "Tickets for CUST-00007"}\n'
+    jsonl.write_bytes(  # as a Windows editor saves it: a byte-order mark, CRLF line ends
+        b"\xef\xbb\xbf"
+        b'{"id": "a", "query": "Orders of CUST-00042?", "deadline": 12, "grant": "billing:read"}\r\n'
+        b"# a comment\r\n\r\n"
+        b'{"id": "b", "query": "Tickets for CUST-00007"}\r\n'
     )
     assert read_questions(jsonl) == [
         Question(id="a", query="Orders of CUST-00042?", deadline=12, grant=("billing:read",)),
@@ -150,6 +151,7 @@ EVERY_URL = [f"--url={source}=http://127.0.0.1:1/mcp" for source in SOURCES]
             "--faults are set through a fleet's chaos control, not on sources given by --url",
         ),
         (("--concurrency", "0"), "--concurrency"),
+        (("--url", "foo=http://127.0.0.1:1/mcp"), "unknown source 'foo'"),
     ],
 )
 def test_bad_options_are_one_line_each(
@@ -160,6 +162,15 @@ def test_bad_options_are_one_line_each(
     assert done.exit_code == 2, done.stderr
     assert said in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out" / "reports").exists() or not list((tmp_path / "out" / "reports").iterdir())
+
+
+def test_an_out_that_cannot_be_a_folder_is_named(settings: SourceSettings, tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("a file of the user's")
+    done = in_process(
+        settings, str(write_questions(tmp_path, QUESTIONS[:1])), "--out", str(tmp_path / "taken")
+    )
+    assert done.exit_code == 2 and "cannot be the batch's folder (File exists)" in done.stderr, done.stderr
+    assert (tmp_path / "taken").read_text() == "a file of the user's"
 
 
 def test_a_missing_questions_file_is_named(settings: SourceSettings, tmp_path: Path) -> None:

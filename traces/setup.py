@@ -50,6 +50,7 @@ __all__ = [
     "configure_tracing",
     "ensure_tracing",
     "exporter_names",
+    "flush_spans",
     "otlp_delivered",
     "sampler",
     "start_run",
@@ -194,6 +195,13 @@ def start_run(
 def ensure_tracing(service_name: str) -> TracerProvider:
     """A provider with no exporter, when none was configured: trace ids stay real, nothing is written."""
     return configure_tracing(service_name, traces_dir=Path(), exporters=[])
+
+
+def flush_spans(timeout_ms: int) -> None:
+    """Export what this process's provider still holds, within ``timeout_ms`` (a process about to end)."""
+    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
+    if flush is not None:
+        flush(timeout_ms)
 
 
 def tracer() -> trace.Tracer:

@@ -20,7 +20,6 @@ __all__ = ["LocalEngine"]
 
 
 class LocalEngine:
-    name = "local"
     workers = 1
 
     def __init__(self, setup: Setup, *, retry_share: float, bulkhead: int | None) -> None:

@@ -36,7 +36,7 @@ class Question(BaseModel):
 def read_questions(path: Path) -> list[Question]:
     """The file's questions in order; ``QuestionsError`` names the first bad line (or a repeated id)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not text
     except (OSError, UnicodeDecodeError) as exc:
         raise QuestionsError(f"cannot read the questions file {path}: {exc}") from None
     lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)]

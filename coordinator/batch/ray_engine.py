@@ -30,6 +30,7 @@ import ray
 from coordinator.batch.questions import Question
 from coordinator.batch.work import Answer, Asking, Setup, answer, asking_at
 from subagents.guard import Bulkheads, SourceState, Verdict
+from traces.setup import configure_tracing, flush_spans
 
 __all__ = ["RayEngine"]
 
@@ -93,8 +94,6 @@ class BatchWorker:
     """One worker process: sessions to the fleet held for its life, questions answered concurrently."""
 
     def __init__(self, setup: Setup, host: Any, bulkhead: int | None) -> None:
-        from traces.setup import configure_tracing
-
         configure_tracing(
             "research-coordinator", traces_dir=setup.settings.traces_path, run_id=setup.settings.run_id
         )
@@ -113,13 +112,13 @@ class BatchWorker:
             self._ready.set()
             await self._closing.wait()
 
-    async def answer(self, question: dict[str, Any]) -> dict[str, Any]:
+    async def answer(self, question: Question) -> Answer:
         if self._ready is None:  # the first question opens the sessions every later one uses
             self._ready = asyncio.Event()
             self._holder = asyncio.ensure_future(self._hold())
         await self._ready.wait()
         assert self._asking is not None
-        return (await answer(Question.model_validate(question), self._asking)).to_dict()
+        return await answer(question, self._asking)
 
     async def close(self) -> int:
         """Close the sessions and flush this worker's spans; its memory (RSS, bytes) before closing."""
@@ -127,17 +126,11 @@ class BatchWorker:
         self._closing.set()
         if self._holder is not None:
             await self._holder
-        from opentelemetry import trace
-
-        flush = getattr(trace.get_tracer_provider(), "force_flush", None)
-        if flush is not None:
-            flush(5000)
+        flush_spans(5000)
         return int(rss)
 
 
 class RayEngine:
-    name = "ray"
-
     def __init__(
         self, setup: Setup, *, workers: int, retry_share: float, bulkhead: int | None, address: str | None
     ) -> None:
@@ -200,7 +193,8 @@ class RayEngine:
             )
             self._busy[index] += 1
             try:
-                return Answer.from_dict(await self._pool[index].answer.remote(question.model_dump()))
+                answered: Answer = await self._pool[index].answer.remote(question)
+                return answered
             except ray.exceptions.RayActorError as exc:  # the worker died, or is being started again
                 tried.add(index)
                 if len(tried) == attempts:

@@ -62,7 +62,6 @@ class Batch:
 
 
 class Engine(Protocol):
-    name: str
     workers: int
     memory_rss: list[int]  # each worker's resident memory (bytes) as the engine closed
 
@@ -170,7 +169,12 @@ def run_batch(
     written."""
     folder = BatchDir(batch.out)
     questions = read_questions(batch.questions)
-    folder.prepare()
+    try:
+        folder.prepare()
+    except OSError as exc:
+        raise BatchError(
+            f"--out {batch.out} cannot be the batch's folder ({exc.strerror}): name a folder to create, or one of yours"
+        ) from None
     # This run's spans (this process's, the workers' and the fleet's it starts) go to the batch folder.
     chosen = None if settings.trace_exporters is None else list(settings.trace_exporters)
     run_id = start_run("research-coordinator", folder.traces, exporters=chosen)

@@ -33,10 +33,14 @@ class Tally:
     def done(self) -> int:
         return sum(self.counts.values())
 
+    def spent(self, count: str) -> int:
+        """A count of the guard's across every source: first_attempts, retries, retries_refused."""
+        return sum(self.budget.get(count, {}).values())
+
     @property
     def retry_ratio(self) -> float:
-        first = sum(self.budget.get("first_attempts", {}).values())
-        return sum(self.budget.get("retries", {}).values()) / first if first else 0.0
+        first = self.spent("first_attempts")
+        return self.spent("retries") / first if first else 0.0
 
 
 def summarize(
@@ -54,8 +58,6 @@ def summarize(
         for gap in report.get("gaps", []):
             category = gap.get("errorCategory") or "none"
             escalations[category] = escalations.get(category, 0) + 1
-    first = sum(budget.get("first_attempts", {}).values())
-    retries = sum(budget.get("retries", {}).values())
     violations = folder.violations()
     return {
         "questions": questions,
@@ -75,10 +77,10 @@ def summarize(
             "memory_per_worker_mb": [round(rss / 2**20, 1) for rss in memory_rss or []],
         },
         "retry_budget": {
-            "first_attempts": first,
-            "retries": retries,
-            "retries_refused": sum(budget.get("retries_refused", {}).values()),
-            "retry_ratio": round(retries / first, 4) if first else 0.0,
+            "first_attempts": tally.spent("first_attempts"),
+            "retries": tally.spent("retries"),
+            "retries_refused": tally.spent("retries_refused"),
+            "retry_ratio": round(tally.retry_ratio, 4),
             "by_source": budget,
         },
         "invariant_violations": sum(len(found) for found in violations.values()),

@@ -14,7 +14,6 @@ import zlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from coordinator.batch.questions import Question
 from coordinator.chaos.catalogue import Scenario
@@ -66,24 +65,15 @@ async def asking_at(setup: Setup, guard: Guard) -> AsyncIterator[Asking]:
 
 @dataclass(frozen=True)
 class Answer:
-    """A question's outcome, as plain values (it crosses process boundaries on Ray)."""
+    """A question's outcome (on Ray, it comes back from a worker process)."""
 
     id: str
     query: str
     status: str  # "complete" | "partial" | "failed"
     report_json: str | None = None  # the report, as `research ask --json` prints it; None when failed
     error: str = ""  # why it failed
-    escalations: dict[str, int] = field(default_factory=dict)  # gaps by error category
     violations: list[tuple[str, str]] = field(default_factory=list)  # the chaos checker's findings
-    elapsed_s: float = 0.0
     tokens_used: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "violations": [list(pair) for pair in self.violations]}
-
-    @classmethod
-    def from_dict(cls, value: dict[str, Any]) -> Answer:
-        return cls(**{**value, "violations": [tuple(pair) for pair in value["violations"]]})
 
 
 def question_seed(batch_seed: int, question_id: str) -> int:
@@ -104,9 +94,7 @@ async def answer(question: Question, asking: Asking) -> Answer:
     try:
         plan, planning = await make_plan(question.query, options, budget, setup.settings)
     except QueryError as exc:
-        return Answer(
-            question.id, question.query, "failed", error=str(exc), elapsed_s=time.monotonic() - started
-        )
+        return Answer(question.id, question.query, "failed", error=str(exc))
     history = History()
     report = await research(
         question.query, options, settings=setup.settings, plan=plan, planning=planning, budget=budget,
@@ -121,11 +109,7 @@ async def answer(question: Question, asking: Asking) -> Answer:
         report=report, history=history, elapsed_s=elapsed, refunds=[], refund_key=None,
         leaked_processes=[], leaked_sockets=0, policy=setup.policy, query_deadline_s=deadline_s,
     )  # fmt: skip
-    escalations: dict[str, int] = {}
-    for gap in report.gaps:
-        category = gap.error_category.value if gap.error_category else "none"
-        escalations[category] = escalations.get(category, 0) + 1
     return Answer(
-        question.id, question.query, report.status, report_json=report.to_json(), escalations=escalations,
-        violations=check(judged), elapsed_s=elapsed, tokens_used=budget.used if budget is not None else 0,
+        question.id, question.query, report.status, report_json=report.to_json(), violations=check(judged),
+        tokens_used=budget.used if budget is not None else 0,
     )  # fmt: skip

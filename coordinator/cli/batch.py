@@ -24,6 +24,7 @@ from coordinator.cli.common import (
     fleet_call,
     usage_error,
 )
+from coordinator.cli.params import SourceUrl, source_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -41,15 +42,6 @@ QuestionsArgument = Annotated[
 EngineOption = Annotated[str, typer.Option("--engine", help="local (this process) or ray.")]
 
 
-def _url(value: str) -> tuple[str, str]:
-    source, sep, url = value.partition("=")
-    if not sep or not url.startswith(("http://", "https://")):
-        raise typer.BadParameter(
-            f"--url takes SOURCE=URL, e.g. orders=http://127.0.0.1:8102/mcp; got {value!r}"
-        )
-    return source, url
-
-
 @app.command()
 def batch(
     questions: QuestionsArgument,
@@ -63,7 +55,7 @@ def batch(
     retry_budget: Annotated[float, typer.Option("--retry-budget", min=0.0, max=1.0, help="Retries at most this share of first attempts, per source, fleet-wide.")] = 0.1,
     bulkhead: Annotated[int, typer.Option("--bulkhead", min=1, help="Concurrent calls per source, fleet-wide.")] = 8,
     faults: FaultsOption = None,
-    url: Annotated[list[str] | None, typer.Option("--url", help="SOURCE=URL of a running source (all five); by default the running fleet, or one started for the batch.")] = None,
+    url: Annotated[list[SourceUrl] | None, typer.Option("--url", parser=source_url, metavar="SOURCE=URL", help="SOURCE=URL of a running source (all five); by default the running fleet, or one started for the batch.")] = None,
     llm: LlmOption = Llm.none,
     total_tokens: Annotated[int | None, typer.Option("--total-tokens", min=1, help="Claude mode: the whole batch's token budget.")] = None,
 ) -> None:  # fmt: skip
@@ -75,13 +67,9 @@ def batch(
         raise usage_error(f"--engine takes local or ray; got {engine!r}")
     from coordinator.batch.run import Batch
 
-    try:
-        urls = dict(_url(each) for each in url or [])
-    except typer.BadParameter as exc:
-        raise usage_error(str(exc)) from None
     asked = Batch(
         questions, out, engine, address, concurrency, workers, deadline, seed, retry_budget, bulkhead,
-        {each.source: each.settings for each in faults or []}, urls, claude=claude_for(llm),
+        {each.source: each.settings for each in faults or []}, dict(url or []), claude=claude_for(llm),
         total_tokens=total_tokens,
     )  # fmt: skip
     summary = _run(asked)

@@ -38,6 +38,7 @@ __all__ = [
     "MemberPort",
     "QueryChaos",
     "SourceFaults",
+    "SourceUrl",
     "TraceKind",
     "any_source",
     "http_url",
@@ -48,6 +49,7 @@ __all__ = [
     "query_chaos",
     "source_faults",
     "source_names",
+    "source_url",
     "trace_kind",
 ]
 
@@ -123,6 +125,23 @@ def http_url(value: str) -> str:
             f"--url must be an http(s) URL such as http://127.0.0.1:8101/mcp; got {value!r}"
         )
     return value
+
+
+class SourceUrl(NamedTuple):
+    """``--url SOURCE=URL``: where one demo source already serves (`research batch`)."""
+
+    source: str
+    url: str
+
+
+def source_url(value: str) -> SourceUrl:
+    source, _, url = value.partition("=")
+    try:
+        return SourceUrl(known_source(source), http_url(url))
+    except typer.BadParameter as exc:
+        raise typer.BadParameter(
+            f"--url takes SOURCE=URL, e.g. orders=http://127.0.0.1:8102/mcp ({exc}); got {value!r}"
+        ) from None
 
 
 TraceKind = Literal["query", "task", "call", "other"]
