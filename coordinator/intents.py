@@ -232,3 +232,105 @@ def vocabulary() -> frozenset[str]:
     for intent in INTENTS:
         words |= intent.words | intent.weak_words
     return frozenset(words)
+
+
+# --- what is asked in other words: examples for the semantic matcher (coordinator.meaning) -----------
+
+# Phrasings of each intent that its keywords do not catch. A clause whose words the keywords leave
+# unexplained is compared with every example; the intent of the nearest one is taken when it is
+# near enough (``meaning.THRESHOLD``), and the clause is reported as not understood otherwise.
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "tickets": (
+        "been in touch", "has she been in touch", "got in touch with us", "reached out to us",
+        "contacted support", "called us", "rang us", "phoned us", "emailed us", "chased us",
+        "have they chased us", "raised a query", "any open cases", "did they complain", "logged a problem",
+        "spoken to customer service", "any correspondence", "any messages from them", "have they written in",
+        "history of contact", "any issues reported", "did anyone report", "has anyone moaned about",
+        "what have people said about", "is anyone unhappy about",
+    ),
+    "invoices": (
+        "outstanding balance", "what do they owe", "how much do they owe", "unpaid bills", "amount due",
+        "what have they been charged", "payment history", "any money owed", "bills", "receipts",
+        "what's owed on the account", "are they in arrears", "have they settled up", "statement of account",
+    ),
+    "refund": (
+        "goodwill gesture", "make it right", "give them something back", "compensate them", "knock some money off", "send them some money back",
+        "is there anything we owe them", "return their money", "put some money back on their card",
+        "a discount for the trouble", "sort them out with some cash", "their cash back",
+    ),
+    "policies": (
+        "send something back", "how long do they have to return it", "return window", "what are the rules",
+        "are we allowed to", "terms and conditions", "what is our stance", "what's the process",
+        "the guidance on", "can they send it back", "swap it for another", "cancel an order",
+        "what do we do when", "what's the procedure", "how long is the guarantee", "what cover do they have",
+    ),
+    "orders": (
+        "did it ship", "has it been dispatched", "did my orders go out", "where is my stuff",
+        "what did they get", "purchase history", "has it arrived", "was it delivered", "what have they got",
+        "what's in transit for them", "has their stuff gone out",
+    ),
+    "customer": (
+        "who is this", "which account is it", "what tier are they", "when did they join",
+        "their profile", "where are they based", "are they a vip",
+    ),
+}
+
+# --- money and counts in words ----------------------------------------------------------------------
+
+# Money people name by a word: "a tenner", "two fivers", "half a grand".
+MONEY_WORDS: dict[str, float] = {
+    "fiver": 5, "fivers": 5, "tenner": 10, "tenners": 10, "score": 20, "pony": 25, "ponies": 25,
+    "ton": 100, "monkey": 500, "grand": 1000,
+}  # fmt: skip
+
+# A refund of what was paid, with no amount written: the order is looked up and its total checked.
+FULL_AMOUNT_PHRASES = (
+    "in full", "full refund", "full amount", "full price", "whole order", "whole amount", "whole thing",
+    "everything they paid", "everything she paid", "everything he paid", "all of it back", "all their money",
+    "all her money", "all his money", "the lot back", "what they paid", "what she paid", "what he paid",
+    "entire order", "entire amount", "complete refund", "100%",
+)  # fmt: skip
+
+# Counts of links in words ("two hops out", "3 links away", "depth 2"): the unit words, read as a count
+# for an argument whose schema says it counts links (``sources.formats.LINKS_DESCRIPTION``).
+LINK_UNITS = words_of("hop hops link links level levels step steps jump jumps")
+
+# --- the structure of a clause: what asks, what tells a story, what is only courtesy -------------------
+
+# Words that open a question.
+QUESTION_WORDS = words_of(
+    "what what's whats who who's whos whose which when where why how how's is are was were do does did "
+    "can could would will should shall may might has have had any anything"
+)
+# Words that ask, wherever they stand: "pls", "can you", "I need", "let me know".
+REQUEST_WORDS = words_of(
+    "please pls plz kindly need needs want wants wondering wonder tell show check find give get list pull "
+    "look confirm investigate research summarise summarize see lookup review verify refund reimburse "
+    "search fetch grab send chase compare explain advise assess"
+)
+# Words that open a story: who it happened to.
+STORY_OPENERS = words_of("i i've i'm i'd i'll we we've we're we'd me she she's he he's they they've they're it it's there")
+# Past forms that are not "-ed" (a story is told in the past): grammar, not topic.
+IRREGULAR_PAST = words_of(
+    "was were had did came went got gave took sent said told broke bought made left lost found fell "
+    "thought knew saw ran rang paid put set sold brought caught kept meant met spent stood understood "
+    "wrote drove flew grew hung held hurt led lit read rode rose shook shut sang sat slept spoke "
+    "stole stuck swore threw tore wore woke won"
+)
+# Words that frame or qualify an ask without asking anything a source answers differently ("ticket
+# history", "details for", "charged twice", "especially ORD-10031"): general English, not topics.
+LIGHT_WORDS = words_of(
+    "history details detail record records twice once yet else especially particularly mainly only even "
+    "news update updates info everything anything stuff bits thing things case cases say says said "
+    "tell told ask asked mention mentioned exactly actually really definitely probably maybe either "
+    "whether anyone someone somebody people person folks mistake error sure right correct "
+    "currently already soon far"
+)
+# Words that close a letter: what a pasted email says before them is the customer's story.
+SIGN_OFF_WORDS = words_of("regards thanks thank cheers best sincerely faithfully yours love wishes")
+# Greetings, sign-offs and courtesy: context, never an ask.
+COURTESY_WORDS = words_of(
+    "hi hello hey dear sir madam team folks all guys morning afternoon evening regards kind best "
+    "wishes cheers thanks thank thx ta sincerely faithfully yours warm many advance appreciated "
+    "appreciate hope well sorry apologies fyi note heads ok okay cool great lovely love"
+)

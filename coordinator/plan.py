@@ -88,6 +88,8 @@ class Plan:
     graph: nx.DiGraph = field(default_factory=_graph)
     unplanned: tuple[Unplanned, ...] = ()
     notes: tuple[str, ...] = ()  # how the query was read: typos corrected, the calendar dates are relative to
+    # Every span of the query and its role (coordinator.accounting.SpanRole): the deterministic planner's.
+    spans: tuple[Any, ...] = ()
 
     @classmethod
     def of(
@@ -98,6 +100,7 @@ class Plan:
         notes: tuple[str, ...] = (),
         *,
         offered: Mapping[str, Collection[str]] = TOOLS,
+        spans: tuple[Any, ...] = (),
     ) -> Plan:
         """Build and check a plan; a plan that must not run raises ``PlanError``.
 
@@ -133,7 +136,7 @@ class Plan:
         if not nx.is_directed_acyclic_graph(graph):
             cycle = " -> ".join(edge[0] for edge in nx.find_cycle(graph))
             raise PlanError(f"the plan has a cycle ({cycle}); a task cannot wait for itself")
-        return cls(query=query, tasks=by_id, graph=graph, unplanned=unplanned, notes=notes)
+        return cls(query=query, tasks=by_id, graph=graph, unplanned=unplanned, notes=notes, spans=spans)
 
     def order(self) -> list[PlannedTask]:
         """The tasks in an order that puts every task after what it depends on."""
@@ -168,4 +171,5 @@ class Plan:
                 {"what": item.what, "why": item.why, "next_step": item.next_step} for item in self.unplanned
             ],
             "notes": list(self.notes),
+            "spans": [span.describe() for span in self.spans],
         }

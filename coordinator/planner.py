@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from coordinator.accounting import account_for_words
 from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
 from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.reading import Mention, QueryError, Reading, read_query
@@ -216,6 +217,9 @@ class _Planner:
             return skus[0] if skus else None
         if kind == "date" and subject.kind == "customer":
             return self._date(name)
+        if kind == "links" and subject.kind == "article":
+            counts = self.reading.values("links")
+            return counts[0] if counts else None
         return None
 
     def _date(self, name: str) -> str | None:
@@ -266,14 +270,31 @@ class _Planner:
                     purpose=_REFUND_PURPOSE,
                 )
             )
-        return bool(self.pairs)
+        for order in self._refunded_in_full():
+            lookup = self.order_lookups[order]  # its paid amount is the order's own total
+            self._add(
+                _Call(
+                    "billing.refund_eligibility",
+                    {"order_id": order, "amount": Ref("?", GIVES[lookup.tool]["amount"])},
+                    subject=order,
+                    needs={"amount": lookup},
+                    purpose=_REFUND_PURPOSE,
+                )
+            )
+        return bool(self.pairs) or bool(self._refunded_in_full())
+
+    def _refunded_in_full(self) -> list[str]:
+        """The orders a refund "in full" (or "of the whole order") is asked on: no amount of their own."""
+        if not self.reading.full_amount or "refund" not in self.intents:
+            return []
+        return [order for order in self.order_lookups if order not in {o.value for o, _ in self.pairs}]
 
     # -- the whole plan
 
     def plan(self) -> Plan:
         reading = self.reading
         for mention in reading.of("article_id"):
-            self._add(self._lookup_call("article_id", mention.value))
+            self._add(self._bind(LOOKUPS["article_id"], _Subject("article", mention.value, {"article_id": mention.value}), derived=False) or self._lookup_call("article_id", mention.value))
         self.plan_refunds()
         if not self.customers:
             self.intents.discard("everything")  # everything about an order: the order alone, below
@@ -305,6 +326,8 @@ class _Planner:
                     call.purpose = _REFUND_PURPOSE
         tasks = self._tasks()
         self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog)
+        not_read, spans = account_for_words(reading, tasks)
+        self.unplanned += not_read
         # A refund word alone plans the refund policy; with the refund itself not researchable and no
         # words of the query's own to search for, that is no answer to what was asked.
         policy_only = all(task.tool == "search_policies" for task in tasks) and not self.own_words
@@ -312,8 +335,9 @@ class _Planner:
         if not tasks or (policy_only and self.unplanned):
             raise QueryError(_nothing_to_research(reading, self.unplanned))
         return Plan.of(
-            reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable
-        )
+            reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable,
+            spans=tuple(spans),
+        )  # fmt: skip
 
     # -- registered sources: planned by what their tools take, as their entries say
 
@@ -360,7 +384,7 @@ class _Planner:
             self.unplanned.append(_unanswerable(intent_named("refund")))
         if "refund" in self.intents:
             for order in self.reading.values("order_id"):
-                if order not in paired:
+                if order not in paired and order not in self._refunded_in_full():
                     self.unplanned.append(Unplanned(
                         f"a refund on {order}", "no amount was given for it",
                         f"say how much, e.g. 'refund £45 on {order}'",
@@ -394,7 +418,7 @@ class _Planner:
 
 
 # Arguments that qualify a call rather than say what it is about.
-_QUALIFIERS = frozenset({"text", "choice", "other", "date", "amount", "sku"})
+_QUALIFIERS = frozenset({"text", "choice", "other", "date", "amount", "sku", "links"})
 
 
 def _is_folder(path: str) -> bool:
@@ -519,6 +543,11 @@ def _unused(mention: Mention, catalog: Catalog) -> Unplanned:
             mention.describe(), f"no registered source's tool takes it{f' ({broken})' if broken else ''}",
             "`research sources check NAME` says what a source's tools take",
         )  # fmt: skip
+    if mention.kind == "links":
+        return Unplanned(
+            f"'{mention.text}'", "a count of links says how far to follow a policy article's links, and no article was named",
+            f"name the article, e.g. 'policies {mention.text} from KB-REFUNDS'",
+        )  # fmt: skip
     if mention.kind == "sku":
         return Unplanned(
             mention.value, "orders are searched by SKU within one customer's orders, and no customer was named",
@@ -551,7 +580,9 @@ def _nothing_to_research(reading: Reading, unplanned: list[Unplanned]) -> str:
 
 
 # The kinds every query is read for; others are read only where a registered source takes them.
-_READ_ALWAYS = frozenset({"email", "customer_id", "name", "order_id", "sku", "article_id", "amount", "dates"})
+_READ_ALWAYS = frozenset(
+    {"email", "customer_id", "name", "order_id", "sku", "article_id", "amount", "dates", "links"}
+)
 
 
 def read_for(query: str, catalog: Catalog) -> Reading:

@@ -28,7 +28,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,11 +36,25 @@ from typing import Any
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
-from coordinator.intents import GENERIC_WORDS, INTENTS, NOT_NAMES, STOPWORDS, vocabulary
+from coordinator.intents import (
+    COURTESY_WORDS,
+    FULL_AMOUNT_PHRASES,
+    GENERIC_WORDS,
+    INTENTS,
+    LIGHT_WORDS,
+    LINK_UNITS,
+    MONEY_WORDS,
+    NOT_NAMES,
+    REQUEST_WORDS,
+    STOPWORDS,
+    TOPIC_WORDS,
+    vocabulary,
+)
+from coordinator.spans import ASKS, COURTESY, STORY, Span, cut
 from sources.domain import TODAY, pounds
 from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, EMAIL, ORDER_ID, SKU, NumberedId
 
-__all__ = ["MAX_QUERY_CHARS", "DateRange", "Mention", "QueryError", "Reading", "read_query"]
+__all__ = ["MAX_QUERY_CHARS", "DateRange", "Mention", "QueryError", "Reading", "phrases_in", "read_query", "record_words"]
 
 # A pasted customer email, or a whole thread of them, fits; a pasted file does not. Reading 64,000
 # characters takes the planner about a third of a second.
@@ -97,6 +111,10 @@ class Reading:
     words: tuple[str, ...]  # every remaining word, typos corrected, in order
     topic: tuple[str, ...]  # the words worth searching for
     corrections: tuple[tuple[str, str], ...]  # (as written, read as)
+    spans: tuple[Span, ...] = ()  # the query's clauses and their roles (coordinator.spans)
+    context: tuple[Mention, ...] = ()  # what a story names (its dates): read, and qualifies nothing
+    full_amount: str = ""  # "in full", "the whole order": the order's paid amount is the amount
+    inferred: frozenset[str] = frozenset()  # intents only the semantic matcher read (no keyword asks them)
 
     def of(self, *kinds: MentionKind) -> list[Mention]:
         return [mention for mention in self.mentions if mention.kind in kinds]
@@ -146,6 +164,48 @@ _POUNDS = (
         re.I,
     ),
 )
+# Amounts in words: "fifty quid", "twenty-five pounds", "a tenner", "two fivers" (MONEY_WORDS).
+_NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand"
+).split()
+_IN_WORDS = rf"(?:{'|'.join(_NUMBER_WORDS)})(?:[\s-]+(?:and[\s-]+)?(?:{'|'.join(_NUMBER_WORDS)}))*"
+_POUNDS_IN_WORDS = re.compile(rf"\b(?:a\s+)?(?P<words>{_IN_WORDS})\s+(?:pounds?|quid|gbp|sterling)\b", re.I)
+_MONEY_WORDS = re.compile(
+    rf"\b(?P<count>a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+)\s+(?P<word>{'|'.join(MONEY_WORDS)})\b"
+    r"(?!\s+(?:of|on)\s+(?:the\s+)?(?:orders?|items?|people|customers?|tickets?)\b)",
+    re.I,
+)
+# A count of links: "two hops out", "3 links away", "depth 2".
+_LINKS = re.compile(
+    rf"\b(?P<count>\d|one|two|three|four|five|a|an)\s+(?:{'|'.join(sorted(LINK_UNITS))})\b"
+    r"|\bdepth\s+(?:of\s+)?(?P<depth>\d|one|two|three|four|five)\b",
+    re.I,
+)
+_FULL_AMOUNT = re.compile(rf"\b(?:{'|'.join(re.escape(p) for p in FULL_AMOUNT_PHRASES)})(?!\w)", re.I)
+
+
+def _in_words(words: str) -> float | None:
+    from text_to_num import text2num  # here: only a query with a number in words needs it
+
+    try:
+        return float(text2num(" ".join(words.lower().replace("-", " ").split()), "en"))
+    except ValueError:
+        return None
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _COUNTS[word.lower()]
+
+
+def _money_word(match: re.Match[str]) -> float:
+    return _count(match["count"]) * MONEY_WORDS[match["word"].lower()]
+
+
+def _links(match: re.Match[str]) -> int:
+    return _count(match["count"] or match["depth"])
+
+
 _OTHER_CURRENCY = re.compile(
     r"[$€¥₹]\s?\d|\b(?:USD|EUR|JPY|AUD|CAD|INR|CHF)\s?\d|"
     r"\d[\d,.]*\s?(?:USD|EUR|JPY|AUD|CAD|INR|CHF|dollars?|euros?|bucks|yen|rupees?|cents?)\b",
@@ -379,7 +439,7 @@ def _names(scanner: _Scanner) -> None:
         if index + 1 < len(tokens) and not token[0].lower().endswith("'s"):
             following = tokens[index + 1]
             last = following[0].lower().removesuffix("'s")
-            adjacent = scanner.left[token.end() : following.start()].strip() == ""
+            adjacent = scanner.left[token.end() : following.start()].strip(" \t") == ""  # not across lines
             if adjacent and last not in STOPWORDS and last not in known and _correct(last) not in known:
                 end = following.end()
         written = scanner.left[token.start() : end]
@@ -427,29 +487,124 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         scanner.take(pattern, "order_id", lambda m: ORDER_ID.from_match(m) if int(m[1]) else None)
     for pattern in _POUNDS:
         scanner.take(pattern, "amount", _amount)
+    scanner.take(_POUNDS_IN_WORDS, "amount", lambda m: _in_words(m["words"]))
+    scanner.take(_MONEY_WORDS, "amount", _money_word)
+    scanner.take(_LINKS, "links", _links)
     scanner.take(_DATES, "dates", _dates)
     for kind, written in (entities or {}).items():
         scanner.take(re.compile(written), kind, lambda m: m[0])
     _names(scanner)
+    # "in full", "the whole order": an amount the order's own record holds (read, then blanked).
+    full = _FULL_AMOUNT.search(scanner.left)
+    if full is not None:
+        scanner.blank(*full.span())
 
+    corrected: dict[str, str] = {}
     corrections: list[tuple[str, str]] = []
     words: list[str] = []
     for token in _TOKEN.findall(scanner.left.lower()):
         word = token.removesuffix("'s")
-        corrected = _correct(word)
-        if corrected != word:
-            corrections.append((word, corrected))
-        words.append(corrected)
-    phrases_text = " ".join(_TOKEN.findall(scanner.left.lower()))
-    intents, weak_intents = _intents(words, phrases_text)
+        corrected[word] = _correct(word)
+        if corrected[word] != word:
+            corrections.append((word, corrected[word]))
+        words.append(corrected[word])
+    named = [(mention.start, mention.start + len(mention.text)) for mention in scanner.mentions]
+    spans = cut(text, scanner.left, named, corrected, _known_words())
+    intents, weak_intents, spans = _asked(spans, scanner.left)
+    keyword_intents = _intents(words, " ".join(_TOKEN.findall(scanner.left.lower())))[0]
+    mentions = sorted(scanner.mentions, key=lambda mention: mention.start)
     return Reading(
         query=text,
-        mentions=tuple(sorted(scanner.mentions, key=lambda mention: mention.start)),
+        mentions=tuple(m for m in mentions if not (m.kind == "dates" and _role_at(spans, m.start) == STORY)),
         intents=intents,
         weak_intents=weak_intents,
         words=tuple(words),
         topic=tuple(dict.fromkeys(word for word in words if _is_topic(word))),
         corrections=tuple(dict.fromkeys(corrections)),
+        spans=tuple(spans),
+        context=tuple(m for m in mentions if m.kind == "dates" and _role_at(spans, m.start) == STORY),
+        full_amount=full[0] if full is not None else "",
+        inferred=intents - keyword_intents,
+    )
+
+
+def _role_at(spans: list[Span], start: int) -> str:
+    return next((span.role for span in spans if span.start <= start < span.end), ASKS)
+
+
+def _asked(spans: list[Span], left: str) -> tuple[frozenset[str], frozenset[str], list[Span]]:
+    """What the spans ask, by keywords, and by meaning where the keywords leave an ask's words
+    unexplained (``coordinator.meaning``): the intents, the weak ones, and the spans with their match."""
+    found: set[str] = set()
+    weak: set[str] = set()
+    read: list[Span] = []
+    # A story's words ask nothing where something else asks ("I bought it in May. Can I return it?").
+    told = {STORY} if any(span.role == ASKS for span in spans) else set()
+    for span in spans:
+        if span.role == COURTESY or span.role in told:
+            read.append(span)
+            continue
+        phrases_text = " ".join(_TOKEN.findall(left[span.start : span.end].lower()))
+        strong, light = _intents([token.word for token in span.tokens], phrases_text)
+        found |= strong
+        weak |= light
+        # An ask no keyword reads: compared by meaning, on the words nothing explains (or on all of its
+        # words, where each is known but none asks: "make it right").
+        unexplained = (
+            _unexplained(span, phrases_text) or [t.word for t in span.content]
+            if span.role == ASKS and not strong and not light
+            else []
+        )
+        if unexplained:
+            from coordinator.meaning import nearest_intent  # only a span the keywords cannot read
+
+            match = nearest_intent(" ".join(left[span.start : span.end].split()), unexplained)
+            if match is not None:
+                span = replace(span, match=match)
+                if match.understood:
+                    found.add(match.intent)
+        read.append(span)
+    return frozenset(found), frozenset(weak), read
+
+
+def _unexplained(span: Span, phrases_text: str) -> list[str]:
+    """An ask's words that neither the intents, the topic words nor any record's fields explain."""
+    known = _known_words()
+    in_phrases = {word for phrase in phrases_in(phrases_text) for word in phrase.split()}
+    return [
+        token.word
+        for token in span.content
+        if len(token.word) > 2 and token.word not in known and token.word not in in_phrases
+    ]
+
+
+@functools.cache
+def _known_words() -> frozenset[str]:
+    return frozenset(
+        vocabulary() | TOPIC_WORDS | GENERIC_WORDS | COURTESY_WORDS | LIGHT_WORDS | REQUEST_WORDS | record_words()
+    )
+
+
+def phrases_in(phrases_text: str) -> list[str]:
+    return [
+        phrase
+        for intent in INTENTS
+        for phrase in intent.phrases
+        if re.search(rf"\b{re.escape(phrase)}\b", phrases_text)
+    ]
+
+
+@functools.cache
+def record_words() -> frozenset[str]:
+    """Every word that names a field of a record some tool returns ("status", "delivered", "tier")."""
+    from sources.catalogue import record_fields
+
+    return frozenset(
+        word
+        for tools in record_fields().values()
+        for fields in tools.values()
+        for name in fields
+        for word in name.split("_")
     )
 
 

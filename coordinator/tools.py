@@ -18,6 +18,7 @@ from sources.catalogue import input_schemas
 from sources.formats import (
     AMOUNT_DESCRIPTION,
     ARTICLE_ID,
+    LINKS_DESCRIPTION,
     CUSTOMER_ID,
     CUSTOMER_IDENTIFIER,
     ISO_DATE,
@@ -67,7 +68,7 @@ LOOKUPS = {
 GIVES = {
     "customers.customer_lookup": {"customer_id": "id"},
     "customers.find_customers": {"customer_id": "id"},
-    "orders.get_order": {"customer_id": "customer_id"},
+    "orders.get_order": {"customer_id": "customer_id", "amount": "total"},
 }
 # A plain name for each tool's task (a reader sees "orders", not "search_orders").
 TASK_NAMES = {
@@ -132,6 +133,8 @@ def _argument(prop: Any, defs: dict[str, Any], required: bool) -> Argument:
             return Argument("choice", required, tuple(variant["enum"]))
     if AMOUNT_DESCRIPTION in prop.get("description", ""):
         return Argument("amount", required)
+    if LINKS_DESCRIPTION in prop.get("description", ""):
+        return Argument("links", required)
     return Argument("other", required)
 
 

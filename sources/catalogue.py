@@ -29,11 +29,14 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PORTS",
     "INPUT_SCHEMAS_FILE",
+    "RECORD_FIELDS_FILE",
     "SOURCES",
     "TOOLS",
     "default_url",
     "input_schemas",
     "live_input_schemas",
+    "live_record_fields",
+    "record_fields",
 ]
 
 SOURCES = ("customers", "orders", "billing", "tickets", "kb")
@@ -50,6 +53,9 @@ TOOLS: dict[str, frozenset[str]] = {
 DEFAULT_PORTS = {"customers": 8101, "orders": 8102, "billing": 8103, "tickets": 8104, "kb": 8105}
 
 INPUT_SCHEMAS_FILE = Path(__file__).with_name("tools.json")
+# The fields of the record each tool returns, from its published outputSchema: what a question can ask
+# of a source ("the status of ORD-10031") and what no source holds ("its tracking number").
+RECORD_FIELDS_FILE = Path(__file__).with_name("records.json")
 
 InputSchemas = dict[str, dict[str, dict[str, Any]]]  # source -> tool -> the tool's inputSchema
 
@@ -73,6 +79,40 @@ def input_schemas() -> InputSchemas:
     return schemas
 
 
+RecordFields = dict[str, dict[str, dict[str, str]]]  # source -> tool -> field -> its title and description
+
+
+def record_fields() -> RecordFields:
+    """Each tool's record fields (name -> title and description), as recorded in ``records.json``."""
+    fields: RecordFields = json.loads(RECORD_FIELDS_FILE.read_text(encoding="utf-8"))
+    return fields
+
+
+def _fields_of(output_schema: dict[str, Any] | None) -> dict[str, str]:
+    """The fields of the record in a ``ResultPage``'s ``results`` (nested records' fields too)."""
+    if not output_schema:
+        return {}
+    defs = output_schema.get("$defs", {})
+    fields: dict[str, str] = {}
+    for model in defs.values():
+        for name, prop in model.get("properties", {}).items():
+            fields[name] = " ".join(filter(None, [prop.get("title", ""), prop.get("description", "")]))
+    return fields
+
+
+async def live_record_fields(settings: SourceSettings) -> RecordFields:
+    """Each tool's record fields as its server publishes them in ``tools/list`` (in memory)."""
+    from mcp import Client
+
+    fields: RecordFields = {}
+    for source in SOURCES:
+        server = importlib.import_module(f"sources.{source}").create_server(settings)
+        async with Client(server) as client:
+            listed = (await client.list_tools()).tools
+        fields[source] = {tool.name: _fields_of(tool.output_schema) for tool in listed}
+    return fields
+
+
 async def live_input_schemas(settings: SourceSettings) -> InputSchemas:
     """Each source's tools and their input schemas as its server answers ``tools/list`` (in memory)."""
     from mcp import Client
@@ -89,7 +129,7 @@ async def live_input_schemas(settings: SourceSettings) -> InputSchemas:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m sources.catalogue",
-        description="Ask every source for its tools' input schemas and print them as JSON.",
+        description="Ask every source for its tools' input schemas and record fields and print them as JSON.",
     )
     parser.add_argument("--write", action="store_true", help=f"write them to {INPUT_SCHEMAS_FILE} instead")
     arguments = parser.parse_args(argv)
@@ -98,18 +138,19 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from sources.settings import SourceSettings
 
-    async def ask(settings: SourceSettings) -> InputSchemas:
+    async def ask(settings: SourceSettings) -> tuple[InputSchemas, RecordFields]:
         with anyio.fail_after(60):
-            return await live_input_schemas(settings)
+            return await live_input_schemas(settings), await live_record_fields(settings)
 
     with tempfile.TemporaryDirectory() as data_dir:  # the servers need a world; a private one leaves no trace
-        schemas = anyio.run(ask, SourceSettings(data_dir=Path(data_dir)))
-    text = json.dumps(schemas, sort_keys=True, indent=2) + "\n"
-    if arguments.write:
-        INPUT_SCHEMAS_FILE.write_text(text, encoding="utf-8")
-        print(f"wrote {INPUT_SCHEMAS_FILE}")
-    else:
-        sys.stdout.write(text)
+        schemas, fields = anyio.run(ask, SourceSettings(data_dir=Path(data_dir)))
+    for path, recorded in ((INPUT_SCHEMAS_FILE, schemas), (RECORD_FIELDS_FILE, fields)):
+        text = json.dumps(recorded, sort_keys=True, indent=2) + "\n"
+        if arguments.write:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+        else:
+            sys.stdout.write(text)
 
 
 if __name__ == "__main__":

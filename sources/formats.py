@@ -149,6 +149,9 @@ def one_of(summary: str, choices: type[StrEnum], example: StrEnum) -> Any:
     return Field(description=f"{summary} Expected: one of {names}.", examples=[example.value])
 
 
+# What a count of links says of itself: the planner reads "two hops out" into the argument that says it.
+LINKS_DESCRIPTION = "How many links away to look."
+
 AMOUNT_DESCRIPTION = (
     "an amount in pounds sterling (GBP), greater than 0 and at most 100000, with at most two decimals"
 )

@@ -17,7 +17,7 @@ from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
-from sources.formats import ARTICLE_ID, SEARCH_TEXT, whole_number
+from sources.formats import ARTICLE_ID, LINKS_DESCRIPTION, SEARCH_TEXT, whole_number
 from sources.settings import SourceSettings
 from sources.store import Store, match_any_word
 from sources.toolkit import open_source, page_of
@@ -120,7 +120,7 @@ def create_server(
     @source.tool(RelatedPolicy)
     def related_policies(
         article_id: Annotated[str, ARTICLE_ID.field("The article whose neighbours to list.")],
-        depth: Annotated[int, whole_number("How many links away to look.", 1, 3, 1)] = 1,
+        depth: Annotated[int, whole_number(LINKS_DESCRIPTION, 1, 3, 1)] = 1,
     ) -> ResultPage[RelatedPolicy] | EmptyResult:
         """List the policy articles linked to an article, in either direction, up to `depth` links away.
 

@@ -1,0 +1,181 @@
+"""Every word a query asks with is accounted for: used by a task, context, or listed as not researched.
+
+After planning, each ``asks`` span (``coordinator.spans``) is read word by word. A word is accounted
+for when it asks an intent that was planned or reported (its keyword, a phrase, or the semantic
+matcher's reading of the whole clause), when a task uses it (search words, a name), or when it names a
+field of a record a planned task returns ("the status of ORD-10031"). What is left is listed:
+
+- *no source holds it*, when it is a thing asked for ("the tracking number", "jane's phone") and no
+  record that any tool returns has such a field (the fields come from the tools' output schemas,
+  ``sources/records.json``);
+- *not understood* otherwise, with the matcher's nearest reading and what to do.
+
+Either makes the answer ``partial``: a plan is ``complete`` only when nothing is left.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from coordinator.intents import GENERIC_WORDS, INTENTS, LIGHT_WORDS, REQUEST_WORDS, STOPWORDS, TOPIC_WORDS
+from coordinator.plan import PlannedTask, Unplanned
+from coordinator.reading import Reading, phrases_in
+from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing
+
+__all__ = ["SpanRole", "account_for_words", "roles"]
+
+_REPHRASE = "rephrase it with what to look up (orders, tickets, invoices, a refund, a policy), or use --llm claude"
+
+
+@dataclass(frozen=True)
+class SpanRole:
+    """A span of the query and what became of it: the tasks that use it, or why none does."""
+
+    text: str
+    role: str  # asks, story, courtesy, not understood, no source holds
+    tasks: tuple[str, ...] = ()
+    how: str = ""  # how it was read: keywords, the matcher's reading, a story's date...
+
+    def describe(self) -> dict[str, object]:
+        return {"text": self.text, "role": self.role, "tasks": list(self.tasks), "how": self.how}
+
+
+def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[Unplanned], list[SpanRole]]:
+    """What the asks of ``reading`` leave unaccounted for once ``tasks`` are planned, and every span's role."""
+    unplanned: list[Unplanned] = []
+    roles: list[SpanRole] = []
+    held = _held_words(tasks)
+    used = {word for task in tasks for value in task.arguments.values() for word in str(value).lower().split()}
+    asked = reading.intents | reading.weak_intents
+    for span in reading.spans:
+        if span.role != ASKS:
+            roles.append(SpanRole(span.text, span.role, how=_context(span, reading)))
+            continue
+        runs = _unexplained_runs(span, reading, asked, held | used)
+        # Words of things sold and of what goes wrong ("espresso machine", "broken") are what an ask is
+        # about, never the ask: listed only where nothing else in the clause is.
+        asks = [run for run in runs if span.things or not all(token.word in TOPIC_WORDS for _, token in run)]
+        listed = [_listed(span, run, things=True) for run in asks]
+        unplanned += listed
+        own = _tasks_of(span, reading, tasks)
+        role = ASKS if own or not listed else listed[0].why.split(":")[0]
+        roles.append(SpanRole(span.text, role, own, _how(span)))
+    return unplanned, roles
+
+
+def _unexplained_runs(
+    span: Span, reading: Reading, asked: frozenset[str], known: set[str]
+) -> list[list[tuple[int, Token]]]:
+    """The words of an ask nothing accounts for, in runs of neighbours ("tracking number", "courier")."""
+    if span.match is not None and span.match.understood and span.match.intent in asked:
+        return []  # the clause as a whole asks that intent
+    phrase_words = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
+    keyword_asked = any(_asks(token.word) for token in span.tokens) or bool(phrase_words)
+    runs: list[list[tuple[int, Token]]] = []
+    content = set(span.content)
+    for index, token in enumerate(span.tokens):
+        word = token.word
+        if token not in content or len(word) < 3 or word.isdigit():
+            continue
+        explained = (
+            _asks(word)
+            or word in phrase_words
+            or word in GENERIC_WORDS
+            or word in LIGHT_WORDS
+            or word in REQUEST_WORDS
+            or word in known
+            or (keyword_asked and word in TOPIC_WORDS)  # "damaged" qualifies an ask of tickets
+        )
+        if explained:
+            continue
+        if runs and runs[-1][-1][0] == index - 1:  # neighbours make one run
+            runs[-1].append((index, token))
+        else:
+            runs.append([(index, token)])
+    return runs
+
+
+@functools.cache
+def _intent_words() -> frozenset[str]:
+    return frozenset().union(*(intent.words | intent.weak_words for intent in INTENTS))
+
+
+def _asks(word: str) -> bool:
+    return word in _intent_words()
+
+
+def _held_words(tasks: list[PlannedTask]) -> set[str]:
+    """The words naming the fields of the records the planned tasks return ("delivered", "total")."""
+    from sources.catalogue import record_fields
+
+    fields = record_fields()
+    words: set[str] = set()
+    for task in tasks:
+        for name in fields.get(task.source, {}).get(task.tool, {}):
+            words.update(name.split("_"))
+            if name.endswith("_on"):
+                words.update({"date", "when"})  # placed_on, delivered_on: a date
+    return words
+
+
+def _listed(span: Span, run: list[tuple[int, Token]], *, things: bool) -> Unplanned:
+    written = " ".join(token.written for _, token in run)
+    if things and asks_for_a_thing(span, run[0][0]):
+        return Unplanned(
+            f"'{written}'",
+            "no source holds this: no record any tool returns has such a field",
+            "ask for what the records hold (`research sources check SOURCE` lists each tool and its fields)",
+        )
+    nearest = span.match
+    reading = (
+        f"; the nearest phrasing known is '{nearest.example}' ({nearest.intent}), "
+        f"{nearest.score:.2f} similar, under the {_threshold():.2f} needed"
+        if nearest is not None and not nearest.understood
+        else ""
+    )
+    return Unplanned(f"'{written}'", f"not understood: no keyword reads it{reading}", _REPHRASE)
+
+
+def _threshold() -> float:
+    from coordinator.meaning import THRESHOLD
+
+    return THRESHOLD
+
+
+def _text_of(span: Span) -> str:
+    return " ".join(token.word for token in span.tokens)
+
+
+def _tasks_of(span: Span, reading: Reading, tasks: list[PlannedTask]) -> tuple[str, ...]:
+    """The tasks a span asks for: those using what it names, and those of the intents it asks."""
+    named = {str(m.value) for m in reading.mentions if span.start <= m.start < span.end}
+    intents = {intent.name for intent in INTENTS if intent.words & {t.word for t in span.tokens}}
+    intents |= {i.name for i in INTENTS if any(p in _text_of(span) for p in i.phrases)}
+    if span.match is not None and span.match.understood:
+        intents.add(span.match.intent)
+    tools = {tool.strip() for intent in INTENTS if intent.name in intents for entry in intent.tools for tool in entry.split("|")}
+    return tuple(
+        task.id
+        for task in tasks
+        if f"{task.source}.{task.tool}" in tools or named & {str(value) for value in task.arguments.values()}
+    )
+
+
+def _how(span: Span) -> str:
+    if span.match is not None:
+        verdict = "taken" if span.match.understood else "too far to take"
+        return f"matcher: nearest '{span.match.example}' ({span.match.intent}) {span.match.score:.2f}, {verdict}"
+    return "keywords" if any(token.word not in STOPWORDS for token in span.tokens) else "names"
+
+
+def _context(span: Span, reading: Reading) -> str:
+    if span.role == COURTESY:
+        return "greeting, thanks or filler"
+    dates = [m.describe() for m in reading.context if span.start <= m.start < span.end]
+    told = "a story: context, not an ask"
+    return f"{told}; its dates {', '.join(dates)} qualify nothing" if dates else told
+
+
+def roles(spans: list[SpanRole]) -> list[dict[str, object]]:
+    return [span.describe() for span in spans]

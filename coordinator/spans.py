@@ -1,0 +1,213 @@
+"""A query as spans, each with a role: what asks, what tells a story, what is only courtesy.
+
+The reader (``coordinator.reading``) finds what a query names (ids, emails, amounts, dates, names)
+and blanks each; what is left is cut here into spans at the structure people write: sentences, then
+clauses (commas, dashes, "and", "but", and after a thing named, so "refund £45 on ORD-10031 the jug
+came twice" is an ask and a story). Each span's role is decided by its structure, not by its topic:
+
+- ``asks``: a question (a "?" or a question word first), a request ("pls", "can you", an imperative),
+  or a fragment that says neither (support shorthand: "jane doe orders since september");
+- ``story``: a statement told by someone ("we moved house in September", "customer says...") or in
+  the past ("the jug came twice"): context, whose dates qualify nothing;
+- ``courtesy``: greetings, sign-offs, thanks and filler.
+
+The planner (``coordinator.planner``) accounts for every word of every ``asks`` span after planning:
+each is used by a task, or is listed as not understood or as something no source holds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from coordinator.intents import (
+    COURTESY_WORDS,
+    IRREGULAR_PAST,
+    QUESTION_WORDS,
+    REQUEST_WORDS,
+    STOPWORDS,
+    SIGN_OFF_WORDS,
+    STORY_OPENERS,
+)
+
+if TYPE_CHECKING:
+    from coordinator.meaning import Match
+
+__all__ = ["ASKS", "COURTESY", "STORY", "Span", "Token", "cut"]
+
+ASKS, STORY, COURTESY = "asks", "story", "courtesy"
+
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+# Where a clause ends: sentence ends, line breaks, commas, dashes and colons, brackets, and the words
+# that join two asks ("orders and tickets", "refund it but check the policy").
+_BREAK = re.compile(
+    r"[.!?;]+(?=\s|$)|\n|,|\s[-–—]+\s|:(?=\s)|[()\[\]]|\b(?:and|but|also|plus|then|btw|so)\b", re.I
+)
+# Words before a noun that make it the thing asked for ("the tracking number", "her phone").
+_DETERMINERS = frozenset({"the", "their", "her", "his", "its", "my", "your", "our", "a", "an", "any"})
+
+
+@dataclass(frozen=True)
+class Token:
+    """A word of a span: as read (lower case, typos corrected), where it starts, and as written."""
+
+    word: str
+    start: int
+    written: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """A clause of the query: where it is, its words, and its role; an ask's reading by meaning."""
+
+    start: int
+    end: int
+    text: str  # as written
+    role: str
+    tokens: tuple[Token, ...]
+    names: bool  # holds something named (an id, an email, an amount, a date, a person)
+    question: bool  # asked as a question ("what is...", "...?")
+    # It names things asked for: a what/which question, a clause after a possessive ("jane's phone
+    # number"), or one listed after such a clause ("... and delivery address").
+    things: bool = False
+    match: Match | None = None  # the semantic matcher's reading, where keywords left words unexplained
+
+    @property
+    def content(self) -> tuple[Token, ...]:
+        """The words that carry meaning: not function words, not courtesy."""
+        return tuple(t for t in self.tokens if t.word not in STOPWORDS and t.word not in COURTESY_WORDS)
+
+
+def cut(
+    text: str, left: str, named: list[tuple[int, int]], correct: dict[str, str], known: frozenset[str]
+) -> list[Span]:
+    """``text`` as spans: ``left`` is ``text`` with what it names blanked, ``named`` those blanks'
+    (start, end), ``correct`` each word as read (typos corrected), and ``known`` the words of what
+    sources hold ("ordered", "placed", "delivered": record talk, never a story's past)."""
+    cuts = {0, len(text)}
+    for found in _BREAK.finditer(left):
+        cuts.update((found.start(), found.end()))
+    for _, end in named:  # a thing named closes its clause: what follows it is a clause of its own
+        end += 2 if text[end : end + 2].lower() == "'s" else 0  # "jane's phone": the possessive is the name's
+        following = _WORD.search(left.lower(), end)
+        if following and not left[end : following.start()].strip() and following[0] not in _JOINING:
+            cuts.add(end)
+    possessive = {end + 2 for _, end in named if text[end : end + 2].lower() == "'s"}
+    bounds = sorted(cuts)
+    spans: list[Span] = []
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        written = text[start:end].strip(" \t,;:-–—()[]")
+        if not written.strip(".!?") and not any(start <= s < end for s, _ in named):
+            continue
+        tokens = tuple(
+            Token(correct.get(found[0].removesuffix("'s"), found[0].removesuffix("'s")), start + found.start(), found[0])
+            for found in _WORD.finditer(left[start:end].lower())
+        )  # fmt: skip
+        names = any(start <= s < end for s, _ in named)
+        if not names and all(
+            token.word in _JOINTS or (token.word in STOPWORDS and token.word not in COURTESY_WORDS) for token in tokens
+        ):
+            continue  # "and", "so": the joint between two clauses
+        span = _span(text, start, end, written, tokens, names, known)
+        listed = bool(spans) and spans[-1].things and not re.search(r"[.!?;\n]", text[spans[-1].end : start])
+        if start in possessive or listed or (tokens and tokens[0].word in _WHAT):
+            span = replace(span, things=True)
+        spans.append(span)
+    return _pasted_letter(_questions_run_on(spans, text), text)
+
+
+_JOINTS = frozenset({"and", "but", "also", "plus", "then", "btw", "so"})
+# Words that go on from a thing named within one clause ("ORD-10031 for 45 quid", "jane's orders").
+_JOINING = frozenset({"for", "on", "of", "to", "from", "with", "in", "at", "by", "s", "or", "vs", "x"})
+
+
+def _span(
+    text: str, start: int, end: int, written: str, tokens: tuple[Token, ...], names: bool, known: frozenset[str]
+) -> Span:
+    words = [t.word for t in tokens]
+    content = [w for w in words if w not in STOPWORDS and w not in COURTESY_WORDS]
+    rest = text[end:].lstrip()
+    question = written.endswith("?") or rest.startswith("?") or bool(words and words[0] in QUESTION_WORDS)
+    request = question or any(w in REQUEST_WORDS for w in words)
+    if not content and not names:
+        role = COURTESY
+    elif request:
+        role = ASKS
+    elif words and (words[0] in STORY_OPENERS or any(_past(w) for w in words[1:] if w not in known)):
+        # A past form first is what was just named, qualified ("tickets raised after", "ORD-1 arrived
+        # broken"); after a subject it tells what happened ("the jug came twice").
+        role = STORY
+    else:
+        role = ASKS  # a fragment: shorthand asks by naming
+    return Span(start, end, written, role, tokens, names, question)
+
+
+# A pasted email's header lines ("From: ...", "Subject: ..."): context.
+_HEADER = re.compile(r"^[ \t>]*(?:from|to|cc|subject|sent|date|re)\s*:", re.I | re.M)
+
+
+def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
+    """A pasted email with the agent's ask after it: the letter (up to its sign-off and the signature
+    after it) is the customer's story; only what follows asks. Its header lines are context."""
+    headers = [(found.start(), text.find("\n", found.start()) % (len(text) + 1)) for found in _HEADER.finditer(text)]
+    spans = [
+        replace(span, role=COURTESY) if any(start <= span.start < end for start, end in headers) else span
+        for span in spans
+    ]
+    sign_offs = [
+        index
+        for index, span in enumerate(spans)
+        if span.role == COURTESY and {t.word for t in span.tokens} & SIGN_OFF_WORDS
+    ]
+    if not sign_offs:
+        return spans
+    last = sign_offs[-1]
+    after = spans[last + 1 :]
+    line_end = text.find("\n", spans[last].end)
+    signature = [
+        i for i, span in enumerate(after) if line_end != -1 and span.start < text.find("\n", line_end + 1) % (len(text) + 1) and len(span.tokens) <= 3 and not span.question and span.text[:1].isupper()
+    ]
+    asks = [span for i, span in enumerate(after) if i not in signature and span.role == ASKS]
+    if not asks:
+        return spans
+    letter = [
+        replace(span, role=STORY) if span.role == ASKS else span for span in spans[:last]
+    ]
+    tail = [replace(span, role=COURTESY) if i in signature else span for i, span in enumerate(after)]
+    return [*letter, spans[last], *tail]
+
+
+def _past(word: str) -> bool:
+    """A verb told in the past: an irregular past form, or a word in "-ed" (not "need", "red")."""
+    return word in IRREGULAR_PAST or (len(word) > 4 and word.endswith("ed") and not word.endswith("eed"))
+
+
+def _questions_run_on(spans: list[Span], text: str) -> list[Span]:
+    """A question cut at a thing named or an "and" is one question: "has jane | been in touch?" and
+    "what's the tracking number | courier for ORD-10768?" ask in every clause up to the "?"."""
+    result = list(spans)
+    for index in range(len(result) - 2, -1, -1):
+        here, after = result[index], result[index + 1]
+        same_sentence = not re.search(r"[.!?;\n]", text[here.end : after.start] + here.text[-1:])
+        if after.question and same_sentence and here.role == STORY:
+            result[index] = replace(here, role=ASKS, question=True)
+        elif here.question and same_sentence and after.role != COURTESY and not after.question:
+            result[index + 1] = replace(after, role=ASKS, question=True, things=after.things or here.things)
+    return result
+
+
+_WHAT = frozenset({"what", "what's", "whats", "which"})
+
+
+def asks_for_a_thing(span: Span, index: int) -> bool:
+    """Whether the word at ``index`` of ``span.tokens`` is a thing asked for: in a clause that names
+    things asked for (``Span.things``), after a determiner or a possessive ("the tracking number",
+    "her phone"), or before "of/for/on" ("courier for ORD-10768")."""
+    before = span.tokens[index - 1] if index else None
+    after = next((t.word for t in span.tokens[index + 1 :] if t.word not in _DETERMINERS), "")
+    return (
+        span.things
+        or (before is not None and (before.word in _DETERMINERS or before.written.endswith("'s")))
+        or after in {"of", "for", "on"}
+    )
