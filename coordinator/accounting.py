@@ -48,11 +48,12 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
     held = _held_words(tasks)
     used = {word for task in tasks for value in task.arguments.values() for word in str(value).lower().split()}
     asked = reading.intents | reading.weak_intents
+    checked = {task.arguments.get("amount") for task in tasks if task.tool == "refund_eligibility"}
     for span in reading.spans:
         if span.role != ASKS:
             roles.append(SpanRole(span.text, span.role, how=_context(span, reading)))
             continue
-        runs = _unexplained_runs(span, reading, asked, held | used)
+        runs = _unexplained_runs(span, reading, asked, held | used, checked)
         # Words of things sold and of what goes wrong ("espresso machine", "broken") are what an ask is
         # about, never the ask: listed only where nothing else in the clause is.
         asks = [run for run in runs if span.things or not all(token.word in TOPIC_WORDS for _, token in run)]
@@ -65,18 +66,25 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
 
 
 def _unexplained_runs(
-    span: Span, reading: Reading, asked: frozenset[str], known: set[str]
+    span: Span, reading: Reading, asked: frozenset[str], known: set[str], checked: set[object]
 ) -> list[list[tuple[int, Token]]]:
     """The words of an ask nothing accounts for, in runs of neighbours ("tracking number", "courier")."""
     if span.match is not None and span.match.understood and span.match.intent in asked:
         return []  # the clause as a whole asks that intent
+    if any(m.kind == "amount" and span.start <= m.start < span.end and m.value in checked for m in reading.mentions):
+        return []  # an order and an amount are a refund check, whatever the verb ("credit £45 to ORD-1")
     phrase_words = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
     keyword_asked = any(_asks(token.word) for token in span.tokens) or bool(phrase_words)
     runs: list[list[tuple[int, Token]]] = []
     content = set(span.content)
+    about = len(span.tokens)  # from "about", "re", "regarding" on: what the ask is about, not the ask
+    for index, token in enumerate(span.tokens):
+        after_what = index and span.tokens[index - 1].word in {"what", "how"}  # "what about X" asks X
+        if token.word in _ABOUT and index < about and not after_what:
+            about = index
     for index, token in enumerate(span.tokens):
         word = token.word
-        if token not in content or len(word) < 3 or word.isdigit():
+        if token not in content or len(word) < 3 or word.isdigit() or index > about:
             continue
         explained = (
             _asks(word)
@@ -86,6 +94,7 @@ def _unexplained_runs(
             or word in REQUEST_WORDS
             or word in known
             or (keyword_asked and word in TOPIC_WORDS)  # "damaged" qualifies an ask of tickets
+            or (keyword_asked and word in _phrase_words())  # "issues raised by": a phrase's word
         )
         if explained:
             continue
@@ -94,6 +103,14 @@ def _unexplained_runs(
         else:
             runs.append([(index, token)])
     return runs
+
+
+_ABOUT = frozenset({"about", "re", "regarding", "concerning", "mentioning", "wrt"})
+
+
+@functools.cache
+def _phrase_words() -> frozenset[str]:
+    return frozenset(word for intent in INTENTS for phrase in intent.phrases for word in phrase.split())
 
 
 @functools.cache

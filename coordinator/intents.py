@@ -275,6 +275,13 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# What a matched phrasing is about, as words a policy search finds.
+EXAMPLE_TOPICS: dict[str, tuple[str, ...]] = {
+    "send something back": ("return",), "how long do they have to return it": ("return",),
+    "can they send it back": ("return",), "return window": ("return",), "swap it for another": ("exchange",),
+    "how long is the guarantee": ("warranty",), "what cover do they have": ("warranty",),
+}  # fmt: skip
+
 # --- money and counts in words ----------------------------------------------------------------------
 
 # Money people name by a word: "a tenner", "two fivers", "half a grand".
@@ -323,7 +330,8 @@ LIGHT_WORDS = words_of(
     "history details detail record records twice once yet else especially particularly mainly only even "
     "news update updates info everything anything stuff bits thing things case cases say says said "
     "tell told ask asked mention mentioned exactly actually really definitely probably maybe either "
-    "whether anyone someone somebody people person folks mistake error sure right correct "
+    "whether anyone someone somebody people person folks mistake error sure behind whoever whatever "
+    "pay pays paying article articles "
     "currently already soon far"
 )
 # Words that close a letter: what a pasted email says before them is the customer's story.

@@ -22,7 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.intents import EXAMPLES
+from coordinator.intents import EXAMPLE_TOPICS, EXAMPLES
 
 __all__ = ["THRESHOLD", "Match", "nearest_intent"]
 
@@ -40,6 +40,11 @@ class Match:
     intent: str
     example: str
     score: float
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The search words the example stands for ("send it back" is about returns)."""
+        return EXAMPLE_TOPICS.get(self.example, ())
 
     @property
     def understood(self) -> bool:

@@ -170,7 +170,10 @@ _NUMBER_WORDS = (
     "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand"
 ).split()
 _IN_WORDS = rf"(?:{'|'.join(_NUMBER_WORDS)})(?:[\s-]+(?:and[\s-]+)?(?:{'|'.join(_NUMBER_WORDS)}))*"
-_POUNDS_IN_WORDS = re.compile(rf"\b(?:a\s+)?(?P<words>{_IN_WORDS})\s+(?:pounds?|quid|gbp|sterling)\b", re.I)
+_POUNDS_IN_WORDS = re.compile(
+    rf"\b(?:a\s+)?(?P<words>{_IN_WORDS})\s+(?:pounds?|quid|gbp|sterling)(?:\s+(?:and\s+)?(?P<pence>{_IN_WORDS})(?:\s+p(?:ence)?)?)?\b",
+    re.I,
+)
 _MONEY_WORDS = re.compile(
     rf"\b(?P<count>a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+)\s+(?P<word>{'|'.join(MONEY_WORDS)})\b"
     r"(?!\s+(?:of|on)\s+(?:the\s+)?(?:orders?|items?|people|customers?|tickets?)\b)",
@@ -192,6 +195,15 @@ def _in_words(words: str) -> float | None:
         return float(text2num(" ".join(words.lower().replace("-", " ").split()), "en"))
     except ValueError:
         return None
+
+
+def _pounds_in_words(match: re.Match[str]) -> float | None:
+    """"twelve pounds fifty" is 12.50; "sixty-four quid" is 64."""
+    pounds = _in_words(match["words"])
+    pence = _in_words(match["pence"]) if match["pence"] else 0.0
+    if pounds is None or pence is None or pence >= 100:
+        return pounds
+    return pounds + pence / 100
 
 
 def _count(word: str) -> int:
@@ -487,7 +499,7 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         scanner.take(pattern, "order_id", lambda m: ORDER_ID.from_match(m) if int(m[1]) else None)
     for pattern in _POUNDS:
         scanner.take(pattern, "amount", _amount)
-    scanner.take(_POUNDS_IN_WORDS, "amount", lambda m: _in_words(m["words"]))
+    scanner.take(_POUNDS_IN_WORDS, "amount", _pounds_in_words)
     scanner.take(_MONEY_WORDS, "amount", _money_word)
     scanner.take(_LINKS, "links", _links)
     scanner.take(_DATES, "dates", _dates)
@@ -510,7 +522,7 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         words.append(corrected[word])
     named = [(mention.start, mention.start + len(mention.text)) for mention in scanner.mentions]
     spans = cut(text, scanner.left, named, corrected, _known_words())
-    intents, weak_intents, spans = _asked(spans, scanner.left)
+    intents, weak_intents, spans, matched_topics = _asked(spans, scanner.left)
     keyword_intents = _intents(words, " ".join(_TOKEN.findall(scanner.left.lower())))[0]
     mentions = sorted(scanner.mentions, key=lambda mention: mention.start)
     return Reading(
@@ -519,7 +531,7 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         intents=intents,
         weak_intents=weak_intents,
         words=tuple(words),
-        topic=tuple(dict.fromkeys(word for word in words if _is_topic(word))),
+        topic=tuple(dict.fromkeys([*(word for word in words if _is_topic(word)), *matched_topics])),
         corrections=tuple(dict.fromkeys(corrections)),
         spans=tuple(spans),
         context=tuple(m for m in mentions if m.kind == "dates" and _role_at(spans, m.start) == STORY),
@@ -532,12 +544,15 @@ def _role_at(spans: list[Span], start: int) -> str:
     return next((span.role for span in spans if span.start <= start < span.end), ASKS)
 
 
-def _asked(spans: list[Span], left: str) -> tuple[frozenset[str], frozenset[str], list[Span]]:
+def _asked(
+    spans: list[Span], left: str
+) -> tuple[frozenset[str], frozenset[str], list[Span], tuple[str, ...]]:
     """What the spans ask, by keywords, and by meaning where the keywords leave an ask's words
     unexplained (``coordinator.meaning``): the intents, the weak ones, and the spans with their match."""
     found: set[str] = set()
     weak: set[str] = set()
     read: list[Span] = []
+    topics: list[str] = []  # the search words a matched phrasing stands for ("send it back": return)
     # A story's words ask nothing where something else asks ("I bought it in May. Can I return it?").
     told = {STORY} if any(span.role == ASKS for span in spans) else set()
     for span in spans:
@@ -548,13 +563,8 @@ def _asked(spans: list[Span], left: str) -> tuple[frozenset[str], frozenset[str]
         strong, light = _intents([token.word for token in span.tokens], phrases_text)
         found |= strong
         weak |= light
-        # An ask no keyword reads: compared by meaning, on the words nothing explains (or on all of its
-        # words, where each is known but none asks: "make it right").
-        unexplained = (
-            _unexplained(span, phrases_text) or [t.word for t in span.content]
-            if span.role == ASKS and not strong and not light
-            else []
-        )
+        # An ask no keyword reads: compared by meaning, on the words nothing explains.
+        unexplained = _unexplained(span, phrases_text) if span.role == ASKS and not strong and not light else []
         if unexplained:
             from coordinator.meaning import nearest_intent  # only a span the keywords cannot read
 
@@ -563,8 +573,9 @@ def _asked(spans: list[Span], left: str) -> tuple[frozenset[str], frozenset[str]
                 span = replace(span, match=match)
                 if match.understood:
                     found.add(match.intent)
+                    topics.extend(match.topics)
         read.append(span)
-    return frozenset(found), frozenset(weak), read
+    return frozenset(found), frozenset(weak), read, tuple(topics)
 
 
 def _unexplained(span: Span, phrases_text: str) -> list[str]:
@@ -580,8 +591,9 @@ def _unexplained(span: Span, phrases_text: str) -> list[str]:
 
 @functools.cache
 def _known_words() -> frozenset[str]:
+    phrase_words = {word for intent in INTENTS for phrase in intent.phrases for word in phrase.split()}
     return frozenset(
-        vocabulary() | TOPIC_WORDS | GENERIC_WORDS | COURTESY_WORDS | LIGHT_WORDS | REQUEST_WORDS | record_words()
+        phrase_words | vocabulary() | TOPIC_WORDS | GENERIC_WORDS | COURTESY_WORDS | LIGHT_WORDS | REQUEST_WORDS | record_words()
     )
 
 

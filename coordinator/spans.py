@@ -134,9 +134,9 @@ def _span(
         role = COURTESY
     elif request:
         role = ASKS
-    elif words and (words[0] in STORY_OPENERS or any(_past(w) for w in words[1:] if w not in known)):
-        # A past form first is what was just named, qualified ("tickets raised after", "ORD-1 arrived
-        # broken"); after a subject it tells what happened ("the jug came twice").
+    elif words and (words[0] in STORY_OPENERS or any(_past(w) for w in words if w not in known)):
+        # A past form of a word the sources know qualifies what was named ("tickets raised after",
+        # "orders placed in"); any other tells what happened ("the jug came twice").
         role = STORY
     else:
         role = ASKS  # a fragment: shorthand asks by naming
