@@ -16,6 +16,7 @@ Either makes the answer ``partial``: a plan is ``complete`` only when nothing is
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from coordinator.intents import GENERIC_WORDS, INTENTS, LIGHT_WORDS, REQUEST_WORDS, STOPWORDS, TOPIC_WORDS
@@ -53,11 +54,16 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
         if span.role != ASKS:
             roles.append(SpanRole(span.text, span.role, how=_context(span, reading)))
             continue
-        runs = _unexplained_runs(span, reading, asked, held | used, checked)
+        # Search words explain a clause whose sentence asks something; a clause that asks nothing is not
+        # made an ask by its words being searched for elsewhere ("stock levels on the grinder, plus tickets").
+        asking = any(_asking(other) for other in _sentence_of(span, reading))
+        runs = _unexplained_runs(span, reading, asked, held | used if asking else held, checked)
         # Words of things sold and of what goes wrong ("espresso machine", "broken") are what an ask is
         # about, never the ask: listed only where nothing else in the clause is.
         asks = [run for run in runs if span.things or not all(token.word in TOPIC_WORDS for _, token in run)]
         listed = [_listed(span, run, things=True) for run in asks]
+        if span.unread:
+            listed.append(Unplanned(f"'{span.unread}'", "not understood: written in a script or symbols the planner does not read", _REPHRASE))
         unplanned += listed
         own = _tasks_of(span, reading, tasks)
         role = ASKS if own or not listed else listed[0].why.split(":")[0]
@@ -105,6 +111,33 @@ def _unexplained_runs(
     return runs
 
 
+def _asking(span: Span) -> bool:
+    """Whether a clause asks by itself: it names something, a keyword or the matcher reads an ask in
+    it, or it names a product or a symptom (which the planner researches in tickets and policies)."""
+    return (
+        span.role == ASKS
+        and (
+            span.names
+            or (span.match is not None and span.match.understood)
+            or any(_asks(t.word) or t.word in TOPIC_WORDS for t in span.tokens)
+        )
+    )
+
+
+def _sentence_of(span: Span, reading: Reading) -> list[Span]:
+    """The clauses of the sentence ``span`` is in (up to a full stop, a question mark, a comma...)."""
+    spans = list(reading.spans)
+    at = spans.index(span)
+    first = at
+    while first > 0 and not _SENTENCE_END.search(reading.query[spans[first - 1].start : spans[first].start]):
+        first -= 1
+    last = at
+    while last + 1 < len(spans) and not _SENTENCE_END.search(reading.query[spans[last].start : spans[last + 1].start]):
+        last += 1
+    return spans[first : last + 1]
+
+
+_SENTENCE_END = re.compile(r"[.!?;,\n]")
 _ABOUT = frozenset({"about", "re", "regarding", "concerning", "mentioning", "wrt"})
 
 
@@ -142,7 +175,7 @@ def _listed(span: Span, run: list[tuple[int, Token]], *, things: bool) -> Unplan
         return Unplanned(
             f"'{written}'",
             "no source holds this: no record any tool returns has such a field",
-            "ask for what the records hold (`research sources check SOURCE` lists each tool and its fields)",
+            "ask for what the sources' records hold (each tool's output schema lists its fields)",
         )
     nearest = span.match
     reading = (

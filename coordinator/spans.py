@@ -72,6 +72,7 @@ class Span:
     # number"), or one listed after such a clause ("... and delivery address").
     things: bool = False
     match: Match | None = None  # the semantic matcher's reading, where keywords left words unexplained
+    unread: str = ""  # words in a script, or symbols, the reader does not read ("これは何ですか", "🙃")
 
     @property
     def content(self) -> tuple[Token, ...]:
@@ -105,11 +106,11 @@ def cut(
             for found in _WORD.finditer(left[start:end].lower())
         )  # fmt: skip
         names = any(start <= s < end for s, _ in named)
-        if not names and all(
+        if not names and not _unread(left[start:end]) and all(
             token.word in _JOINTS or (token.word in STOPWORDS and token.word not in COURTESY_WORDS) for token in tokens
         ):
             continue  # "and", "so": the joint between two clauses
-        span = _span(text, start, end, written, tokens, names, known)
+        span = replace(_span(text, start, end, written, tokens, names, known), unread=_unread(left[start:end]))
         listed = bool(spans) and spans[-1].things and not re.search(r"[.!?;\n]", text[spans[-1].end : start])
         if start in possessive or listed or (tokens and tokens[0].word in _WHAT):
             span = replace(span, things=True)
@@ -130,7 +131,7 @@ def _span(
     rest = text[end:].lstrip()
     question = written.endswith("?") or rest.startswith("?") or bool(words and words[0] in QUESTION_WORDS)
     request = question or any(w in REQUEST_WORDS for w in words)
-    if not content and not names:
+    if not content and not names and not _unread(text[start:end]):
         role = COURTESY
     elif request:
         role = ASKS
@@ -165,8 +166,11 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
     last = sign_offs[-1]
     after = spans[last + 1 :]
     line_end = text.find("\n", spans[last].end)
-    signature = [
-        i for i, span in enumerate(after) if line_end != -1 and span.start < text.find("\n", line_end + 1) % (len(text) + 1) and len(span.tokens) <= 3 and not span.question and span.text[:1].isupper()
+    next_line_end = text.find("\n", line_end + 1) % (len(text) + 1) if line_end != -1 else -1
+    signature = [  # the line after the sign-off: a name, an email ("Thanks,\nJane Doe")
+        i
+        for i, span in enumerate(after)
+        if span.start < next_line_end and len(span.tokens) <= 3 and not span.question
     ]
     asks = [span for i, span in enumerate(after) if i not in signature and span.role == ASKS]
     if not asks:
@@ -176,6 +180,22 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
     ]
     tail = [replace(span, role=COURTESY) if i in signature else span for i, span in enumerate(after)]
     return [*letter, spans[last], *tail]
+
+
+def _unread(text: str) -> str:
+    """What of ``text`` the reader cannot read: words in a script other than Latin, and emoji or other
+    symbols where they stand alone (beside words, "refund policy 🙏" is tone, not an ask)."""
+    import unicodedata
+
+    def foreign(char: str) -> bool:
+        return unicodedata.category(char)[0] == "L" and not unicodedata.name(char, "").startswith("LATIN")
+
+    def symbol(char: str) -> bool:
+        return unicodedata.category(char) == "So"
+
+    alone = not re.search(r"[A-Za-z0-9]", text)
+    kept = [char if foreign(char) or (alone and symbol(char)) else " " for char in text]
+    return " ".join("".join(kept).split())
 
 
 def _past(word: str) -> bool:

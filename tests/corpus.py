@@ -19,12 +19,17 @@ from typing import Any
 from coordinator.plan import Plan, PlannedTask, Ref
 from coordinator.tools import TASK_NAMES
 
-__all__ = ["CORPUS", "HELD_OUT", "Case", "load_cases", "mismatches"]
+__all__ = ["CORPUS", "HELD_OUT", "NATURAL", "NATURAL_HELD_OUT", "Case", "load_cases", "mismatches", "outcome"]
 
 CORPUS = Path(__file__).with_name("planner_corpus.toml")
 # Written later, by another author, against the same specification: measured before the planner was
 # tuned on it (see README, Benchmarks).
 HELD_OUT = Path(__file__).with_name("planner_heldout.toml")
+# Natural phrasings (shorthand, pasted emails, indirect wording, amounts in words, fields no source
+# holds), written by helpers given only the tools' schemas and the demo data: one set the planner's
+# accounting was tuned on, one held out. Scored, not required exact: see ``outcome``.
+NATURAL = Path(__file__).with_name("planner_natural.toml")
+NATURAL_HELD_OUT = Path(__file__).with_name("planner_natural_heldout.toml")
 
 
 @dataclass(frozen=True)
@@ -131,3 +136,14 @@ def mismatches(case: Case, plan: Plan | None, refusal: str = "") -> list[str]:
 
 def _calls(plan: Plan) -> str:
     return "; ".join(f"{task.source}.{task.tool} {task.arguments}" for task in plan.tasks.values())
+
+
+def outcome(case: Case, plan: Plan | None, refusal: str = "") -> str:
+    """``exact`` (planned as the case expects), ``partial`` (not, but the plan says what it left out),
+    ``refused`` (not, and refused with what was understood), or ``false complete``: not as expected,
+    yet reported complete. The last is the figure that matters most."""
+    if not mismatches(case, plan, refusal):
+        return "exact"
+    if plan is None:
+        return "refused"
+    return "partial" if plan.unplanned else "false complete"

@@ -9,11 +9,11 @@ import sys
 import anyio
 import pytest
 
-from sources.catalogue import SOURCES, TOOLS, input_schemas, live_input_schemas
+from sources.catalogue import SOURCES, TOOLS, input_schemas, live_input_schemas, live_record_fields, record_fields
 from sources.settings import SourceSettings
 from tests.conftest import PROJECT_ROOT
 
-REGENERATE = "run `python -m sources.catalogue --write` and commit sources/tools.json"
+REGENERATE = "run `python -m sources.catalogue --write` and commit sources/tools.json and sources/records.json"
 
 
 @pytest.mark.anyio
@@ -28,6 +28,16 @@ async def test_recorded_input_schemas_are_what_the_servers_answer(settings: Sour
         if live.get(source, {}).get(tool) != recorded.get(source, {}).get(tool)
     )
     assert not stale, f"sources/tools.json differs from tools/list for {', '.join(stale)}: {REGENERATE}"
+
+
+@pytest.mark.anyio
+async def test_recorded_record_fields_are_what_the_servers_publish(settings: SourceSettings) -> None:
+    with anyio.fail_after(30):
+        live = await live_record_fields(settings)
+    assert live == record_fields(), f"sources/records.json differs from the output schemas: {REGENERATE}"
+    assert {"tracking", "courier", "phone"}.isdisjoint(
+        word for tools in live.values() for fields in tools.values() for name in fields for word in name.split("_")
+    )
 
 
 def test_the_recorded_tools_are_the_catalogue() -> None:

@@ -64,6 +64,90 @@ def test_a_partly_understood_query_is_never_complete() -> None:
         assert plan.unplanned and all(item.why and item.next_step for item in plan.unplanned)
 
 
+# --- natural phrasings: never reported complete when part was missed ----------------------------------
+
+# False COMPLETE measured on the natural sets at the commit that added them (first sight, before the
+# accounting: 59 of 160 and 44 of 90). The goal is 0; these bounds only keep it from rising again.
+FALSE_COMPLETE_AT_MOST = {corpus.NATURAL: 11, corpus.NATURAL_HELD_OUT: 9}
+
+
+@pytest.mark.parametrize("path", list(FALSE_COMPLETE_AT_MOST), ids=lambda path: path.stem)
+def test_natural_phrasings_are_rarely_reported_complete_when_part_was_missed(path: Any) -> None:
+    cases = load_cases(path)
+    assert len(cases) >= (150 if path == corpus.NATURAL else 80)
+    outcomes = [corpus.outcome(case, *_plan_or_refusal(case.query)) for case in cases]
+    false_complete = [case.query for case, seen in zip(cases, outcomes, strict=True) if seen == "false complete"]
+    assert len(false_complete) <= FALSE_COMPLETE_AT_MOST[path], false_complete
+
+
+ISSUE_SAMPLES = {
+    "Has Yvonne Young been in touch about her espresso machine?": ["find_customers", "search_tickets"],
+    "outstanding balance for CUST-00150?": ["customer_lookup", "list_invoices"],
+    "goodwill gesture of a tenner on ORD-10751 for the late delivery, ok?": ["refund_eligibility", "search_policies"],
+    "how long do people have to send something back if it's unused?": ["search_policies"],
+    "what's linked from KB-DAMAGED, two hops out": ["related_policies"],
+    "can ORD-10023 be refunded in full?": ["get_order", "refund_eligibility", "search_policies"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("query", list(ISSUE_SAMPLES))
+def test_each_reported_sample_is_planned_as_a_support_agent_expects(query: str) -> None:
+    plan = plan_query(query)
+    assert sorted(task.tool for task in plan.tasks.values()) == sorted(ISSUE_SAMPLES[query])
+    assert plan.unplanned == (), plan.unplanned
+    if "hops" in query:
+        assert plan.tasks["related"].arguments == {"article_id": "KB-DAMAGED", "depth": 2}
+    if "tenner" in query:
+        assert plan.tasks["refund"].arguments == {"order_id": "ORD-10751", "amount": 10}
+    if "in full" in query:
+        check = plan.tasks["refund"]
+        assert check.arguments["amount"] == Ref("order", "total") and check.depends_on == ("order",)
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("What's the tracking number and courier for ORD-10768?", ["tracking number", "courier"]),
+        ("jane's phone number and delivery address", ["phone number"]),
+    ],
+)
+def test_what_no_source_holds_is_named_as_such(query: str, named: list[str]) -> None:
+    plan = plan_query(query)
+    held = {item.what.strip("'"): item.why for item in plan.unplanned}
+    for what in named:
+        assert held[what].startswith("no source holds this"), plan.unplanned
+
+
+def test_a_story_s_date_qualifies_nothing_and_the_ask_after_the_letter_is_planned() -> None:
+    email = (
+        "Hi,\n\nWe moved house in September and I've been ordering bits ever since... "
+        "did my last orders go out?\n\nThanks,\njane.doe@example.com"
+    )
+    plan = plan_query(email)
+    orders = plan.tasks["orders"]
+    assert orders.tool == "search_orders" and set(orders.arguments) == {"customer_id"}  # no September filter
+    assert plan.unplanned == ()
+    roles = {span.text: span.role for span in plan.spans}
+    assert roles["We moved house in September"] == "story"
+
+
+def test_amounts_and_counts_in_words() -> None:
+    assert plan_query("pay back sixty-four pounds fifty on ORD-10008").tasks["refund"].arguments["amount"] == 64.5
+    assert plan_query("refund two fivers on ORD-10031").tasks["refund"].arguments["amount"] == 10
+    assert plan_query("KB-REFUNDS three links away").tasks["related"].arguments["depth"] == 3
+
+
+def test_a_long_query_of_filler_is_refused_with_what_was_understood() -> None:
+    with pytest.raises(QueryError, match="names nothing"):
+        plan_query("hi there, thanks so much! " * 2000)
+
+
+def test_a_query_of_64000_characters_is_planned() -> None:
+    query = ("orders of CUST-00042 and the espresso machine, " * 1400)[:63_999]
+    plan = plan_query(query)
+    assert "orders" in plan.tasks
+
+
 # --- Claude's plans go through the same checks ------------------------------------------------------
 
 

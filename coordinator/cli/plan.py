@@ -34,6 +34,12 @@ def show_plan(
         bool, typer.Option("--json", help="Print the plan as JSON (tasks, arguments, dependencies, gaps).")
     ] = False,
     llm: LlmOption = Llm.auto,  # the plan `research ask` would make, with the same option
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain", help="Also show how the query was read: each span, its role, and the tasks it asks for."
+        ),
+    ] = False,
 ) -> None:
     """Show the plan for a question without running it: each task, its arguments, why it was planned,
     what it waits for, and what the query asked that will not be researched.
@@ -64,6 +70,8 @@ def show_plan(
         typer.echo(json.dumps(plan.describe(), ensure_ascii=False, indent=2))
     else:
         _print_plan(plan, Console())
+        if explain:
+            _print_spans(plan, Console())
     raise typer.Exit(EXIT_PARTIAL if plan.unplanned else EXIT_COMPLETE)
 
 
@@ -84,3 +92,15 @@ def _print_plan(plan: Plan, console: Console) -> None:
         console.print(Text(f"  why: {item.why}", style="dim"))
     for note in plan.notes:
         console.print(Text(f"note: {note}", style="dim"))
+
+
+def _print_spans(plan: Plan, console: Console) -> None:
+    """Every span of the query and what became of it (the deterministic planner's reading)."""
+    if not plan.spans:
+        console.print(Text("how it was read: the plan is a model's; only what it names is checked", style="dim"))
+        return
+    table = Table("span", "role", "tasks", "how", box=None, pad_edge=False, title="how it was read")
+    for span in plan.describe()["spans"]:
+        text = " ".join(str(span["text"]).split())
+        table.add_row(text, span["role"], ", ".join(span["tasks"]) or "-", span["how"])
+    console.print(table)

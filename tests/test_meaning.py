@@ -1,0 +1,105 @@
+"""The semantic matcher: what it takes, what it never takes, and that it stays out of start-up.
+
+The threshold (``meaning.THRESHOLD``) was chosen on these sets: asks in words no keyword knows are read
+as their intent above it; text that asks nothing a source answers (other languages, code, emoji, small
+talk, fields no record holds) stays below it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from coordinator.intents import EXAMPLES, STOPWORDS
+from coordinator.meaning import THRESHOLD, nearest_intent
+from coordinator.reading import read_query
+from tests.conftest import PROJECT_ROOT
+
+ASKS_IN_OTHER_WORDS = [
+    ("has she been in touch about her espresso machine", "tickets"),
+    ("did she ever ring us about it", "tickets"),
+    ("have people moaned about the grinder", "tickets"),
+    ("what is still owed on the account", "invoices"),
+    ("do they have any unpaid bills", "invoices"),
+    ("anything outstanding on their bills", "invoices"),
+    ("can we do a goodwill gesture", "refund"),
+    ("how long have they got to send it back", "policies"),
+    ("are we allowed to swap it", "policies"),
+    ("has it shipped yet", "orders"),
+    ("is he a vip", "customer"),
+]
+ASKS_NOTHING = [
+    "what's the weather like", "bonjour je voudrais un remboursement", "wie lange dauert die lieferung",
+    "¿dónde está mi pedido?", "lol ok", "tracking number", "courier", "phone number", "date of birth",
+    "is the sky blue", "the cat sat on the mat", "make me a sandwich", "what time is it in tokyo",
+    "print hello world", "the meaning of life", "total revenue across all customers", "😀😀😀", "12345",
+]  # fmt: skip
+
+
+def _unknown(text: str) -> list[str]:
+    """The words of ``text`` the keywords leave unexplained, as the reader passes them."""
+    from coordinator.reading import _known_words
+
+    return [w for w in text.lower().split() if w not in _known_words() and w not in STOPWORDS]
+
+
+@pytest.mark.parametrize(("text", "intent"), ASKS_IN_OTHER_WORDS)
+def test_an_ask_in_other_words_is_read_as_its_intent(text: str, intent: str) -> None:
+    match = nearest_intent(text, _unknown(text))
+    assert match is not None and match.intent == intent and match.understood, match
+
+
+@pytest.mark.parametrize("text", ASKS_NOTHING)
+def test_text_that_asks_nothing_a_source_answers_stays_under_the_threshold(text: str) -> None:
+    match = nearest_intent(text, _unknown(text) or text.split())
+    assert match is None or match.score < THRESHOLD, match
+
+
+def test_every_example_is_its_own_intent() -> None:
+    for intent, examples in EXAMPLES.items():
+        for example in examples:
+            match = nearest_intent(example, example.split())
+            assert match is not None and match.intent == intent and match.score > 0.99, (example, match)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "これは何ですか ORD-10031",
+        "ORD-10031. 🙃🔥",
+        "что с заказом ORD-10031?",
+        "SELECT * FROM orders WHERE id = 'ORD-10031'; DROP TABLE orders;",
+        "def refund(order): return order.total  # ORD-10031",
+        "bonjour, je voudrais un remboursement pour ORD-10031",
+    ],
+)
+def test_a_span_the_matcher_cannot_read_is_not_understood_never_a_crash(query: str) -> None:
+    from coordinator.planner import plan_query
+
+    plan = plan_query(query)
+    assert plan.unplanned, plan.describe()
+    assert any(span.role != "asks" or span.tasks for span in plan.spans)
+
+
+def test_help_and_a_usage_error_never_load_the_matcher() -> None:
+    probe = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from coordinator.cli import app\n"
+        "runner = CliRunner()\n"
+        "runner.invoke(app, ['--help'])\n"
+        "runner.invoke(app, ['plan', ''])\n"
+        "runner.invoke(app, ['plan', 'orders of CUST-00042'])\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('wordllama', 'tokenizers', 'safetensors')))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_query_the_keywords_read_whole_never_loads_the_matcher() -> None:
+    read = read_query("orders and open tickets of CUST-00042 since last month")
+    assert all(span.match is None for span in read.spans)
