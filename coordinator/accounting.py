@@ -26,7 +26,9 @@ from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing
 
 __all__ = ["SpanRole", "account_for_words", "roles"]
 
-_REPHRASE = "rephrase it with what to look up (orders, tickets, invoices, a refund, a policy), or use --llm claude"
+_REPHRASE = (
+    "rephrase it with what to look up (orders, tickets, invoices, a refund, a policy), or use --llm claude"
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,9 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
     unplanned: list[Unplanned] = []
     roles: list[SpanRole] = []
     held = _held_words(tasks)
-    used = {word for task in tasks for value in task.arguments.values() for word in str(value).lower().split()}
+    used = {
+        word for task in tasks for value in task.arguments.values() for word in str(value).lower().split()
+    }
     asked = reading.intents | reading.weak_intents
     checked = {task.arguments.get("amount") for task in tasks if task.tool == "refund_eligibility"}
     for span in reading.spans:
@@ -63,7 +67,13 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
         asks = [run for run in runs if span.things or not all(token.word in TOPIC_WORDS for _, token in run)]
         listed = [_listed(span, run, things=True) for run in asks]
         if span.unread:
-            listed.append(Unplanned(f"'{span.unread}'", "not understood: written in a script or symbols the planner does not read", _REPHRASE))
+            listed.append(
+                Unplanned(
+                    f"'{span.unread}'",
+                    "not understood: written in a script or symbols the planner does not read",
+                    _REPHRASE,
+                )
+            )
         unplanned += listed
         own = _tasks_of(span, reading, tasks)
         role = ASKS if own or not listed else listed[0].why.split(":")[0]
@@ -77,7 +87,10 @@ def _unexplained_runs(
     """The words of an ask nothing accounts for, in runs of neighbours ("tracking number", "courier")."""
     if span.match is not None and span.match.understood and span.match.intent in asked:
         return []  # the clause as a whole asks that intent
-    if any(m.kind == "amount" and span.start <= m.start < span.end and m.value in checked for m in reading.mentions):
+    if any(
+        m.kind == "amount" and span.start <= m.start < span.end and m.value in checked
+        for m in reading.mentions
+    ):
         return []  # an order and an amount are a refund check, whatever the verb ("credit £45 to ORD-1")
     phrase_words = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
     keyword_asked = any(_asks(token.word) for token in span.tokens) or bool(phrase_words)
@@ -114,13 +127,10 @@ def _unexplained_runs(
 def _asking(span: Span) -> bool:
     """Whether a clause asks by itself: it names something, a keyword or the matcher reads an ask in
     it, or it names a product or a symptom (which the planner researches in tickets and policies)."""
-    return (
-        span.role == ASKS
-        and (
-            span.names
-            or (span.match is not None and span.match.understood)
-            or any(_asks(t.word) or t.word in TOPIC_WORDS for t in span.tokens)
-        )
+    return span.role == ASKS and (
+        span.names
+        or (span.match is not None and span.match.understood)
+        or any(_asks(t.word) or t.word in TOPIC_WORDS for t in span.tokens)
     )
 
 
@@ -132,7 +142,9 @@ def _sentence_of(span: Span, reading: Reading) -> list[Span]:
     while first > 0 and not _SENTENCE_END.search(reading.query[spans[first - 1].start : spans[first].start]):
         first -= 1
     last = at
-    while last + 1 < len(spans) and not _SENTENCE_END.search(reading.query[spans[last].start : spans[last + 1].start]):
+    while last + 1 < len(spans) and not _SENTENCE_END.search(
+        reading.query[spans[last].start : spans[last + 1].start]
+    ):
         last += 1
     return spans[first : last + 1]
 
@@ -204,7 +216,13 @@ def _tasks_of(span: Span, reading: Reading, tasks: list[PlannedTask]) -> tuple[s
     intents |= {i.name for i in INTENTS if any(p in _text_of(span) for p in i.phrases)}
     if span.match is not None and span.match.understood:
         intents.add(span.match.intent)
-    tools = {tool.strip() for intent in INTENTS if intent.name in intents for entry in intent.tools for tool in entry.split("|")}
+    tools = {
+        tool.strip()
+        for intent in INTENTS
+        if intent.name in intents
+        for entry in intent.tools
+        for tool in entry.split("|")
+    }
     return tuple(
         task.id
         for task in tasks
@@ -215,7 +233,9 @@ def _tasks_of(span: Span, reading: Reading, tasks: list[PlannedTask]) -> tuple[s
 def _how(span: Span) -> str:
     if span.match is not None:
         verdict = "taken" if span.match.understood else "too far to take"
-        return f"matcher: nearest '{span.match.example}' ({span.match.intent}) {span.match.score:.2f}, {verdict}"
+        return (
+            f"matcher: nearest '{span.match.example}' ({span.match.intent}) {span.match.score:.2f}, {verdict}"
+        )
     return "keywords" if any(token.word not in STOPWORDS for token in span.tokens) else "names"
 
 

@@ -53,8 +53,9 @@ class Match:
 
 @functools.cache
 def _model() -> Any:
-    import wordllama
     from pathlib import Path
+
+    import wordllama
 
     # The package's own folder holds its weights and tokenizer; its default load() looks elsewhere and
     # would try a download.

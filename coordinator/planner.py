@@ -270,13 +270,13 @@ class _Planner:
                     purpose=_REFUND_PURPOSE,
                 )
             )
-        for order in self._refunded_in_full():
-            lookup = self.order_lookups[order]  # its paid amount is the order's own total
+        for in_full in self._refunded_in_full():
+            lookup = self.order_lookups[in_full]  # its paid amount is the order's own total
             self._add(
                 _Call(
                     "billing.refund_eligibility",
-                    {"order_id": order, "amount": Ref("?", GIVES[lookup.tool]["amount"])},
-                    subject=order,
+                    {"order_id": in_full, "amount": Ref("?", GIVES[lookup.tool]["amount"])},
+                    subject=in_full,
                     needs={"amount": lookup},
                     purpose=_REFUND_PURPOSE,
                 )
@@ -294,7 +294,14 @@ class _Planner:
     def plan(self) -> Plan:
         reading = self.reading
         for mention in reading.of("article_id"):
-            self._add(self._bind(LOOKUPS["article_id"], _Subject("article", mention.value, {"article_id": mention.value}), derived=False) or self._lookup_call("article_id", mention.value))
+            self._add(
+                self._bind(
+                    LOOKUPS["article_id"],
+                    _Subject("article", mention.value, {"article_id": mention.value}),
+                    derived=False,
+                )
+                or self._lookup_call("article_id", mention.value)
+            )
         self.plan_refunds()
         if not self.customers:
             self.intents.discard("everything")  # everything about an order: the order alone, below

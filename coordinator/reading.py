@@ -54,7 +54,16 @@ from coordinator.spans import ASKS, COURTESY, STORY, Span, cut
 from sources.domain import TODAY, pounds
 from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, EMAIL, ORDER_ID, SKU, NumberedId
 
-__all__ = ["MAX_QUERY_CHARS", "DateRange", "Mention", "QueryError", "Reading", "phrases_in", "read_query", "record_words"]
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "DateRange",
+    "Mention",
+    "QueryError",
+    "Reading",
+    "phrases_in",
+    "read_query",
+    "record_words",
+]
 
 # A pasted customer email, or a whole thread of them, fits; a pasted file does not. Reading 64,000
 # characters takes the planner about a third of a second.
@@ -165,10 +174,38 @@ _POUNDS = (
     ),
 )
 # Amounts in words: "fifty quid", "twenty-five pounds", "a tenner", "two fivers" (MONEY_WORDS).
-_NUMBER_WORDS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand"
-).split()
+_NUMBER_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+    "thirty",
+    "forty",
+    "fifty",
+    "sixty",
+    "seventy",
+    "eighty",
+    "ninety",
+    "hundred",
+    "thousand",
+]
 _IN_WORDS = rf"(?:{'|'.join(_NUMBER_WORDS)})(?:[\s-]+(?:and[\s-]+)?(?:{'|'.join(_NUMBER_WORDS)}))*"
 _POUNDS_IN_WORDS = re.compile(
     rf"\b(?:a\s+)?(?P<words>{_IN_WORDS})\s+(?:pounds?|quid|gbp|sterling)(?:\s+(?:and\s+)?(?P<pence>{_IN_WORDS})(?:\s+p(?:ence)?)?)?\b",
@@ -198,7 +235,7 @@ def _in_words(words: str) -> float | None:
 
 
 def _pounds_in_words(match: re.Match[str]) -> float | None:
-    """"twelve pounds fifty" is 12.50; "sixty-four quid" is 64."""
+    """ "twelve pounds fifty" is 12.50; "sixty-four quid" is 64."""
     pounds = _in_words(match["words"])
     pence = _in_words(match["pence"]) if match["pence"] else 0.0
     if pounds is None or pence is None or pence >= 100:
@@ -564,7 +601,9 @@ def _asked(
         found |= strong
         weak |= light
         # An ask no keyword reads: compared by meaning, on the words nothing explains.
-        unexplained = _unexplained(span, phrases_text) if span.role == ASKS and not strong and not light else []
+        unexplained = (
+            _unexplained(span, phrases_text) if span.role == ASKS and not strong and not light else []
+        )
         if unexplained:
             from coordinator.meaning import nearest_intent  # only a span the keywords cannot read
 
@@ -593,7 +632,14 @@ def _unexplained(span: Span, phrases_text: str) -> list[str]:
 def _known_words() -> frozenset[str]:
     phrase_words = {word for intent in INTENTS for phrase in intent.phrases for word in phrase.split()}
     return frozenset(
-        phrase_words | vocabulary() | TOPIC_WORDS | GENERIC_WORDS | COURTESY_WORDS | LIGHT_WORDS | REQUEST_WORDS | record_words()
+        phrase_words
+        | vocabulary()
+        | TOPIC_WORDS
+        | GENERIC_WORDS
+        | COURTESY_WORDS
+        | LIGHT_WORDS
+        | REQUEST_WORDS
+        | record_words()
     )
 
 

@@ -17,6 +17,7 @@ each is used by a task, or is listed as not understood or as something no source
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -26,8 +27,8 @@ from coordinator.intents import (
     IRREGULAR_PAST,
     QUESTION_WORDS,
     REQUEST_WORDS,
-    STOPWORDS,
     SIGN_OFF_WORDS,
+    STOPWORDS,
     STORY_OPENERS,
 )
 
@@ -97,7 +98,7 @@ def cut(
     possessive = {end + 2 for _, end in named if text[end : end + 2].lower() == "'s"}
     bounds = sorted(cuts)
     spans: list[Span] = []
-    for start, end in zip(bounds, bounds[1:], strict=False):
+    for start, end in itertools.pairwise(bounds):
         written = text[start:end].strip(" \t,;:-–—()[]")
         if not written.strip(".!?") and not any(start <= s < end for s, _ in named):
             continue
@@ -106,11 +107,18 @@ def cut(
             for found in _WORD.finditer(left[start:end].lower())
         )  # fmt: skip
         names = any(start <= s < end for s, _ in named)
-        if not names and not _unread(left[start:end]) and all(
-            token.word in _JOINTS or (token.word in STOPWORDS and token.word not in COURTESY_WORDS) for token in tokens
+        if (
+            not names
+            and not _unread(left[start:end])
+            and all(
+                token.word in _JOINTS or (token.word in STOPWORDS and token.word not in COURTESY_WORDS)
+                for token in tokens
+            )
         ):
             continue  # "and", "so": the joint between two clauses
-        span = replace(_span(text, start, end, written, tokens, names, known), unread=_unread(left[start:end]))
+        span = replace(
+            _span(text, start, end, written, tokens, names, known), unread=_unread(left[start:end])
+        )
         listed = bool(spans) and spans[-1].things and not re.search(r"[.!?;\n]", text[spans[-1].end : start])
         if start in possessive or listed or (tokens and tokens[0].word in _WHAT):
             span = replace(span, things=True)
@@ -124,7 +132,13 @@ _JOINING = frozenset({"for", "on", "of", "to", "from", "with", "in", "at", "by",
 
 
 def _span(
-    text: str, start: int, end: int, written: str, tokens: tuple[Token, ...], names: bool, known: frozenset[str]
+    text: str,
+    start: int,
+    end: int,
+    written: str,
+    tokens: tuple[Token, ...],
+    names: bool,
+    known: frozenset[str],
 ) -> Span:
     words = [t.word for t in tokens]
     content = [w for w in words if w not in STOPWORDS and w not in COURTESY_WORDS]
@@ -151,7 +165,9 @@ _HEADER = re.compile(r"^[ \t>]*(?:from|to|cc|subject|sent|date|re)\s*:", re.I | 
 def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
     """A pasted email with the agent's ask after it: the letter (up to its sign-off and the signature
     after it) is the customer's story; only what follows asks. Its header lines are context."""
-    headers = [(found.start(), text.find("\n", found.start()) % (len(text) + 1)) for found in _HEADER.finditer(text)]
+    headers = [
+        (found.start(), text.find("\n", found.start()) % (len(text) + 1)) for found in _HEADER.finditer(text)
+    ]
     spans = [
         replace(span, role=COURTESY) if any(start <= span.start < end for start, end in headers) else span
         for span in spans
@@ -175,9 +191,7 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
     asks = [span for i, span in enumerate(after) if i not in signature and span.role == ASKS]
     if not asks:
         return spans
-    letter = [
-        replace(span, role=STORY) if span.role == ASKS else span for span in spans[:last]
-    ]
+    letter = [replace(span, role=STORY) if span.role == ASKS else span for span in spans[:last]]
     tail = [replace(span, role=COURTESY) if i in signature else span for i, span in enumerate(after)]
     return [*letter, spans[last], *tail]
 

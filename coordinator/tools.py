@@ -18,10 +18,10 @@ from sources.catalogue import input_schemas
 from sources.formats import (
     AMOUNT_DESCRIPTION,
     ARTICLE_ID,
-    LINKS_DESCRIPTION,
     CUSTOMER_ID,
     CUSTOMER_IDENTIFIER,
     ISO_DATE,
+    LINKS_DESCRIPTION,
     ORDER_ID,
     PERSON_NAME,
     SEARCH_TEXT,

@@ -9,11 +9,20 @@ import sys
 import anyio
 import pytest
 
-from sources.catalogue import SOURCES, TOOLS, input_schemas, live_input_schemas, live_record_fields, record_fields
+from sources.catalogue import (
+    SOURCES,
+    TOOLS,
+    input_schemas,
+    live_input_schemas,
+    live_record_fields,
+    record_fields,
+)
 from sources.settings import SourceSettings
 from tests.conftest import PROJECT_ROOT
 
-REGENERATE = "run `python -m sources.catalogue --write` and commit sources/tools.json and sources/records.json"
+REGENERATE = (
+    "run `python -m sources.catalogue --write` and commit sources/tools.json and sources/records.json"
+)
 
 
 @pytest.mark.anyio
@@ -36,7 +45,11 @@ async def test_recorded_record_fields_are_what_the_servers_publish(settings: Sou
         live = await live_record_fields(settings)
     assert live == record_fields(), f"sources/records.json differs from the output schemas: {REGENERATE}"
     assert {"tracking", "courier", "phone"}.isdisjoint(
-        word for tools in live.values() for fields in tools.values() for name in fields for word in name.split("_")
+        word
+        for tools in live.values()
+        for fields in tools.values()
+        for name in fields
+        for word in name.split("_")
     )
 
 

@@ -95,7 +95,12 @@ def test_help_and_a_usage_error_never_load_the_matcher() -> None:
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('wordllama', 'tokenizers', 'safetensors')))\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", probe],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     assert result.stdout.strip().splitlines()[-1] == "[]"
 

@@ -76,7 +76,9 @@ def test_natural_phrasings_are_rarely_reported_complete_when_part_was_missed(pat
     cases = load_cases(path)
     assert len(cases) >= (150 if path == corpus.NATURAL else 80)
     outcomes = [corpus.outcome(case, *_plan_or_refusal(case.query)) for case in cases]
-    false_complete = [case.query for case, seen in zip(cases, outcomes, strict=True) if seen == "false complete"]
+    false_complete = [
+        case.query for case, seen in zip(cases, outcomes, strict=True) if seen == "false complete"
+    ]
     assert len(false_complete) <= FALSE_COMPLETE_AT_MOST[path], false_complete
 
 
@@ -132,7 +134,10 @@ def test_a_story_s_date_qualifies_nothing_and_the_ask_after_the_letter_is_planne
 
 
 def test_amounts_and_counts_in_words() -> None:
-    assert plan_query("pay back sixty-four pounds fifty on ORD-10008").tasks["refund"].arguments["amount"] == 64.5
+    assert (
+        plan_query("pay back sixty-four pounds fifty on ORD-10008").tasks["refund"].arguments["amount"]
+        == 64.5
+    )
     assert plan_query("refund two fivers on ORD-10031").tasks["refund"].arguments["amount"] == 10
     assert plan_query("KB-REFUNDS three links away").tasks["related"].arguments["depth"] == 3
 

@@ -37,7 +37,8 @@ def show_plan(
     explain: Annotated[
         bool,
         typer.Option(
-            "--explain", help="Also show how the query was read: each span, its role, and the tasks it asks for."
+            "--explain",
+            help="Also show how the query was read: each span, its role, and the tasks it asks for.",
         ),
     ] = False,
 ) -> None:
@@ -97,7 +98,9 @@ def _print_plan(plan: Plan, console: Console) -> None:
 def _print_spans(plan: Plan, console: Console) -> None:
     """Every span of the query and what became of it (the deterministic planner's reading)."""
     if not plan.spans:
-        console.print(Text("how it was read: the plan is a model's; only what it names is checked", style="dim"))
+        console.print(
+            Text("how it was read: the plan is a model's; only what it names is checked", style="dim")
+        )
         return
     table = Table("span", "role", "tasks", "how", box=None, pad_edge=False, title="how it was read")
     for span in plan.describe()["spans"]:
