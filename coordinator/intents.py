@@ -44,6 +44,9 @@ class Intent:
     default_topic: str = ""
     # Its words are also worth searching for (a refund, a warranty), not only a choice of source.
     topical: bool = False
+    # A phrasal verb whose particle may stand apart ("send the kettle back"): verbs, particle, and the
+    # word a search for it uses.
+    separable: tuple[tuple[str, ...], str, str] | None = None
     # Nouns that ask this intent only where its tools have something to take ("the customer of
     # ORD-10023" asks who; "the customer wants a refund" does not): never reported as unanswered.
     weak_words: frozenset[str] = frozenset()
@@ -85,7 +88,7 @@ INTENTS: tuple[Intent, ...] = (
         "orders",
         words_of(
             "order orders ordered purchase purchases purchased bought buy buys buying deliveries "
-            "shipments shipment"
+            "shipments shipment shop shops shopped shopping"
         ),
         ("orders.search_orders | orders.get_order",),
         unanswered="orders were asked about",
@@ -129,6 +132,8 @@ INTENTS: tuple[Intent, ...] = (
             "paid back",
             "get back",
             "back for",
+            "cash back",
+            "money returned",
         ),
         default_topic="refund",
         topical=True,
@@ -144,6 +149,8 @@ INTENTS: tuple[Intent, ...] = (
         ),
         ("kb.search_policies | kb.related_policies",),
         phrases=("what do we do", "how do we handle", "how should we"),
+        # "send it back", "post the cafetiere back": a thing returned, whatever stands between.
+        separable=(("send", "post", "ship", "bring", "take", "mail", "courier"), "back", "return"),
         topical=True,
         unanswered="a policy was asked about",
         ask_for="say which, e.g. 'policy on damaged items' or a KB id such as KB-REFUNDS",

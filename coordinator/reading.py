@@ -38,6 +38,7 @@ from rapidfuzz.distance import DamerauLevenshtein
 
 from coordinator.intents import (
     COURTESY_WORDS,
+    Intent,
     FULL_AMOUNT_PHRASES,
     GENERIC_WORDS,
     INTENTS,
@@ -412,6 +413,8 @@ def _dates(match: re.Match[str]) -> DateRange:
         return _bounds(_period(match["first"])[0], _period(match["second"])[1])
     first, last = _period(match["when"] or match["bare"])
     keyword = " ".join((match["keyword"] or match["bare_keyword"] or "").lower().split())
+    if keyword == "from" and last > first:  # "orders from October 2026": placed in it
+        return _bounds(first, last)
     if keyword in ("since", "after", "from", "starting"):
         return _bounds(first, None)
     if keyword == "before":
@@ -498,11 +501,21 @@ def _names(scanner: _Scanner) -> None:
         skip_until = end
 
 
+def _separated(intent: Intent, phrases_text: str) -> bool:
+    """Whether ``intent``'s separable phrasal verb is in the text: "send the cold brew maker back"."""
+    if intent.separable is None:
+        return False
+    verbs, particle, _ = intent.separable
+    return bool(re.search(rf"\b(?:{'|'.join(verbs)})\b(?:\s+\S+){{0,5}}?\s+{particle}\b", phrases_text))
+
+
 def _intents(words: list[str], phrases_text: str) -> tuple[frozenset[str], frozenset[str]]:
     found, weak = set(), set()
     for intent in INTENTS:
-        if intent.words.intersection(words) or any(
-            re.search(rf"\b{re.escape(phrase)}\b", phrases_text) for phrase in intent.phrases
+        if (
+            intent.words.intersection(words)
+            or any(re.search(rf"\b{re.escape(phrase)}\b", phrases_text) for phrase in intent.phrases)
+            or _separated(intent, phrases_text)
         ):
             found.add(intent.name)
         elif intent.weak_words.intersection(words):
@@ -545,8 +558,8 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
     _names(scanner)
     # "in full", "the whole order": an amount the order's own record holds (read, then blanked).
     full = _FULL_AMOUNT.search(scanner.left)
-    if full is not None:
-        scanner.blank(*full.span())
+    for each in list(_FULL_AMOUNT.finditer(scanner.left)):
+        scanner.blank(*each.span())
 
     corrected: dict[str, str] = {}
     corrections: list[tuple[str, str]] = []
@@ -598,6 +611,7 @@ def _asked(
             continue
         phrases_text = " ".join(_TOKEN.findall(left[span.start : span.end].lower()))
         strong, light = _intents([token.word for token in span.tokens], phrases_text)
+        topics.extend(i.separable[2] for i in INTENTS if i.separable and _separated(i, phrases_text))
         found |= strong
         weak |= light
         # An ask no keyword reads: compared by meaning, on the words nothing explains.

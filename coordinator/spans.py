@@ -126,6 +126,7 @@ def cut(
     return _pasted_letter(_questions_run_on(spans, text), text)
 
 
+_GREETINGS = frozenset({"hi", "hello", "hey", "dear", "hiya", "morning", "afternoon", "evening"})
 _JOINTS = frozenset({"and", "but", "also", "plus", "then", "btw", "so"})
 # Words that go on from a thing named within one clause ("ORD-10031 for 45 quid", "jane's orders").
 _JOINING = frozenset({"for", "on", "of", "to", "from", "with", "in", "at", "by", "s", "or", "vs", "x"})
@@ -145,8 +146,9 @@ def _span(
     rest = text[end:].lstrip()
     question = written.endswith("?") or rest.startswith("?") or bool(words and words[0] in QUESTION_WORDS)
     request = question or any(w in REQUEST_WORDS for w in words)
-    if not content and not names and not _unread(text[start:end]):
-        role = COURTESY
+    greeting = bool(words) and words[0] in _GREETINGS and len(words) <= 4 and not question
+    if (not content and not names and not _unread(text[start:end])) or (greeting and not request):
+        role = COURTESY  # "Dear Coffee Co", "Hi team": whom a letter is to
     elif request:
         role = ASKS
     elif words and (words[0] in STORY_OPENERS or any(_past(w) for w in words if w not in known)):
@@ -181,12 +183,14 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
         return spans
     last = sign_offs[-1]
     after = spans[last + 1 :]
-    line_end = text.find("\n", spans[last].end)
-    next_line_end = text.find("\n", line_end + 1) % (len(text) + 1) if line_end != -1 else -1
-    signature = [  # the line after the sign-off: a name, an email ("Thanks,\nJane Doe")
+    # The signature: the short lines right after the sign-off, up to a blank line ("Thanks,\nJane Doe\n
+    # jane@example.com").
+    blank = re.compile(r"\n[ \t]*\n").search(text, spans[last].end)
+    signed_until = blank.start() if blank else len(text)
+    signature = [
         i
         for i, span in enumerate(after)
-        if span.start < next_line_end and len(span.tokens) <= 3 and not span.question
+        if span.start < signed_until and len(span.tokens) <= 4 and not span.question
     ]
     asks = [span for i, span in enumerate(after) if i not in signature and span.role == ASKS]
     if not asks:
@@ -194,6 +198,12 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
     letter = [replace(span, role=STORY) if span.role == ASKS else span for span in spans[:last]]
     tail = [replace(span, role=COURTESY) if i in signature else span for i, span in enumerate(after)]
     return [*letter, spans[last], *tail]
+
+
+def _before_named(left: str, token: Token, named: list[tuple[int, int]]) -> bool:
+    after = token.start + len(token.written)
+    gap = len(left[after:]) - len(left[after:].lstrip())
+    return any(start == after + gap for start, _ in named)
 
 
 def _unread(text: str) -> str:
