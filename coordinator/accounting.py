@@ -16,13 +16,12 @@ Either makes the answer ``partial``: a plan is ``complete`` only when nothing is
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 
 from coordinator.intents import GENERIC_WORDS, INTENTS, LIGHT_WORDS, REQUEST_WORDS, STOPWORDS, TOPIC_WORDS
 from coordinator.plan import PlannedTask, Unplanned
 from coordinator.reading import Reading, phrases_in
-from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing
+from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing, sentence_of
 
 __all__ = ["SpanRole", "account_for_words", "roles"]
 
@@ -60,7 +59,7 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
             continue
         # Search words explain a clause whose sentence asks something; a clause that asks nothing is not
         # made an ask by its words being searched for elsewhere ("stock levels on the grinder, plus tickets").
-        asking = any(_asking(other) for other in _sentence_of(span, reading))
+        asking = any(_asking(other) for other in sentence_of(list(reading.spans), reading.spans.index(span), reading.query, ".!?;,\n"))
         runs = _unexplained_runs(span, reading, asked, held | used if asking else held, checked)
         # Words of things sold and of what goes wrong ("espresso machine", "broken") are what an ask is
         # about, never the ask: listed only where nothing else in the clause is.
@@ -134,22 +133,6 @@ def _asking(span: Span) -> bool:
     )
 
 
-def _sentence_of(span: Span, reading: Reading) -> list[Span]:
-    """The clauses of the sentence ``span`` is in (up to a full stop, a question mark, a comma...)."""
-    spans = list(reading.spans)
-    at = spans.index(span)
-    first = at
-    while first > 0 and not _SENTENCE_END.search(reading.query[spans[first - 1].start : spans[first].start]):
-        first -= 1
-    last = at
-    while last + 1 < len(spans) and not _SENTENCE_END.search(
-        reading.query[spans[last].start : spans[last + 1].start]
-    ):
-        last += 1
-    return spans[first : last + 1]
-
-
-_SENTENCE_END = re.compile(r"[.!?;,\n]")
 _ABOUT = frozenset({"about", "re", "regarding", "concerning", "mentioning", "wrt"})
 
 

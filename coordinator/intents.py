@@ -273,6 +273,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "has anyone moaned about",
         "what have people said about",
         "is anyone unhappy about",
+        "has she raised anything with us",
+        "any previous run-ins",
+        "keeps emailing us",
+        "what's been said",
     ),
     "invoices": (
         "outstanding balance",
@@ -289,6 +293,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "are they in arrears",
         "have they settled up",
         "statement of account",
+        "what's on their tab",
     ),
     "refund": (
         "goodwill gesture",
@@ -343,6 +348,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "their profile",
         "where are they based",
         "are they a vip",
+        "when did they sign up",
+        "who are we dealing with",
+        "how long have they been with us",
     ),
 }
 
@@ -351,6 +359,15 @@ EXAMPLE_TOPICS: dict[str, tuple[str, ...]] = {
     "send something back": ("return",), "how long do they have to return it": ("return",),
     "can they send it back": ("return",), "return window": ("return",), "swap it for another": ("exchange",),
     "how long is the guarantee": ("warranty",), "what cover do they have": ("warranty",),
+}  # fmt: skip
+
+# Support shorthand, read as the word it stands for before typos are corrected ("any open tix?").
+SHORTHAND: dict[str, str] = {
+    "tix": "tickets", "tkt": "ticket", "tkts": "tickets", "tckt": "ticket", "tckts": "tickets",
+    "ords": "orders", "ordrs": "orders", "invs": "invoices", "inv": "invoice", "chk": "check",
+    "nvr": "never", "evr": "ever", "mgr": "manager", "acct": "account", "acc": "account", "pkg": "package",
+    "msg": "message", "msgs": "messages", "dupe": "duplicate", "refnd": "refund", "rfnd": "refund",
+    "pmt": "payment", "pymt": "payment", "cust": "customer",
 }  # fmt: skip
 
 # --- money and counts in words ----------------------------------------------------------------------
@@ -371,7 +388,7 @@ FULL_AMOUNT_PHRASES = (
 
 # Counts of links in words ("two hops out", "3 links away", "depth 2"): the unit words, read as a count
 # for an argument whose schema says it counts links (``sources.formats.LINKS_DESCRIPTION``).
-LINK_UNITS = words_of("hop hops link links level levels step steps jump jumps")
+LINK_UNITS = words_of("hop hops link links level levels step steps jump jumps deep")
 
 # --- the structure of a clause: what asks, what tells a story, what is only courtesy -------------------
 
@@ -404,7 +421,8 @@ LIGHT_WORDS = words_of(
     "news update updates info everything anything stuff bits thing things case cases say says said "
     "tell told ask asked mention mentioned exactly actually really definitely probably maybe either "
     "whether anyone someone somebody people person folks mistake error sure behind whoever whatever "
-    "pay pays paying article articles "
+    "pay pays paying article articles agent pasted inbox forwarded fwd within neighbours neighbors "
+    "connect connects reachable deep away lately "
     "currently already soon far"
 )
 # Words that close a letter: what a pasted email says before them is the customer's story.

@@ -47,11 +47,12 @@ from coordinator.intents import (
     MONEY_WORDS,
     NOT_NAMES,
     REQUEST_WORDS,
+    SHORTHAND,
     STOPWORDS,
     TOPIC_WORDS,
     vocabulary,
 )
-from coordinator.spans import ASKS, COURTESY, STORY, Span, cut
+from coordinator.spans import ASKS, COURTESY, STORY, Span, cut, sentence_of
 from sources.domain import TODAY, pounds
 from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, EMAIL, ORDER_ID, SKU, NumberedId
 
@@ -268,8 +269,11 @@ _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
     r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
 )
-_COUNT = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|twelve)"
-_UNIT = r"(?:days?|weeks?|months?|years?)"
+_COUNT = (
+    r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
+    r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|sixty|ninety)"
+)
+_UNIT = r"(?:days?|weeks?|fortnights?|months?|years?)"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _WHEN = (
     r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}"
@@ -278,7 +282,7 @@ _WHEN = (
     rf"|{_MONTH}\s+\d{{4}}"
     r"|(?:last|this|previous)\s+(?:week|month|year)"
     rf"|(?:the\s+)?(?:last|past|previous)\s+{_COUNT}\s+{_UNIT}"
-    r"|(?:the\s+)?past\s+(?:week|month|year)"
+    r"|(?:the\s+)?past\s+(?:week|month|year)|(?:the\s+)?(?:past|last)\s+fortnight"
     rf"|{_COUNT}\s+{_UNIT}\s+ago"
     r"|yesterday"
 )
@@ -291,9 +295,11 @@ _DATES = re.compile(
     re.I,
 )
 _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-           "eight": 8, "nine": 9, "ten": 10, "twelve": 12}  # fmt: skip
+           "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
+           "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
+           "thirty": 30, "sixty": 60, "ninety": 90}  # fmt: skip
 _LAST_N = re.compile(rf"(?:the\s+)?(?:last|past|previous)\s+(?P<count>{_COUNT})\s+(?P<unit>{_UNIT})", re.I)
-_PAST_ONE = re.compile(r"(?:the\s+)?past\s+(?P<unit>week|month|year)", re.I)
+_PAST_ONE = re.compile(r"(?:the\s+)?(?:past|last)\s+(?P<unit>fortnight)|(?:the\s+)?past\s+(?P<unit2>week|month|year)", re.I)
 
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
@@ -389,7 +395,7 @@ def _period(phrase: str) -> tuple[date, date]:
         count = int(last["count"]) if last["count"].isdigit() else _COUNTS[last["count"]]
         return _back(count, last["unit"]), TODAY
     if past := _PAST_ONE.fullmatch(text):
-        return _back(1, past["unit"]), TODAY
+        return _back(1, past["unit"] or past["unit2"]), TODAY
     parsed = _date_parser().get_date_data(text)
     if parsed.date_obj is None:
         raise QueryError(f"'{phrase}' is not a date I can read; write it as YYYY-MM-DD, e.g. 2026-10-01")
@@ -404,7 +410,7 @@ def _period(phrase: str) -> tuple[date, date]:
 
 
 def _back(count: int, unit: str) -> date:
-    days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit.rstrip("s")]
+    days = {"day": 1, "week": 7, "fortnight": 14, "month": 30, "year": 365}[unit.rstrip("s")]
     return TODAY - timedelta(days=count * days)
 
 
@@ -464,6 +470,8 @@ def _vocabulary() -> tuple[frozenset[str], list[str]]:
 
 def _correct(word: str) -> str:
     """A word as the vocabulary knows it: itself if known, else the one close spelling (typos)."""
+    if word in SHORTHAND:
+        return SHORTHAND[word]
     known, choices = _vocabulary()
     if word in known or word in STOPWORDS or len(word) < 4 or word in _common_words():
         return word
@@ -557,9 +565,7 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         scanner.take(re.compile(written), kind, lambda m: m[0])
     _names(scanner)
     # "in full", "the whole order": an amount the order's own record holds (read, then blanked).
-    full = _FULL_AMOUNT.search(scanner.left)
-    for each in list(_FULL_AMOUNT.finditer(scanner.left)):
-        scanner.blank(*each.span())
+    full = _FULL_AMOUNT.search(scanner.left)  # not blanked: "full refund" still asks a refund
 
     corrected: dict[str, str] = {}
     corrections: list[tuple[str, str]] = []
@@ -605,23 +611,31 @@ def _asked(
     topics: list[str] = []  # the search words a matched phrasing stands for ("send it back": return)
     # A story's words ask nothing where something else asks ("I bought it in May. Can I return it?").
     told = {STORY} if any(span.role == ASKS for span in spans) else set()
-    for span in spans:
+    for index, span in enumerate(spans):
         if span.role == COURTESY or span.role in told:
             read.append(span)
             continue
         phrases_text = " ".join(_TOKEN.findall(left[span.start : span.end].lower()))
         strong, light = _intents([token.word for token in span.tokens], phrases_text)
+        # A sentence whose ask a keyword reads ("does a £750 refund on ORD-1 need a manager to sign
+        # off"): its other clauses qualify that ask, and are not matched on their own.
+        sentence = " ".join(_TOKEN.findall(" ".join(left[s.start : s.end] for s in sentence_of(spans, index, left)).lower()))
+        in_sentence = _intents(sentence.split(), sentence)[0]
         topics.extend(i.separable[2] for i in INTENTS if i.separable and _separated(i, phrases_text))
         found |= strong
         weak |= light
-        # An ask no keyword reads: compared by meaning, on the words nothing explains.
-        unexplained = (
-            _unexplained(span, phrases_text) if span.role == ASKS and not strong and not light else []
-        )
+        # An ask no keyword reads: compared by meaning, on the words nothing explains (a question of
+        # function words alone, "what can we do for her?", on all of them).
+        unread = span.role == ASKS and not (strong or light)
+        unexplained = _unexplained(span, phrases_text) if unread else []
+        if unread and span.question and not span.content and not span.names:
+            unexplained = [token.word for token in span.tokens]
         if unexplained:
             from coordinator.meaning import nearest_intent  # only a span the keywords cannot read
 
             match = nearest_intent(" ".join(left[span.start : span.end].split()), unexplained)
+            if match is not None and in_sentence and match.intent not in in_sentence:
+                match = None  # the sentence's ask is read; meaning may confirm it, never add another
             if match is not None:
                 span = replace(span, match=match)
                 if match.understood:
@@ -644,7 +658,8 @@ def _unexplained(span: Span, phrases_text: str) -> list[str]:
 
 @functools.cache
 def _known_words() -> frozenset[str]:
-    phrase_words = {word for intent in INTENTS for phrase in intent.phrases for word in phrase.split()}
+    full_words = {word for phrase in FULL_AMOUNT_PHRASES for word in phrase.split()}
+    phrase_words = full_words | {word for intent in INTENTS for phrase in intent.phrases for word in phrase.split()}
     return frozenset(
         phrase_words
         | vocabulary()

@@ -35,7 +35,7 @@ from coordinator.intents import (
 if TYPE_CHECKING:
     from coordinator.meaning import Match
 
-__all__ = ["ASKS", "COURTESY", "STORY", "Span", "Token", "cut"]
+__all__ = ["ASKS", "COURTESY", "STORY", "Span", "Token", "asks_for_a_thing", "cut", "sentence_of"]
 
 ASKS, STORY, COURTESY = "asks", "story", "courtesy"
 
@@ -198,6 +198,17 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
     letter = [replace(span, role=STORY) if span.role == ASKS else span for span in spans[:last]]
     tail = [replace(span, role=COURTESY) if i in signature else span for i, span in enumerate(after)]
     return [*letter, spans[last], *tail]
+
+
+def sentence_of(spans: list[Span], index: int, text: str, ends: str = ".!?;\n") -> list[Span]:
+    """The spans of the sentence ``spans[index]`` is in: up to a character of ``ends`` between two."""
+    first = index
+    while first > 0 and not any(c in ends for c in text[spans[first - 1].start : spans[first].start]):
+        first -= 1
+    last = index
+    while last + 1 < len(spans) and not any(c in ends for c in text[spans[last].start : spans[last + 1].start]):
+        last += 1
+    return spans[first : last + 1]
 
 
 def _before_named(left: str, token: Token, named: list[tuple[int, int]]) -> bool:
