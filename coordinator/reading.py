@@ -565,7 +565,10 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         scanner.take(re.compile(written), kind, lambda m: m[0])
     _names(scanner)
     # "in full", "the whole order": an amount the order's own record holds (read, then blanked).
-    full = _FULL_AMOUNT.search(scanner.left)  # not blanked: "full refund" still asks a refund
+    full = _FULL_AMOUNT.search(scanner.left)
+    for each in list(_FULL_AMOUNT.finditer(scanner.left)):
+        if "refund" not in each[0].lower():  # "the whole order" is an amount, not orders; "full refund" asks
+            scanner.blank(*each.span())
 
     corrected: dict[str, str] = {}
     corrections: list[tuple[str, str]] = []

@@ -116,9 +116,10 @@ def cut(
             )
         ):
             continue  # "and", "so": the joint between two clauses
-        span = replace(
-            _span(text, start, end, written, tokens, names, known), unread=_unread(left[start:end])
-        )
+        # A past form right before a thing named qualifies it ("tickets logged since 2026-06-01").
+        qualifiers = {t.word for t in tokens if _before_named(text, t, named)}
+        span = _span(text, start, end, written, tokens, names, known | qualifiers)
+        span = replace(span, unread=_unread(left[start:end]))
         listed = bool(spans) and spans[-1].things and not re.search(r"[.!?;\n]", text[spans[-1].end : start])
         if start in possessive or listed or (tokens and tokens[0].word in _WHAT):
             span = replace(span, things=True)
@@ -211,9 +212,9 @@ def sentence_of(spans: list[Span], index: int, text: str, ends: str = ".!?;\n") 
     return spans[first : last + 1]
 
 
-def _before_named(left: str, token: Token, named: list[tuple[int, int]]) -> bool:
+def _before_named(text: str, token: Token, named: list[tuple[int, int]]) -> bool:
     after = token.start + len(token.written)
-    gap = len(left[after:]) - len(left[after:].lstrip())
+    gap = len(text[after:]) - len(text[after:].lstrip())
     return any(start == after + gap for start, _ in named)
 
 
