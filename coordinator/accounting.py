@@ -15,13 +15,14 @@ Either makes the answer ``partial``: a plan is ``complete`` only when nothing is
 
 from __future__ import annotations
 
+import bisect
 import functools
 from dataclasses import dataclass
 
 from coordinator.intents import GENERIC_WORDS, INTENTS, LIGHT_WORDS, REQUEST_WORDS, STOPWORDS, TOPIC_WORDS
 from coordinator.plan import PlannedTask, Unplanned
-from coordinator.reading import Reading, phrases_in
-from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing, sentence_of
+from coordinator.reading import Mention, Reading, phrases_in
+from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing, sentences
 
 __all__ = ["SpanRole", "account_for_words", "roles"]
 
@@ -53,13 +54,17 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
     }
     asked = reading.intents | reading.weak_intents
     checked = {task.arguments.get("amount") for task in tasks if task.tool == "refund_eligibility"}
-    for span in reading.spans:
+    spans = list(reading.spans)
+    groups = sentences(spans, reading.query, ".!?;,\n")
+    sentence_at = {index: number for number, group in enumerate(groups) for index in group}
+    asking_sentence = [any(_asking(spans[i]) for i in group) for group in groups]
+    for index, span in enumerate(spans):
         if span.role != ASKS:
             roles.append(SpanRole(span.text, span.role, how=_context(span, reading)))
             continue
         # Search words explain a clause whose sentence asks something; a clause that asks nothing is not
         # made an ask by its words being searched for elsewhere ("stock levels on the grinder, plus tickets").
-        asking = any(_asking(other) for other in sentence_of(list(reading.spans), reading.spans.index(span), reading.query, ".!?;,\n"))
+        asking = asking_sentence[sentence_at[index]]
         runs = _unexplained_runs(span, reading, asked, held | used if asking else held, checked)
         # Words of things sold and of what goes wrong ("espresso machine", "broken") are what an ask is
         # about, never the ask: listed only where nothing else in the clause is.
@@ -86,10 +91,7 @@ def _unexplained_runs(
     """The words of an ask nothing accounts for, in runs of neighbours ("tracking number", "courier")."""
     if span.match is not None and span.match.understood and span.match.intent in asked:
         return []  # the clause as a whole asks that intent
-    if any(
-        m.kind == "amount" and span.start <= m.start < span.end and m.value in checked
-        for m in reading.mentions
-    ):
+    if any(m.kind == "amount" and m.value in checked for m in _named_in(span, reading)):
         return []  # an order and an amount are a refund check, whatever the verb ("credit £45 to ORD-1")
     phrase_words = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
     keyword_asked = any(_asks(token.word) for token in span.tokens) or bool(phrase_words)
@@ -192,9 +194,17 @@ def _text_of(span: Span) -> str:
     return " ".join(token.word for token in span.tokens)
 
 
+def _named_in(span: Span, reading: Reading) -> list[Mention]:
+    """What ``span`` names (the reading's mentions are in the order they start)."""
+    starts = reading.starts
+    return list(
+        reading.mentions[bisect.bisect_left(starts, span.start) : bisect.bisect_left(starts, span.end)]
+    )
+
+
 def _tasks_of(span: Span, reading: Reading, tasks: list[PlannedTask]) -> tuple[str, ...]:
     """The tasks a span asks for: those using what it names, and those of the intents it asks."""
-    named = {str(m.value) for m in reading.mentions if span.start <= m.start < span.end}
+    named = {str(m.value) for m in _named_in(span, reading)}
     intents = {intent.name for intent in INTENTS if intent.words & {t.word for t in span.tokens}}
     intents |= {i.name for i in INTENTS if any(p in _text_of(span) for p in i.phrases)}
     if span.match is not None and span.match.understood:

@@ -52,7 +52,7 @@ from coordinator.intents import (
     TOPIC_WORDS,
     vocabulary,
 )
-from coordinator.spans import ASKS, COURTESY, STORY, Span, cut, sentence_of
+from coordinator.spans import ASKS, COURTESY, STORY, Span, cut, sentences
 from sources.domain import TODAY, pounds
 from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, EMAIL, ORDER_ID, SKU, NumberedId
 
@@ -126,6 +126,11 @@ class Reading:
     context: tuple[Mention, ...] = ()  # what a story names (its dates): read, and qualifies nothing
     full_amount: str = ""  # "in full", "the whole order": the order's paid amount is the amount
     inferred: frozenset[str] = frozenset()  # intents only the semantic matcher read (no keyword asks them)
+
+    @functools.cached_property
+    def starts(self) -> list[int]:
+        """Where each mention starts, in order (to find a span's mentions by bisection)."""
+        return [mention.start for mention in self.mentions]
 
     def of(self, *kinds: MentionKind) -> list[Mention]:
         return [mention for mention in self.mentions if mention.kind in kinds]
@@ -299,7 +304,9 @@ _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5
            "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
            "thirty": 30, "sixty": 60, "ninety": 90}  # fmt: skip
 _LAST_N = re.compile(rf"(?:the\s+)?(?:last|past|previous)\s+(?P<count>{_COUNT})\s+(?P<unit>{_UNIT})", re.I)
-_PAST_ONE = re.compile(r"(?:the\s+)?(?:past|last)\s+(?P<unit>fortnight)|(?:the\s+)?past\s+(?P<unit2>week|month|year)", re.I)
+_PAST_ONE = re.compile(
+    r"(?:the\s+)?(?:past|last)\s+(?P<unit>fortnight)|(?:the\s+)?past\s+(?P<unit2>week|month|year)", re.I
+)
 
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
@@ -522,7 +529,7 @@ def _intents(words: list[str], phrases_text: str) -> tuple[frozenset[str], froze
     for intent in INTENTS:
         if (
             intent.words.intersection(words)
-            or any(re.search(rf"\b{re.escape(phrase)}\b", phrases_text) for phrase in intent.phrases)
+            or any(pattern.search(phrases_text) for pattern in _phrase_patterns()[intent.name])
             or _separated(intent, phrases_text)
         ):
             found.add(intent.name)
@@ -614,6 +621,12 @@ def _asked(
     topics: list[str] = []  # the search words a matched phrasing stands for ("send it back": return)
     # A story's words ask nothing where something else asks ("I bought it in May. Can I return it?").
     told = {STORY} if any(span.role == ASKS for span in spans) else set()
+    groups = sentences(spans, left)
+    sentence_at = {index: number for number, group in enumerate(groups) for index in group}
+    sentence_intents = []
+    for group in groups:
+        words = _TOKEN.findall(" ".join(left[spans[i].start : spans[i].end] for i in group).lower())
+        sentence_intents.append(_intents(words, " ".join(words))[0])
     for index, span in enumerate(spans):
         if span.role == COURTESY or span.role in told:
             read.append(span)
@@ -622,8 +635,7 @@ def _asked(
         strong, light = _intents([token.word for token in span.tokens], phrases_text)
         # A sentence whose ask a keyword reads ("does a £750 refund on ORD-1 need a manager to sign
         # off"): its other clauses qualify that ask, and are not matched on their own.
-        sentence = " ".join(_TOKEN.findall(" ".join(left[s.start : s.end] for s in sentence_of(spans, index, left)).lower()))
-        in_sentence = _intents(sentence.split(), sentence)[0]
+        in_sentence = sentence_intents[sentence_at[index]]
         topics.extend(i.separable[2] for i in INTENTS if i.separable and _separated(i, phrases_text))
         found |= strong
         weak |= light
@@ -662,7 +674,9 @@ def _unexplained(span: Span, phrases_text: str) -> list[str]:
 @functools.cache
 def _known_words() -> frozenset[str]:
     full_words = {word for phrase in FULL_AMOUNT_PHRASES for word in phrase.split()}
-    phrase_words = full_words | {word for intent in INTENTS for phrase in intent.phrases for word in phrase.split()}
+    phrase_words = full_words | {
+        word for intent in INTENTS for phrase in intent.phrases for word in phrase.split()
+    }
     return frozenset(
         phrase_words
         | vocabulary()
@@ -675,12 +689,18 @@ def _known_words() -> frozenset[str]:
     )
 
 
+@functools.cache
+def _phrase_patterns() -> dict[str, list[re.Pattern[str]]]:
+    return {intent.name: [re.compile(rf"\b{re.escape(p)}\b") for p in intent.phrases] for intent in INTENTS}
+
+
 def phrases_in(phrases_text: str) -> list[str]:
+    """The intents' phrases found in ``phrases_text`` (lower case, single spaces)."""
     return [
         phrase
         for intent in INTENTS
-        for phrase in intent.phrases
-        if re.search(rf"\b{re.escape(phrase)}\b", phrases_text)
+        for phrase, pattern in zip(intent.phrases, _phrase_patterns()[intent.name], strict=True)
+        if pattern.search(phrases_text)
     ]
 
 

@@ -17,6 +17,7 @@ each is used by a task, or is listed as not understood or as something no source
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from dataclasses import dataclass, replace
@@ -35,7 +36,7 @@ from coordinator.intents import (
 if TYPE_CHECKING:
     from coordinator.meaning import Match
 
-__all__ = ["ASKS", "COURTESY", "STORY", "Span", "Token", "asks_for_a_thing", "cut", "sentence_of"]
+__all__ = ["ASKS", "COURTESY", "STORY", "Span", "Token", "asks_for_a_thing", "cut", "sentences"]
 
 ASKS, STORY, COURTESY = "asks", "story", "courtesy"
 
@@ -96,17 +97,23 @@ def cut(
         if following and not left[end : following.start()].strip() and following[0] not in _JOINING:
             cuts.add(end)
     possessive = {end + 2 for _, end in named if text[end : end + 2].lower() == "'s"}
+    starts = sorted(start for start, _ in named)
+
+    def names_in(start: int, end: int) -> bool:
+        at = bisect.bisect_left(starts, start)
+        return at < len(starts) and starts[at] < end
+
     bounds = sorted(cuts)
     spans: list[Span] = []
     for start, end in itertools.pairwise(bounds):
         written = text[start:end].strip(" \t,;:-–—()[]")
-        if not written.strip(".!?") and not any(start <= s < end for s, _ in named):
+        if not written.strip(".!?") and not names_in(start, end):
             continue
         tokens = tuple(
             Token(correct.get(found[0].removesuffix("'s"), found[0].removesuffix("'s")), start + found.start(), found[0])
             for found in _WORD.finditer(left[start:end].lower())
         )  # fmt: skip
-        names = any(start <= s < end for s, _ in named)
+        names = names_in(start, end)
         if (
             not names
             and not _unread(left[start:end])
@@ -117,7 +124,7 @@ def cut(
         ):
             continue  # "and", "so": the joint between two clauses
         # A past form right before a thing named qualifies it ("tickets logged since 2026-06-01").
-        qualifiers = {t.word for t in tokens if _before_named(text, t, named)}
+        qualifiers = {t.word for t in tokens if _before_named(text, t, starts)}
         span = _span(text, start, end, written, tokens, names, known | qualifiers)
         span = replace(span, unread=_unread(left[start:end]))
         listed = bool(spans) and spans[-1].things and not re.search(r"[.!?;\n]", text[spans[-1].end : start])
@@ -201,21 +208,23 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
     return [*letter, spans[last], *tail]
 
 
-def sentence_of(spans: list[Span], index: int, text: str, ends: str = ".!?;\n") -> list[Span]:
-    """The spans of the sentence ``spans[index]`` is in: up to a character of ``ends`` between two."""
-    first = index
-    while first > 0 and not any(c in ends for c in text[spans[first - 1].start : spans[first].start]):
-        first -= 1
-    last = index
-    while last + 1 < len(spans) and not any(c in ends for c in text[spans[last].start : spans[last + 1].start]):
-        last += 1
-    return spans[first : last + 1]
+def sentences(spans: list[Span], text: str, ends: str = ".!?;\n") -> list[list[int]]:
+    """The spans grouped into sentences (indices, in order): a new one after a character of ``ends``."""
+    groups: list[list[int]] = []
+    for index, span in enumerate(spans):
+        if not groups or any(c in ends for c in text[spans[index - 1].start : span.start]):
+            groups.append([])
+        groups[-1].append(index)
+    return groups
 
 
-def _before_named(text: str, token: Token, named: list[tuple[int, int]]) -> bool:
+def _before_named(text: str, token: Token, starts: list[int]) -> bool:
+    """Whether a thing named (``starts``, sorted) begins right after ``token``."""
     after = token.start + len(token.written)
-    gap = len(text[after:]) - len(text[after:].lstrip())
-    return any(start == after + gap for start, _ in named)
+    while after < len(text) and text[after] in " \t":
+        after += 1
+    at = bisect.bisect_left(starts, after)
+    return at < len(starts) and starts[at] == after
 
 
 def _unread(text: str) -> str:
