@@ -55,9 +55,10 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
     asked = reading.intents | reading.weak_intents
     checked = {task.arguments.get("amount") for task in tasks if task.tool == "refund_eligibility"}
     spans = list(reading.spans)
-    groups = sentences(spans, reading.query, ".!?;,\n")
+    groups = sentences(spans, reading.query, commas=True)
     sentence_at = {index: number for number, group in enumerate(groups) for index in group}
     asking_sentence = [any(_asking(spans[i]) for i in group) for group in groups]
+    searching_sentence = [bool(_searching() & {a for i in group for a in spans[i].asked}) for group in groups]
     for index, span in enumerate(spans):
         if span.role != ASKS:
             roles.append(SpanRole(span.text, span.role, how=_context(span, reading)))
@@ -65,7 +66,11 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
         # Search words explain a clause whose sentence asks something; a clause that asks nothing is not
         # made an ask by its words being searched for elsewhere ("stock levels on the grinder, plus tickets").
         asking = asking_sentence[sentence_at[index]]
-        runs = _unexplained_runs(span, reading, asked, held | used if asking else held, checked)
+        # A statement's words describe what to search for, and so do a question's when it asks for a
+        # search ("does a cracked water tank qualify as damaged?"); in any other question every word
+        # must be read ("what's the drill if a parcel shows up in bits?").
+        described = asking and (not span.question or searching_sentence[sentence_at[index]])
+        runs = _unexplained_runs(span, reading, asked, held | used if described else held, checked)
         # Words of things sold and of what goes wrong ("espresso machine", "broken") are what an ask is
         # about, never the ask: listed only where nothing else in the clause is.
         asks = [run for run in runs if span.things or not all(token.word in TOPIC_WORDS for _, token in run)]
@@ -81,7 +86,7 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
         unplanned += listed
         own = _tasks_of(span, reading, tasks)
         role = ASKS if own or not listed else listed[0].why.split(":")[0]
-        roles.append(SpanRole(span.text, role, own, _how(span)))
+        roles.append(SpanRole(span.text, role, own, _how(span, reading)))
     return unplanned, roles
 
 
@@ -94,7 +99,7 @@ def _unexplained_runs(
     if any(m.kind == "amount" and m.value in checked for m in _named_in(span, reading)):
         return []  # an order and an amount are a refund check, whatever the verb ("credit £45 to ORD-1")
     phrase_words = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
-    keyword_asked = any(_asks(token.word) for token in span.tokens) or bool(phrase_words)
+    keyword_asked = bool(span.asked) or any(_asks(token.word) for token in span.tokens)
     runs: list[list[tuple[int, Token]]] = []
     content = set(span.content)
     about = len(span.tokens)  # from "about", "re", "regarding" on: what the ask is about, not the ask
@@ -125,13 +130,32 @@ def _unexplained_runs(
     return runs
 
 
+@functools.cache
+def _searching() -> frozenset[str]:
+    """The intents one of whose tools searches by words (tickets, policies, a refund's policy)."""
+    from coordinator.tools import tool_arguments
+
+    arguments = tool_arguments()
+    return frozenset(
+        intent.name
+        for intent in INTENTS
+        for entry in intent.tools
+        for tool in entry.split("|")
+        if any(argument.kind == "text" for argument in arguments.get(tool.strip(), {}).values())
+    )
+
+
 def _asking(span: Span) -> bool:
     """Whether a clause asks by itself: it names something, a keyword or the matcher reads an ask in
     it, or it names a product or a symptom (which the planner researches in tickets and policies)."""
     return span.role == ASKS and (
         span.names
+        or bool(span.asked)
+        or any(_asks(t.word) for t in span.tokens)
         or (span.match is not None and span.match.understood)
-        or any(_asks(t.word) or t.word in TOPIC_WORDS for t in span.tokens)
+        # a product or a symptom stated ("kettle leaking from the base"); asked about in a question
+        # whose ask no keyword reads ("what's the drill if a parcel..."), it is not the ask
+        or (not span.question and any(t.word in TOPIC_WORDS for t in span.tokens))
     )
 
 
@@ -223,7 +247,10 @@ def _tasks_of(span: Span, reading: Reading, tasks: list[PlannedTask]) -> tuple[s
     )
 
 
-def _how(span: Span) -> str:
+def _how(span: Span, reading: Reading) -> str:
+    aliases = [m.text for m in reading.context if m.kind == "name" and span.start <= m.start < span.end]
+    if aliases:
+        return f"the customer's name ({', '.join(aliases)}), beside their email or id"
     if span.match is not None:
         verdict = "taken" if span.match.understood else "too far to take"
         return (

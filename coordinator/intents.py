@@ -350,7 +350,6 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "are they a vip",
         "when did they sign up",
         "who are we dealing with",
-        "how long have they been with us",
     ),
 }
 

@@ -32,6 +32,9 @@ __all__ = ["THRESHOLD", "Match", "nearest_intent"]
 # no source holds) reaches it.
 THRESHOLD = 0.6
 
+_READABLE = re.compile(r"[A-Za-z]")
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
 
 @dataclass(frozen=True)
 class Match:
@@ -65,13 +68,12 @@ def _model() -> Any:
 @functools.cache
 def _examples() -> tuple[tuple[tuple[str, str], ...], Any]:
     pairs = tuple((intent, example) for intent, examples in EXAMPLES.items() for example in examples)
-    return pairs, _model().embed([example for _, example in pairs], norm=True)
+    # Embedded as a clause is (the same words, lower case, no punctuation), so an example meets itself.
+    return pairs, _model().embed(
+        [" ".join(_WORD.findall(example.lower())) for _, example in pairs], norm=True
+    )
 
 
-_READABLE = re.compile(r"[A-Za-z]")
-
-
-_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _LONGEST = 4  # words in a run compared on its own
 
 

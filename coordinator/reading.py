@@ -23,6 +23,7 @@ control characters is a ``QueryError`` whose message says what to write instead.
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import functools
 import re
@@ -38,7 +39,6 @@ from rapidfuzz.distance import DamerauLevenshtein
 
 from coordinator.intents import (
     COURTESY_WORDS,
-    Intent,
     FULL_AMOUNT_PHRASES,
     GENERIC_WORDS,
     INTENTS,
@@ -50,6 +50,7 @@ from coordinator.intents import (
     SHORTHAND,
     STOPWORDS,
     TOPIC_WORDS,
+    Intent,
     vocabulary,
 )
 from coordinator.spans import ASKS, COURTESY, STORY, Span, cut, sentences
@@ -123,7 +124,8 @@ class Reading:
     topic: tuple[str, ...]  # the words worth searching for
     corrections: tuple[tuple[str, str], ...]  # (as written, read as)
     spans: tuple[Span, ...] = ()  # the query's clauses and their roles (coordinator.spans)
-    context: tuple[Mention, ...] = ()  # what a story names (its dates): read, and qualifies nothing
+    # Read, and qualifying nothing: a story's dates, and a customer's own name beside their email or id.
+    context: tuple[Mention, ...] = ()
     full_amount: str = ""  # "in full", "the whole order": the order's paid amount is the amount
     inferred: frozenset[str] = frozenset()  # intents only the semantic matcher read (no keyword asks them)
 
@@ -489,13 +491,25 @@ def _correct(word: str) -> str:
     return best[0] if best else word
 
 
-def _names(scanner: _Scanner) -> None:
-    """People named by first name (and a last name after it), unless an email or id names the customer."""
-    if scanner.mentions and any(m.kind in ("email", "customer_id") for m in scanner.mentions):
-        return
+def _names(scanner: _Scanner) -> list[Mention]:
+    """People named by first name (and a last name after it). A name in the same sentence as an email
+    or a customer id, or one its email spells ("Joan White", joan.white@example.com), is that
+    customer's name: returned (and blanked) as context, not looked up again. "does jane have
+    complaints? and what did cust 42 buy" names two people."""
+    identified = [m.start for m in scanner.mentions if m.kind in ("email", "customer_id")]
+    ends = [found.end() for found in re.finditer(r"[.!?;]+(?=\s|$)", scanner.left)]
+    mailed = {
+        part
+        for m in scanner.mentions
+        if m.kind == "email"
+        for part in re.split(r"[._+-]", m.value.split("@")[0])
+    }
+    sentence = functools.partial(bisect.bisect_right, ends)
+    named = {sentence(start) for start in identified}
     known = _vocabulary()[0]
     tokens = list(re.finditer(r"[A-Za-z][A-Za-z'-]*", scanner.left))
     skip_until = -1
+    aliases: list[Mention] = []
     for index, token in enumerate(tokens):
         word = token[0].lower().removesuffix("'s")
         if token.start() < skip_until or word not in _first_names():
@@ -511,9 +525,14 @@ def _names(scanner: _Scanner) -> None:
                 end = following.end()
         written = scanner.left[token.start() : end]
         name = re.sub(r"'s\b", "", written)
-        scanner.mentions.append(Mention("name", name, name, token.start()))
+        mention = Mention("name", name, name, token.start())
+        if sentence(token.start()) in named or word in mailed:
+            aliases.append(mention)
+        else:
+            scanner.mentions.append(mention)
         scanner.blank(token.start(), end)
         skip_until = end
+    return aliases
 
 
 def _separated(intent: Intent, phrases_text: str) -> bool:
@@ -551,6 +570,37 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
             f"'{other[0].strip()}' is not an amount in pounds: billing works in GBP only; "
             "give the amount in pounds, e.g. £45 or 45 GBP"
         )
+    scanner, aliases = _scan(text, entities, paths=paths)
+    # "in full", "the whole order": an amount the order's own record holds.
+    full = _FULL_AMOUNT.search(scanner.left)
+    for each in list(_FULL_AMOUNT.finditer(scanner.left)):
+        if "refund" not in each[0].lower():  # "the whole order" is an amount, not orders; "full refund" asks
+            scanner.blank(*each.span())
+    words, corrected, corrections = _read_words(scanner.left)
+    named = [(mention.start, mention.start + len(mention.text)) for mention in scanner.mentions]
+    spans = cut(text, scanner.left, named, corrected, _known_words())
+    intents, weak_intents, spans, matched_topics = _asked(spans, scanner.left)
+    keyword_intents = _intents(words, " ".join(_TOKEN.findall(scanner.left.lower())))[0]
+    mentions = sorted(scanner.mentions, key=lambda mention: mention.start)
+    told = _told(spans, mentions)
+    return Reading(
+        query=text,
+        mentions=tuple(m for m in mentions if m not in told),
+        intents=intents,
+        weak_intents=weak_intents,
+        words=tuple(words),
+        topic=tuple(dict.fromkeys([*(word for word in words if _is_topic(word)), *matched_topics])),
+        corrections=tuple(dict.fromkeys(corrections)),
+        spans=tuple(spans),
+        context=(*told, *aliases),
+        full_amount=full[0] if full is not None else "",
+        inferred=intents - keyword_intents,
+    )
+
+
+def _scan(text: str, entities: Mapping[str, str] | None, *, paths: bool) -> tuple[_Scanner, list[Mention]]:
+    """Every thing ``text`` names, kind by kind (each blanked before the next kind is read); and the
+    names that are a named customer's own (``_names``)."""
     scanner = _Scanner(text)
     scanner.take(_EMAIL, "email", lambda m: EMAIL.canonical(m[0]))
     if paths:  # before ids, amounts and dates: "./orders/ORD-10031.json" is one path, not an order
@@ -570,44 +620,32 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
     scanner.take(_DATES, "dates", _dates)
     for kind, written in (entities or {}).items():
         scanner.take(re.compile(written), kind, lambda m: m[0])
-    _names(scanner)
-    # "in full", "the whole order": an amount the order's own record holds (read, then blanked).
-    full = _FULL_AMOUNT.search(scanner.left)
-    for each in list(_FULL_AMOUNT.finditer(scanner.left)):
-        if "refund" not in each[0].lower():  # "the whole order" is an amount, not orders; "full refund" asks
-            scanner.blank(*each.span())
+    return scanner, _names(scanner)
 
+
+def _read_words(left: str) -> tuple[list[str], dict[str, str], list[tuple[str, str]]]:
+    """The words left once what is named is blanked, typos corrected; each word as read; the corrections."""
     corrected: dict[str, str] = {}
     corrections: list[tuple[str, str]] = []
     words: list[str] = []
-    for token in _TOKEN.findall(scanner.left.lower()):
+    for token in _TOKEN.findall(left.lower()):
         word = token.removesuffix("'s")
         corrected[word] = _correct(word)
         if corrected[word] != word:
             corrections.append((word, corrected[word]))
         words.append(corrected[word])
-    named = [(mention.start, mention.start + len(mention.text)) for mention in scanner.mentions]
-    spans = cut(text, scanner.left, named, corrected, _known_words())
-    intents, weak_intents, spans, matched_topics = _asked(spans, scanner.left)
-    keyword_intents = _intents(words, " ".join(_TOKEN.findall(scanner.left.lower())))[0]
-    mentions = sorted(scanner.mentions, key=lambda mention: mention.start)
-    return Reading(
-        query=text,
-        mentions=tuple(m for m in mentions if not (m.kind == "dates" and _role_at(spans, m.start) == STORY)),
-        intents=intents,
-        weak_intents=weak_intents,
-        words=tuple(words),
-        topic=tuple(dict.fromkeys([*(word for word in words if _is_topic(word)), *matched_topics])),
-        corrections=tuple(dict.fromkeys(corrections)),
-        spans=tuple(spans),
-        context=tuple(m for m in mentions if m.kind == "dates" and _role_at(spans, m.start) == STORY),
-        full_amount=full[0] if full is not None else "",
-        inferred=intents - keyword_intents,
-    )
+    return words, corrected, corrections
 
 
-def _role_at(spans: list[Span], start: int) -> str:
-    return next((span.role for span in spans if span.start <= start < span.end), ASKS)
+def _told(spans: list[Span], mentions: list[Mention]) -> list[Mention]:
+    """The dates a story tells ("we moved house in September"): context, never a filter."""
+    starts = [span.start for span in spans]
+    told = []
+    for mention in mentions:
+        at = bisect.bisect_right(starts, mention.start) - 1
+        if mention.kind == "dates" and at >= 0 and mention.start < spans[at].end and spans[at].role == STORY:
+            told.append(mention)
+    return told
 
 
 def _asked(
@@ -633,6 +671,7 @@ def _asked(
             continue
         phrases_text = " ".join(_TOKEN.findall(left[span.start : span.end].lower()))
         strong, light = _intents([token.word for token in span.tokens], phrases_text)
+        span = replace(span, asked=strong)
         # A sentence whose ask a keyword reads ("does a £750 refund on ORD-1 need a manager to sign
         # off"): its other clauses qualify that ask, and are not matched on their own.
         in_sentence = sentence_intents[sentence_at[index]]

@@ -73,6 +73,7 @@ class Span:
     # It names things asked for: a what/which question, a clause after a possessive ("jane's phone
     # number"), or one listed after such a clause ("... and delivery address").
     things: bool = False
+    asked: frozenset[str] = frozenset()  # the intents its keywords ask (words, phrases, phrasal verbs)
     match: Match | None = None  # the semantic matcher's reading, where keywords left words unexplained
     unread: str = ""  # words in a script, or symbols, the reader does not read ("これは何ですか", "🙃")
 
@@ -208,11 +209,18 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
     return [*letter, spans[last], *tail]
 
 
-def sentences(spans: list[Span], text: str, ends: str = ".!?;\n") -> list[list[int]]:
-    """The spans grouped into sentences (indices, in order): a new one after a character of ``ends``."""
+_SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n")
+_CLAUSE_END = re.compile(r"[.!?;]+(?=\s|$)|[\n,]")
+
+
+def sentences(spans: list[Span], text: str, *, commas: bool = False) -> list[list[int]]:
+    """The spans grouped into sentences (indices, in order): a new one after a full stop, a question
+    or exclamation mark, a semicolon or a line break (and a comma, with ``commas``); never at the dot
+    of "9.99" or of an email."""
+    end = _CLAUSE_END if commas else _SENTENCE_END
     groups: list[list[int]] = []
     for index, span in enumerate(spans):
-        if not groups or any(c in ends for c in text[spans[index - 1].start : span.start]):
+        if not groups or end.search(text, spans[index - 1].start, span.start):
             groups.append([])
         groups[-1].append(index)
     return groups
