@@ -308,6 +308,8 @@ def parse_planner(text: str) -> list[Row]:
             corpus = match["name"]
         elif match := re.fullmatch(r"accuracy: (?P<value>.+?) \(target (?P<target>[^)]*)\)", line):
             rows.append((f"{corpus}: accuracy", match["value"], NO, NO, match["target"]))
+        elif match := re.fullmatch(r"false complete: (?P<value>\d+) \(target (?P<target>[^)]*)\)", line):
+            rows.append((f"{corpus}: false complete", match["value"], NO, NO, match["target"]))
         elif match := re.fullmatch(
             r"planning per query: (?P<value>.+?) \(target (?P<target>[^)]*)\); of which (?P<of>.+)", line
         ):

@@ -340,7 +340,9 @@ class _Planner:
         policy_only = all(task.tool == "search_policies" for task in tasks) and not self.own_words
         policy_only = policy_only and "policies" not in self.intents
         if not tasks or (policy_only and self.unplanned):
-            raise QueryError(_nothing_to_research(reading, self.unplanned))
+            raise QueryError(
+                _nothing_to_research(reading, [u for u in self.unplanned if u not in not_read], not_read)
+            )
         return Plan.of(
             reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable,
             spans=tuple(spans),
@@ -572,13 +574,17 @@ def _notes(reading: Reading) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _nothing_to_research(reading: Reading, unplanned: list[Unplanned]) -> str:
+def _nothing_to_research(reading: Reading, unplanned: list[Unplanned], not_read: list[Unplanned]) -> str:
+    """Why a query plans nothing: what it asked that cannot be researched, or else what was understood,
+    what was not (``not_read``: the words no source holds or no keyword reads), and what to write."""
     if unplanned:
         return "the query names nothing that can be researched: " + "; ".join(
             f"{item.what}, but {item.why}: {item.next_step}" for item in unplanned
         )
     understood = [mention.describe() for mention in reading.mentions]
     seen = f"understood only {', '.join(understood)}; " if understood else ""
+    unread = "; ".join(f"{item.what} ({item.why.split(':')[0]})" for item in not_read)
+    seen += f"did not read {unread}; " if unread else ""
     return (
         f"the query names nothing to research: {seen}mention a customer (an email, {CUSTOMER_ID.shape} or a name), "
         f"an order ({ORDER_ID.shape}) or a policy topic, and what you want to know (orders, tickets, invoices, "
