@@ -91,6 +91,8 @@ STATUS = {
     f'research ask "{STORY}"': 3,  # the £750 refund is escalated (the Makefile's demo says so too)
     f'research ask "{STORY}" --faults tickets:transient=0.5,seed=13': 3,
     'research plan "refund on ORD-10031 and tickets since last month"': 3,  # shown: not researched
+    # shown: the courier is not held by any source
+    'research plan --explain "Has Yvonne Young been in touch about her espresso machine? And what\'s the courier for ORD-10768?"': 3,
 }
 IMPLIED = (("PARTIAL:", 3), ("COMPLETE:", 0), ("-> state escalated", 1), ("-> state ", 0), ("error: ", 2))
 
