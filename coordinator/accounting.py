@@ -177,14 +177,16 @@ def _asks(word: str) -> bool:
 
 
 def _held_words(tasks: list[PlannedTask]) -> set[str]:
-    """The words naming the fields of the records the planned tasks return ("delivered", "total")."""
+    """The words naming the fields of the records the planned tasks return, and the values those fields
+    take ("delivered", "total", "cancelled")."""
     from sources.catalogue import record_fields
 
     fields = record_fields()
     words: set[str] = set()
     for task in tasks:
-        for name in fields.get(task.source, {}).get(task.tool, {}):
-            words.update(name.split("_"))
+        for name, field in fields.get(task.source, {}).get(task.tool, {}).items():
+            for term in (name, *field["values"]):  # "status", and "cancelled", a value it takes
+                words.update(term.split("_"))
             if name.endswith("_on"):
                 words.update({"date", "when"})  # placed_on, delivered_on: a date
     return words

@@ -745,15 +745,17 @@ def phrases_in(phrases_text: str) -> list[str]:
 
 @functools.cache
 def record_words() -> frozenset[str]:
-    """Every word that names a field of a record some tool returns ("status", "delivered", "tier")."""
+    """Every word that names a field of a record some tool returns, or a value it takes ("status",
+    "delivered", "tier", "cancelled", "gold")."""
     from sources.catalogue import record_fields
 
     return frozenset(
         word
         for tools in record_fields().values()
         for fields in tools.values()
-        for name in fields
-        for word in name.split("_")
+        for name, field in fields.items()
+        for term in (name, *field["values"])
+        for word in term.split("_")
     )
 
 

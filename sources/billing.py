@@ -32,7 +32,7 @@ from sources.domain import (
     pounds,
     within_refund_window,
 )
-from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY_KEY, ORDER_ID
+from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY_KEY, ORDER_ID, InvoiceStatus
 from sources.refund_ledger import order_refunded
 from sources.settings import SourceSettings
 from sources.store import Store
@@ -58,7 +58,7 @@ class Invoice(BaseModel):
     issued_on: str
     amount: float
     currency: str
-    status: str
+    status: InvoiceStatus
     refunded: float
     delivered_on: str | None = Field(
         default=None, description="When the order was delivered; absent while it has not been."

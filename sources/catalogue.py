@@ -79,24 +79,29 @@ def input_schemas() -> InputSchemas:
     return schemas
 
 
-RecordFields = dict[str, dict[str, dict[str, str]]]  # source -> tool -> field -> its title and description
+# A record's field: its title and description, and the values it takes where its schema lists them.
+Field = dict[str, Any]
+RecordFields = dict[str, dict[str, dict[str, Field]]]  # source -> tool -> field name -> Field
 
 
 def record_fields() -> RecordFields:
-    """Each tool's record fields (name -> title and description), as recorded in ``records.json``."""
+    """Each tool's record fields (name -> its "about" and "values"), as recorded in ``records.json``."""
     fields: RecordFields = json.loads(RECORD_FIELDS_FILE.read_text(encoding="utf-8"))
     return fields
 
 
-def _fields_of(output_schema: dict[str, Any] | None) -> dict[str, str]:
+def _fields_of(output_schema: dict[str, Any] | None) -> dict[str, Field]:
     """The fields of the record in a ``ResultPage``'s ``results`` (nested records' fields too)."""
     if not output_schema:
         return {}
     defs = output_schema.get("$defs", {})
-    fields: dict[str, str] = {}
+    fields: dict[str, Field] = {}
     for model in defs.values():
         for name, prop in model.get("properties", {}).items():
-            fields[name] = " ".join(filter(None, [prop.get("title", ""), prop.get("description", "")]))
+            referred = defs.get(str(prop.get("$ref", "")).rsplit("/", 1)[-1], {})
+            values = referred.get("enum") or prop.get("enum") or []
+            about = " ".join(filter(None, [prop.get("title", ""), prop.get("description", "")]))
+            fields[name] = {"about": about, "values": list(values)}
     return fields
 
 

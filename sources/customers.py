@@ -21,7 +21,7 @@ from rapidfuzz.distance import Levenshtein
 from sources.auth import require_scope
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
 from sources.domain import AUTOMATIC_REFUND_LIMIT, pounds
-from sources.formats import CUSTOMER_IDENTIFIER, PERSON_NAME, LookupMode, one_of, whole_number
+from sources.formats import CUSTOMER_IDENTIFIER, PERSON_NAME, CustomerTier, LookupMode, one_of, whole_number
 from sources.identifiers import CUSTOMER_ID
 from sources.settings import SourceSettings
 from sources.store import Store, starts_a_word
@@ -37,7 +37,7 @@ class Customer(BaseModel):
     id: str
     email: str
     name: str
-    tier: str
+    tier: CustomerTier
     country: str
     created_on: str
 

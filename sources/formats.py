@@ -30,7 +30,11 @@ __all__ = [
     "SEARCH_TEXT",
     "SKU",
     "Format",
+    "CustomerTier",
+    "InvoiceStatus",
     "LookupMode",
+    "OrderStatus",
+    "TicketPriority",
     "TicketStatus",
     "one_of",
     "whole_number",
@@ -188,3 +192,31 @@ class TicketStatus(StrEnum):
     OPEN = "open"
     PENDING = "pending"
     CLOSED = "closed"
+
+
+# The values a record's field takes, published as enums in the tools' output schemas: what a question
+# may ask of a record ("is ORD-10013 cancelled?", "is she a gold customer?") is read from them.
+class TicketPriority(StrEnum):
+    LOW = "low"
+    NORMAL = "normal"
+    HIGH = "high"
+
+
+class OrderStatus(StrEnum):
+    PROCESSING = "processing"
+    SHIPPED = "shipped"
+    DELIVERED = "delivered"
+    DELIVERED_DAMAGED = "delivered_damaged"
+    RETURNED = "returned"
+    CANCELLED = "cancelled"
+
+
+class CustomerTier(StrEnum):
+    STANDARD = "standard"
+    GOLD = "gold"
+    VIP = "vip"
+
+
+class InvoiceStatus(StrEnum):
+    PAID = "paid"
+    VOID = "void"

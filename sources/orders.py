@@ -15,7 +15,7 @@ from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
 from sources.contract import EmptyResult, ResultPage
-from sources.formats import CURSOR, CUSTOMER_ID, ISO_DATE, ORDER_ID, SKU, whole_number
+from sources.formats import CURSOR, CUSTOMER_ID, ISO_DATE, ORDER_ID, SKU, OrderStatus, whole_number
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.toolkit import invalid, open_source, page_of
@@ -35,7 +35,7 @@ class Order(BaseModel):
     id: str
     customer_id: str
     placed_on: str
-    status: str
+    status: OrderStatus
     delivered_on: str | None = Field(
         default=None, description="When the order reached the customer; absent while it has not."
     )

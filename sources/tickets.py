@@ -18,7 +18,15 @@ from mcp.server import MCPServer
 from pydantic import BaseModel
 
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
-from sources.formats import CUSTOMER_ID, ORDER_ID, SEARCH_TEXT, TicketStatus, one_of, whole_number
+from sources.formats import (
+    CUSTOMER_ID,
+    ORDER_ID,
+    SEARCH_TEXT,
+    TicketPriority,
+    TicketStatus,
+    one_of,
+    whole_number,
+)
 from sources.settings import SourceSettings
 from sources.store import match_any_word
 from sources.toolkit import invalid, open_source, page_of
@@ -33,8 +41,8 @@ class Ticket(BaseModel):
     order_id: str | None
     subject: str
     body: str
-    status: str
-    priority: str
+    status: TicketStatus
+    priority: TicketPriority
     opened_on: str
 
 

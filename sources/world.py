@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from sources.catalogue import SOURCES
 from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, TODAY, pounds
+from sources.formats import CustomerTier, InvoiceStatus, OrderStatus, TicketPriority
 from sources.identifiers import CUSTOMER_ID, ORDER_ID, SKU
 from sources.private_files import private_folder
 
@@ -392,7 +393,10 @@ _PRODUCTS = [
     ("Knock box", 22.0),
 ]
 _COLOURS = ["BLK", "WHT", "RED", "GRN", "BLU", "SLV", "BRN"]
-_ORDER_STATUSES = ["delivered", "delivered", "delivered", "shipped", "processing", "returned", "cancelled"]
+_ORDER_STATUSES = [
+    OrderStatus.DELIVERED.value, OrderStatus.DELIVERED.value, OrderStatus.DELIVERED.value, OrderStatus.SHIPPED.value,
+    OrderStatus.PROCESSING.value, OrderStatus.RETURNED.value, OrderStatus.CANCELLED.value,
+]  # fmt: skip
 # Statuses of orders that reached the customer, and so have a delivery date ("returned": delivered,
 # then sent back). Processing, shipped and cancelled orders have none.
 _DELIVERED = {"delivered", "delivered_damaged", "returned"}
@@ -473,7 +477,7 @@ def _generated_customer(customer_id: str, emails: set[str], rng: random.Random, 
         "id": customer_id,
         "email": email,
         "name": f"{first} {last}",
-        "tier": rng.choice(["standard", "standard", "standard", "gold"]),
+        "tier": rng.choice([CustomerTier.STANDARD.value] * 3 + [CustomerTier.GOLD.value]),
         "country": "GB",
         "created_on": created.isoformat(),
         "restricted": 0,
@@ -549,7 +553,9 @@ def _invoice(order: Row) -> Row:
         "issued_on": order["placed_on"],
         "amount": order["total"],
         "currency": "GBP",
-        "status": "void" if order["status"] == "cancelled" else "paid",
+        "status": InvoiceStatus.VOID.value
+        if order["status"] == OrderStatus.CANCELLED
+        else InvoiceStatus.PAID.value,
         "delivered_on": order["delivered_on"],
     }
 
@@ -578,7 +584,14 @@ def _generated_ticket(number: int, orders: list[Row], rng: random.Random, fake: 
         "subject": subject,
         "body": body,
         "status": rng.choice(["open", "pending", "closed", "closed"]),
-        "priority": rng.choice(["low", "normal", "normal", "high"]),
+        "priority": rng.choice(
+            [
+                TicketPriority.LOW.value,
+                TicketPriority.NORMAL.value,
+                TicketPriority.NORMAL.value,
+                TicketPriority.HIGH.value,
+            ]
+        ),
         "opened_on": min(opened, TODAY).isoformat(),
     }
 

@@ -51,6 +51,7 @@ async def test_recorded_record_fields_are_what_the_servers_publish(settings: Sou
         for name in fields
         for word in name.split("_")
     )
+    assert "cancelled" in live["orders"]["get_order"]["status"]["values"]  # the values a field takes
 
 
 def test_the_recorded_tools_are_the_catalogue() -> None:
