@@ -70,7 +70,7 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
         # search ("does a cracked water tank qualify as damaged?"); in any other question every word
         # must be read ("what's the drill if a parcel shows up in bits?").
         described = asking and (not span.question or searching_sentence[sentence_at[index]])
-        runs = _unexplained_runs(span, reading, asked, held | used if described else held, checked)
+        runs = _unexplained_runs(span, reading, asked, held, used if described else set(), checked)
         # Words of things sold and of what goes wrong ("espresso machine", "broken") are what an ask is
         # about, never the ask: listed only where nothing else in the clause is.
         asks = [run for run in runs if span.things or not all(token.word in TOPIC_WORDS for _, token in run)]
@@ -91,9 +91,17 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
 
 
 def _unexplained_runs(
-    span: Span, reading: Reading, asked: frozenset[str], known: set[str], checked: set[object]
+    span: Span,
+    reading: Reading,
+    asked: frozenset[str],
+    held: set[str],
+    searched: set[str],
+    checked: set[object],
 ) -> list[list[tuple[int, Token]]]:
-    """The words of an ask nothing accounts for, in runs of neighbours ("tracking number", "courier")."""
+    """The words of an ask nothing accounts for, in runs of neighbours ("tracking number", "courier").
+
+    ``held`` are the words of the planned records' fields and values, ``searched`` the words a planned
+    search uses (empty where the clause's words are not what to search for)."""
     if span.match is not None and span.match.understood and span.match.intent in asked:
         return []  # the clause as a whole asks that intent
     if any(m.kind == "amount" and m.value in checked for m in _named_in(span, reading)):
@@ -107,10 +115,24 @@ def _unexplained_runs(
         after_what = index and span.tokens[index - 1].word in {"what", "how"}  # "what about X" asks X
         if token.word in _ABOUT and index < about and not after_what:
             about = index
+    # "stock levels on the burr grinder": in a clause asking nothing by a keyword, what stands before
+    # "of/for/on" is the thing asked for; its words being searched for does not answer it.
+    thing_until = 0
+    if not keyword_asked:  # a preposition with nothing after it is a verb's particle ("won't turn on")
+        last = len(span.tokens) - 1
+        thing_until = next(
+            (
+                i
+                for i, t in enumerate(span.tokens)
+                if t.word in {"of", "for", "on"} and (i < last or span.names)
+            ),
+            0,
+        )
     for index, token in enumerate(span.tokens):
         word = token.word
         if token not in content or len(word) < 3 or word.isdigit() or index > about:
             continue
+        known = held if index < thing_until else held | searched
         explained = (
             _asks(word)
             or word in phrase_words

@@ -307,6 +307,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "put some money back on their card",
         "a discount for the trouble",
         "sort them out with some cash",
+        "smooth things over",
         "their cash back",
     ),
     "policies": (
