@@ -58,6 +58,9 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
     groups = sentences(spans, reading.query, commas=True)
     sentence_at = {index: number for number, group in enumerate(groups) for index in group}
     asking_sentence = [any(_asking(spans[i]) for i in group) for group in groups]
+    whole = sentences(spans, reading.query)
+    sentence_of = {index: number for number, group in enumerate(whole) for index in group}
+    named_sentence = [any(spans[i].names for i in group) for group in whole]
     searching_sentence = [bool(_searching() & {a for i in group for a in spans[i].asked}) for group in groups]
     for index, span in enumerate(spans):
         if span.role != ASKS:
@@ -70,7 +73,8 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
         # search ("does a cracked water tank qualify as damaged?"); in any other question every word
         # must be read ("what's the drill if a parcel shows up in bits?").
         described = asking and (not span.question or searching_sentence[sentence_at[index]])
-        runs = _unexplained_runs(span, reading, asked, held, used if described else set(), checked)
+        named = named_sentence[sentence_of[index]]
+        runs = _unexplained_runs(span, reading, asked, held, used if described else set(), checked, named)
         # Words of things sold and of what goes wrong ("espresso machine", "broken") are what an ask is
         # about, never the ask: listed only where nothing else in the clause is.
         asks = [run for run in runs if span.things or not all(token.word in TOPIC_WORDS for _, token in run)]
@@ -97,24 +101,33 @@ def _unexplained_runs(
     held: set[str],
     searched: set[str],
     checked: set[object],
+    named: bool,
 ) -> list[list[tuple[int, Token]]]:
     """The words of an ask nothing accounts for, in runs of neighbours ("tracking number", "courier").
 
     ``held`` are the words of the planned records' fields and values, ``searched`` the words a planned
-    search uses (empty where the clause's words are not what to search for)."""
+    search uses (empty where the clause's words are not what to search for), ``named`` whether the
+    clause's sentence names someone or something."""
     if span.match is not None and span.match.understood and span.match.intent in asked:
         return []  # the clause as a whole asks that intent
-    if any(m.kind == "amount" and m.value in checked for m in _named_in(span, reading)):
-        return []  # an order and an amount are a refund check, whatever the verb ("credit £45 to ORD-1")
+    # An order and an amount are a refund check, whatever the verb ("credit £45 to ORD-10031"): the
+    # words before the amount are its verb; what follows is read as any other words are.
+    verb_until = next(
+        (m.start for m in _named_in(span, reading) if m.kind == "amount" and m.value in checked), span.start
+    )
     phrase_words = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
     keyword_asked = bool(span.asked) or any(_asks(token.word) for token in span.tokens)
     runs: list[list[tuple[int, Token]]] = []
     content = set(span.content)
-    about = len(span.tokens)  # from "about", "re", "regarding" on: what the ask is about, not the ask
-    for index, token in enumerate(span.tokens):
-        after_what = index and span.tokens[index - 1].word in {"what", "how"}  # "what about X" asks X
-        if token.word in _ABOUT and index < about and not after_what:
-            about = index
+    # From "about", "re", "regarding" on: what an ask of tickets or policies, or of someone named, is
+    # about, not the ask ("complaints about rude drivers", "case for jane.doe@example.com re the milk
+    # jug"); in a clause that asks nothing else it is the ask ("tell me about the phone number").
+    about = len(span.tokens)
+    if keyword_asked or named or (span.match is not None and span.match.understood):
+        for index, token in enumerate(span.tokens):
+            after_what = index and span.tokens[index - 1].word in {"what", "how"}  # "what about X" asks X
+            if token.word in _ABOUT and index < about and not after_what:
+                about = index
     # "stock levels on the burr grinder": in a clause asking nothing by a keyword, what stands before
     # "of/for/on" is the thing asked for; its words being searched for does not answer it.
     thing_until = 0
@@ -130,8 +143,16 @@ def _unexplained_runs(
         )
     for index, token in enumerate(span.tokens):
         word = token.word
-        if token not in content or len(word) < 3 or word.isdigit() or index > about:
+        if (
+            token not in content
+            or len(word) < 3
+            or word.isdigit()
+            or index > about
+            or token.start < verb_until
+        ):
             continue
+        if _corrected_to_a_topic(token):
+            word = token.written.lower()  # "shopped" read as "stopped" explains nothing: a typo fixes asks
         known = held if index < thing_until else held | searched
         explained = (
             _asks(word)
@@ -179,6 +200,13 @@ def _asking(span: Span) -> bool:
         # whose ask no keyword reads ("what's the drill if a parcel..."), it is not the ask
         or (not span.question and any(t.word in TOPIC_WORDS for t in span.tokens))
     )
+
+
+def _corrected_to_a_topic(token: Token) -> bool:
+    """A word typo correction turned into a word that only describes ("shopped" into "stopped"):
+    corrections are trusted to fix the words that ask ("refudn", "tikets"), not to explain others."""
+    written = token.written.lower().removesuffix("'s")
+    return written != token.word and not _asks(token.word) and token.word not in _phrase_words()
 
 
 _ABOUT = frozenset({"about", "re", "regarding", "concerning", "mentioning", "wrt"})
