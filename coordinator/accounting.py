@@ -110,37 +110,13 @@ def _unexplained_runs(
     clause's sentence names someone or something."""
     if span.match is not None and span.match.understood and span.match.intent in asked:
         return []  # the clause as a whole asks that intent
-    # An order and an amount are a refund check, whatever the verb ("credit £45 to ORD-10031"): the
-    # words before the amount are its verb; what follows is read as any other words are.
-    verb_until = next(
-        (m.start for m in _named_in(span, reading) if m.kind == "amount" and m.value in checked), span.start
-    )
     phrase_words = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
     keyword_asked = bool(span.asked) or any(_asks(token.word) for token in span.tokens)
+    verb_until = _verb_until(span, reading, checked)
+    about = _about_from(span, keyword_asked or named or (span.match is not None and span.match.understood))
+    thing_until = 0 if keyword_asked else _thing_until(span)
     runs: list[list[tuple[int, Token]]] = []
     content = set(span.content)
-    # From "about", "re", "regarding" on: what an ask of tickets or policies, or of someone named, is
-    # about, not the ask ("complaints about rude drivers", "case for jane.doe@example.com re the milk
-    # jug"); in a clause that asks nothing else it is the ask ("tell me about the phone number").
-    about = len(span.tokens)
-    if keyword_asked or named or (span.match is not None and span.match.understood):
-        for index, token in enumerate(span.tokens):
-            after_what = index and span.tokens[index - 1].word in {"what", "how"}  # "what about X" asks X
-            if token.word in _ABOUT and index < about and not after_what:
-                about = index
-    # "stock levels on the burr grinder": in a clause asking nothing by a keyword, what stands before
-    # "of/for/on" is the thing asked for; its words being searched for does not answer it.
-    thing_until = 0
-    if not keyword_asked:  # a preposition with nothing after it is a verb's particle ("won't turn on")
-        last = len(span.tokens) - 1
-        thing_until = next(
-            (
-                i
-                for i, t in enumerate(span.tokens)
-                if t.word in {"of", "for", "on"} and (i < last or span.names)
-            ),
-            0,
-        )
     for index, token in enumerate(span.tokens):
         word = token.word
         if (
@@ -171,6 +147,37 @@ def _unexplained_runs(
         else:
             runs.append([(index, token)])
     return runs
+
+
+def _verb_until(span: Span, reading: Reading, checked: set[object]) -> int:
+    """An order and an amount are a refund check, whatever the verb ("credit £45 to ORD-10031"): the
+    words before the amount are its verb (where it starts is returned); what follows is read as any
+    other words are."""
+    amounts = (m.start for m in _named_in(span, reading) if m.kind == "amount" and m.value in checked)
+    return next(amounts, span.start)
+
+
+def _about_from(span: Span, asks: bool) -> int:
+    """Where "about", "re", "regarding" start what an ask of tickets or policies, or of someone named,
+    is about ("complaints about rude drivers", "case for jane.doe@example.com re the milk jug"); in a
+    clause that asks nothing else it is the ask ("tell me about the phone number"): no such place."""
+    if asks:
+        for index, token in enumerate(span.tokens):
+            after_what = index and span.tokens[index - 1].word in {"what", "how"}  # "what about X" asks X
+            if token.word in _ABOUT and not after_what:
+                return index
+    return len(span.tokens)
+
+
+def _thing_until(span: Span) -> int:
+    """In a clause no keyword asks, where "of/for/on" ends the thing asked for ("stock levels on the
+    burr grinder"): its words being searched for does not answer it. A preposition with nothing after
+    it is a verb's particle ("won't turn on")."""
+    last = len(span.tokens) - 1
+    ends = (
+        i for i, t in enumerate(span.tokens) if t.word in {"of", "for", "on"} and (i < last or span.names)
+    )
+    return next(ends, 0)
 
 
 @functools.cache
