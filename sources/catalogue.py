@@ -105,30 +105,32 @@ def _fields_of(output_schema: dict[str, Any] | None) -> dict[str, Field]:
     return fields
 
 
-async def live_record_fields(settings: SourceSettings) -> RecordFields:
-    """Each tool's record fields as its server publishes them in ``tools/list`` (in memory)."""
+async def _listed(settings: SourceSettings) -> dict[str, list[Any]]:
+    """What each source answers to ``tools/list`` (in memory)."""
     from mcp import Client
 
-    fields: RecordFields = {}
+    listed: dict[str, list[Any]] = {}
     for source in SOURCES:
         server = importlib.import_module(f"sources.{source}").create_server(settings)
         async with Client(server) as client:
-            listed = (await client.list_tools()).tools
-        fields[source] = {tool.name: _fields_of(tool.output_schema) for tool in listed}
-    return fields
+            listed[source] = list((await client.list_tools()).tools)
+    return listed
+
+
+async def live_record_fields(settings: SourceSettings) -> RecordFields:
+    """Each tool's record fields as its server publishes them in ``tools/list`` (in memory)."""
+    return {
+        source: {tool.name: _fields_of(tool.output_schema) for tool in tools}
+        for source, tools in (await _listed(settings)).items()
+    }
 
 
 async def live_input_schemas(settings: SourceSettings) -> InputSchemas:
     """Each source's tools and their input schemas as its server answers ``tools/list`` (in memory)."""
-    from mcp import Client
-
-    schemas: InputSchemas = {}
-    for source in SOURCES:
-        server = importlib.import_module(f"sources.{source}").create_server(settings)
-        async with Client(server) as client:
-            listed = (await client.list_tools()).tools
-        schemas[source] = {tool.name: tool.input_schema for tool in listed}
-    return schemas
+    return {
+        source: {tool.name: tool.input_schema for tool in tools}
+        for source, tools in (await _listed(settings)).items()
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:
