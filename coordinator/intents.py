@@ -399,7 +399,7 @@ QUESTION_WORDS = words_of(
 )
 # Words that ask, wherever they stand: "pls", "can you", "I need", "let me know".
 REQUEST_WORDS = words_of(
-    "please pls plz kindly need needs want wants wondering wonder tell show check find give get list pull "
+    "please pls plz kindly need needs want wants like wondering wonder tell show check find give get list pull "
     "look confirm investigate research summarise summarize see lookup review verify refund reimburse "
     "search fetch grab send chase compare explain advise assess"
 )

@@ -108,6 +108,10 @@ class _Planner:
             for subject in self.orders
             if subject.label not in paired_orders
         }
+        if "orders" in reading.inferred and self.order_lookups:
+            # "can you check where this is up to?" after naming ORD-10002: read by meaning, an ask about
+            # orders is about the order named, which its lookup answers, not a search of all of them.
+            self.intents.discard("orders")
         self.articles = [_Subject("article", a, {"article_id": a}) for a in reading.values("article_id")]
         # One search text for every text search: the query's own words, and the word each topical
         # intent always searches for ("refund" for "money back").

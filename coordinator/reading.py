@@ -765,4 +765,12 @@ _NOT_TOPICAL = frozenset().union(
 
 
 def _is_topic(word: str) -> bool:
-    return len(word) > 2 and word not in STOPWORDS and word not in GENERIC_WORDS and word not in _NOT_TOPICAL
+    """A word worth searching for: not a function word, nor a greeting, nor one that only frames the ask."""
+    return (
+        len(word) > 2
+        and word not in STOPWORDS
+        and word not in GENERIC_WORDS
+        and word not in _NOT_TOPICAL
+        and word not in COURTESY_WORDS
+        and word not in LIGHT_WORDS
+    )

@@ -70,6 +70,7 @@ class Span:
     tokens: tuple[Token, ...]
     names: bool  # holds something named (an id, an email, an amount, a date, a person)
     question: bool  # asked as a question ("what is...", "...?")
+    request: bool = False  # asked as a request ("pls", "can you", "I'd like"), or as a question
     # It names things asked for: a what/which question, a clause after a possessive ("jane's phone
     # number"), or one listed after such a clause ("... and delivery address").
     things: bool = False
@@ -115,14 +116,7 @@ def cut(
             for found in _WORD.finditer(left[start:end].lower())
         )  # fmt: skip
         names = names_in(start, end)
-        if (
-            not names
-            and not _unread(left[start:end])
-            and all(
-                token.word in _JOINTS or (token.word in STOPWORDS and token.word not in COURTESY_WORDS)
-                for token in tokens
-            )
-        ):
+        if not names and not _unread(left[start:end]) and _joint(tokens, text[end : end + 1] == "?"):
             continue  # "and", "so": the joint between two clauses
         # A past form right before a thing named qualifies it ("tickets logged since 2026-06-01").
         qualifiers = {t.word for t in tokens if _before_named(text, t, starts)}
@@ -133,6 +127,18 @@ def cut(
             span = replace(span, things=True)
         spans.append(span)
     return _pasted_letter(_questions_run_on(spans, text), text)
+
+
+def _joint(tokens: tuple[Token, ...], asked: bool) -> bool:
+    """Whether a clause is only the joint between two others ("and", "so then"); a question of
+    function words is not ("what can we do for her?")."""
+    if all(token.word in _JOINTS for token in tokens):
+        return True
+    return (
+        not asked
+        and len(tokens) <= 2
+        and all(t.word in STOPWORDS and t.word not in COURTESY_WORDS for t in tokens)
+    )
 
 
 _GREETINGS = frozenset({"hi", "hello", "hey", "dear", "hiya", "morning", "afternoon", "evening"})
@@ -156,7 +162,9 @@ def _span(
     question = written.endswith("?") or rest.startswith("?") or bool(words and words[0] in QUESTION_WORDS)
     request = question or any(w in REQUEST_WORDS for w in words)
     greeting = bool(words) and words[0] in _GREETINGS and len(words) <= 4 and not question
-    if (not content and not names and not _unread(text[start:end])) or (greeting and not request):
+    if (not content and not names and not question and not _unread(text[start:end])) or (
+        greeting and not request
+    ):
         role = COURTESY  # "Dear Coffee Co", "Hi team": whom a letter is to
     elif request:
         role = ASKS
@@ -166,7 +174,7 @@ def _span(
         role = STORY
     else:
         role = ASKS  # a fragment: shorthand asks by naming
-    return Span(start, end, written, role, tokens, names, question)
+    return Span(start, end, written, role, tokens, names, question, request=request)
 
 
 # A pasted email's header lines ("From: ...", "Subject: ..."): context.
@@ -204,7 +212,12 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
     asks = [span for i, span in enumerate(after) if i not in signature and span.role == ASKS]
     if not asks:
         return spans
-    letter = [replace(span, role=STORY) if span.role == ASKS else span for span in spans[:last]]
+    # What the letter asks itself ("I'd like the £40.50 refunded please", "did my orders go out?")
+    # still asks; the rest of it is the customer's story.
+    letter = [
+        replace(span, role=STORY) if span.role == ASKS and not (span.question or span.request) else span
+        for span in spans[:last]
+    ]
     tail = [replace(span, role=COURTESY) if i in signature else span for i, span in enumerate(after)]
     return [*letter, spans[last], *tail]
 
