@@ -55,26 +55,13 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
     asked = reading.intents | reading.weak_intents
     checked = {task.arguments.get("amount") for task in tasks if task.tool == "refund_eligibility"}
     spans = list(reading.spans)
-    groups = sentences(spans, reading.query, commas=True)
-    sentence_at = {index: number for number, group in enumerate(groups) for index in group}
-    asking_sentence = [any(_asking(spans[i]) for i in group) for group in groups]
-    whole = sentences(spans, reading.query)
-    sentence_of = {index: number for number, group in enumerate(whole) for index in group}
-    named_sentence = [any(spans[i].names for i in group) for group in whole]
-    searching_sentence = [bool(_searching() & {a for i in group for a in spans[i].asked}) for group in groups]
+    around = _Around(spans, reading.query)
     for index, span in enumerate(spans):
         if span.role != ASKS:
             roles.append(SpanRole(span.text, span.role, how=_context(span, reading)))
             continue
-        # Search words explain a clause whose sentence asks something; a clause that asks nothing is not
-        # made an ask by its words being searched for elsewhere ("stock levels on the grinder, plus tickets").
-        asking = asking_sentence[sentence_at[index]]
-        # A statement's words describe what to search for, and so do a question's when it asks for a
-        # search ("does a cracked water tank qualify as damaged?"); in any other question every word
-        # must be read ("what's the drill if a parcel shows up in bits?").
-        described = asking and (not span.question or searching_sentence[sentence_at[index]])
-        named = named_sentence[sentence_of[index]]
-        runs = _unexplained_runs(span, reading, asked, held, used if described else set(), checked, named)
+        searched = used if around.describes(index) else set()
+        runs = _unexplained_runs(span, reading, asked, held, searched, checked, around.named[index])
         # Words of things sold and of what goes wrong ("espresso machine", "broken") are what an ask is
         # about, never the ask: listed only where nothing else in the clause is.
         asks = [run for run in runs if span.things or not all(token.word in TOPIC_WORDS for _, token in run)]
@@ -178,6 +165,32 @@ def _thing_until(span: Span) -> int:
         i for i, t in enumerate(span.tokens) if t.word in {"of", "for", "on"} and (i < last or span.names)
     )
     return next(ends, 0)
+
+
+class _Around:
+    """What a clause's neighbours say of it: whether its clause group (up to a comma) asks and asks
+    for a search, and whether its sentence names someone or something."""
+
+    def __init__(self, spans: list[Span], text: str) -> None:
+        self.asking: dict[int, bool] = {}
+        self.searching: dict[int, bool] = {}
+        for group in sentences(spans, text, commas=True):
+            asking = any(_asking(spans[i]) for i in group)
+            searching = bool(_searching() & {intent for i in group for intent in spans[i].asked})
+            for i in group:
+                self.asking[i], self.searching[i] = asking, searching
+        self.named = {
+            i: any(spans[j].names for j in group) for group in sentences(spans, text) for i in group
+        }
+        self.questions = {i: span.question for i, span in enumerate(spans)}
+
+    def describes(self, index: int) -> bool:
+        """Whether the clause's words are what to search for. Search words explain a clause whose
+        group asks something, not one that asks nothing ("stock levels on the grinder, plus tickets");
+        a statement's words describe what to search for, and so do a question's when it asks for a
+        search ("does a cracked water tank qualify as damaged?"); in any other question every word must
+        be read ("what's the drill if a parcel shows up in bits?")."""
+        return self.asking[index] and (not self.questions[index] or self.searching[index])
 
 
 @functools.cache
