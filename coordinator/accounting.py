@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from coordinator.intents import GENERIC_WORDS, INTENTS, LIGHT_WORDS, REQUEST_WORDS, STOPWORDS, TOPIC_WORDS
 from coordinator.plan import PlannedTask, Unplanned
 from coordinator.reading import Mention, Reading, phrases_in
-from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing, sentences
+from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing, possessed, sentences
 
 __all__ = ["SpanRole", "account_for_words", "roles"]
 
@@ -64,7 +64,13 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
         runs = _unexplained_runs(span, reading, asked, held, searched, checked, around.named[index])
         # Words of things sold and of what goes wrong ("espresso machine", "broken") are what an ask is
         # about, never the ask: listed only where nothing else in the clause is.
-        asks = [run for run in runs if span.things or not all(token.word in TOPIC_WORDS for _, token in run)]
+        asks = [
+            run
+            for run in runs
+            if span.things
+            or possessed(span, run[0][0])
+            or not all(token.word in TOPIC_WORDS for _, token in run)
+        ]
         listed = [_listed(span, run, things=True) for run in asks]
         if span.unread:
             listed.append(

@@ -44,6 +44,9 @@ class Intent:
     default_topic: str = ""
     # Its words are also worth searching for (a refund, a warranty), not only a choice of source.
     topical: bool = False
+    # Words that ask this intent only where nothing it can look up is named: with one named, its
+    # lookup answers them ("related articles for KB-ESCALATION" is the article's links, not a search).
+    answered_by_lookup: frozenset[str] = frozenset()
     # A phrasal verb whose particle may stand apart ("send the kettle back"): verbs, particle, and the
     # word a search for it uses.
     separable: tuple[tuple[str, ...], str, str] | None = None
@@ -145,10 +148,12 @@ INTENTS: tuple[Intent, ...] = (
         words_of(
             "policy policies rule rules allowed allow qualify qualifies eligible eligibility warranty "
             "guarantee returns return gdpr erasure escalation escalate guideline guidelines "
-            "shipping procedure process entitled"
+            "shipping procedure process entitled article articles kb"
         ),
         ("kb.search_policies | kb.related_policies",),
         phrases=("what do we do", "how do we handle", "how should we"),
+        # "related articles for KB-ESCALATION": the article named answers these; alone, they ask.
+        answered_by_lookup=words_of("article articles kb"),
         # "send it back", "post the cafetiere back": a thing returned, whatever stands between.
         separable=(("send", "post", "ship", "bring", "take", "mail", "courier"), "back", "return"),
         topical=True,
@@ -168,6 +173,8 @@ INTENTS: tuple[Intent, ...] = (
             "all about",
             "full picture",
             "all we have",
+            "whatever we have",
+            "everything we have",
             "anything on",
             "all you have",
             "the lot",
@@ -274,6 +281,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "what have people said about",
         "is anyone unhappy about",
         "has she raised anything with us",
+        "been on to us",
         "any previous run-ins",
         "keeps emailing us",
         "what's been said",
@@ -421,7 +429,7 @@ LIGHT_WORDS = words_of(
     "news update updates info everything anything stuff bits thing things case cases say says said "
     "tell told ask asked mention mentioned exactly actually really definitely probably maybe either "
     "whether anyone someone somebody people person folks mistake error sure behind whoever whatever "
-    "pay pays paying article articles agent pasted inbox forwarded fwd within neighbours neighbors "
+    "pay pays paying agent pasted inbox forwarded fwd within neighbours neighbors "
     "connect connects reachable deep away lately "
     "currently already soon far"
 )

@@ -108,6 +108,15 @@ class _Planner:
             for subject in self.orders
             if subject.label not in paired_orders
         }
+        for intent in INTENTS:  # "related articles for KB-ESCALATION": the article's lookup answers it
+            asking = intent.words & set(reading.words)
+            if (
+                intent.answered_by_lookup
+                and asking
+                and asking <= intent.answered_by_lookup
+                and reading.of("article_id")
+            ):
+                self.intents.discard(intent.name)
         if "orders" in reading.inferred and self.order_lookups:
             # "can you check where this is up to?" after naming ORD-10002: read by meaning, an ask about
             # orders is about the order named, which its lookup answers, not a search of all of them.

@@ -36,15 +36,18 @@ from coordinator.intents import (
 if TYPE_CHECKING:
     from coordinator.meaning import Match
 
-__all__ = ["ASKS", "COURTESY", "STORY", "Span", "Token", "asks_for_a_thing", "cut", "sentences"]
+__all__ = ["ASKS", "COURTESY", "STORY", "Span", "Token", "asks_for_a_thing", "cut", "possessed", "sentences"]
 
 ASKS, STORY, COURTESY = "asks", "story", "courtesy"
 
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 # Where a clause ends: sentence ends, line breaks, commas, dashes and colons, brackets, and the words
 # that join two asks ("orders and tickets", "refund it but check the policy").
+# "+", "&" and list markers ("1)", "(b)") join asks as commas do.
 _BREAK = re.compile(
-    r"[.!?;]+(?=\s|$)|\n|,|\s[-–—]+\s|:(?=\s)|[()\[\]]|\b(?:and|but|also|plus|then|btw|so)\b", re.I
+    r"[.!?;]+(?=\s|$)|\n|,|\s[-–—]+\s|:(?=\s)|[()\[\]]|\s[+&]\s|(?<!\S)\d\)(?=\s)"
+    r"|\b(?:and|but|also|plus|then|btw|so)\b",
+    re.I,
 )
 # Words before a noun that make it the thing asked for ("the tracking number", "her phone").
 _DETERMINERS = frozenset({"the", "their", "her", "his", "its", "my", "your", "our", "a", "an", "any"})
@@ -223,7 +226,7 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
 
 
 _SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n")
-_CLAUSE_END = re.compile(r"[.!?;]+(?=\s|$)|[\n,]")
+_CLAUSE_END = re.compile(r"[.!?;]+(?=\s|$)|[\n,]|\s[-–—+&]+\s|(?<!\S)\d\)(?=\s)|\([a-z]\)")
 
 
 def sentences(spans: list[Span], text: str, *, commas: bool = False) -> list[list[int]]:
@@ -248,20 +251,23 @@ def _before_named(text: str, token: Token, starts: list[int]) -> bool:
     return at < len(starts) and starts[at] == after
 
 
+# Code or data pasted into a question: a JSON object, a tag, a backquoted snippet.
+_CODE = re.compile(r"\{[^{}]*\}|<[^<>\s][^<>]*>|`[^`]+`")
+# A word with a letter outside ASCII: another language ("vérifiez", "días"), or another script.
+_FOREIGN_WORD = re.compile(r"[^\W\d_]*[^\x00-\x7f\W\d_][^\W\d_]*")
+
+
 def _unread(text: str) -> str:
-    """What of ``text`` the reader cannot read: words in a script other than Latin, and emoji or other
-    symbols where they stand alone (beside words, "refund policy 🙏" is tone, not an ask)."""
+    """What of ``text`` the reader cannot read: words of another language or script, code or data
+    pasted in, and emoji or other symbols where they stand alone (beside words, "refund policy 🙏" is
+    tone, not an ask)."""
     import unicodedata
 
-    def foreign(char: str) -> bool:
-        return unicodedata.category(char)[0] == "L" and not unicodedata.name(char, "").startswith("LATIN")
-
-    def symbol(char: str) -> bool:
-        return unicodedata.category(char) == "So"
-
-    alone = not re.search(r"[A-Za-z0-9]", text)
-    kept = [char if foreign(char) or (alone and symbol(char)) else " " for char in text]
-    return " ".join("".join(kept).split())
+    found = [match[0] for match in _CODE.finditer(text)]
+    found += [match[0] for match in _FOREIGN_WORD.finditer(_CODE.sub(" ", text))]
+    if not re.search(r"[A-Za-z0-9]", text):
+        found += [char for char in text if unicodedata.category(char) == "So"]
+    return " ".join(found)
 
 
 def _past(word: str) -> bool:
@@ -281,6 +287,16 @@ def _questions_run_on(spans: list[Span], text: str) -> list[Span]:
         elif here.question and same_sentence and after.role != COURTESY and not after.question:
             result[index + 1] = replace(after, role=ASKS, question=True, things=after.things or here.things)
     return result
+
+
+_POSSESSIVES = frozenset({"her", "his", "their", "its", "my", "your", "our"})
+
+
+def possessed(span: Span, index: int) -> bool:
+    """Whether the word at ``index`` is someone's ("her delivery address", "the courier's phone"):
+    a thing of theirs asked for, even where its words are a topic's."""
+    before = span.tokens[index - 1] if index else None
+    return before is not None and (before.word in _POSSESSIVES or before.written.endswith("'s"))
 
 
 _WHAT = frozenset({"what", "what's", "whats", "which"})
