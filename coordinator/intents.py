@@ -44,9 +44,6 @@ class Intent:
     default_topic: str = ""
     # Its words are also worth searching for (a refund, a warranty), not only a choice of source.
     topical: bool = False
-    # Words that ask this intent only where nothing it can look up is named: with one named, its
-    # lookup answers them ("related articles for KB-ESCALATION" is the article's links, not a search).
-    answered_by_lookup: frozenset[str] = frozenset()
     # A phrasal verb whose particle may stand apart ("send the kettle back"): verbs, particle, and the
     # word a search for it uses.
     separable: tuple[tuple[str, ...], str, str] | None = None
@@ -152,8 +149,6 @@ INTENTS: tuple[Intent, ...] = (
         ),
         ("kb.search_policies | kb.related_policies",),
         phrases=("what do we do", "how do we handle", "how should we"),
-        # "related articles for KB-ESCALATION": the article named answers these; alone, they ask.
-        answered_by_lookup=words_of("article articles kb"),
         # "send it back", "post the cafetiere back": a thing returned, whatever stands between.
         separable=(("send", "post", "ship", "bring", "take", "mail", "courier"), "back", "return"),
         topical=True,

@@ -34,6 +34,7 @@ from coordinator.accounting import account_for_words
 from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
 from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.reading import Mention, QueryError, Reading, read_query
+from coordinator.spans import Span
 from coordinator.tools import (
     GIVES,
     LOOKUPS,
@@ -108,15 +109,7 @@ class _Planner:
             for subject in self.orders
             if subject.label not in paired_orders
         }
-        for intent in INTENTS:  # "related articles for KB-ESCALATION": the article's lookup answers it
-            asking = intent.words & set(reading.words)
-            if (
-                intent.answered_by_lookup
-                and asking
-                and asking <= intent.answered_by_lookup
-                and reading.of("article_id")
-            ):
-                self.intents.discard(intent.name)
+        self.intents -= _answered_by_lookups(reading)
         if "orders" in reading.inferred and self.order_lookups:
             # "can you check where this is up to?" after naming ORD-10002: read by meaning, an ask about
             # orders is about the order named, which its lookup answers, not a search of all of them.
@@ -550,6 +543,39 @@ def _shown(value: Any) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:24] or "x"
+
+
+def _answered_by_lookups(reading: Reading) -> set[str]:
+    """The intents asked only in clauses that name what one of their tools looks up: "related
+    articles for KB-ESCALATION", "which policies sit two steps from KB-RETURNS" ask for the article's
+    links, which its lookup answers, not for a search of the words."""
+    answered = set()
+    for intent in INTENTS:
+        if len(intent.tools) != 1:
+            continue  # "everything about jane.doe@example.com" asks every tool, not the lookup alone
+        alternatives = {tool.strip() for tool in intent.tools[0].split("|")}
+        kinds = {kind for kind, tool in LOOKUPS.items() if tool in alternatives}
+        clauses = _clauses(reading)
+        asking = [clause for clause in clauses if intent.name in {i for span in clause for i in span.asked}]
+        if kinds and asking and all(any(m.kind in kinds for m in _named_in(c, reading)) for c in asking):
+            answered.add(intent.name)
+    return answered
+
+
+def _clauses(reading: Reading) -> list[list[Span]]:
+    """The spans, those cut only where a thing named ended taken back together ("KB-DAMAGED related
+    articles" is one clause, "kb-damaged and the shipping policy" two)."""
+    clauses: list[list[Span]] = []
+    for span in reading.spans:
+        if clauses and span.goes_on:
+            clauses[-1].append(span)
+        else:
+            clauses.append([span])
+    return clauses
+
+
+def _named_in(clause: list[Span], reading: Reading) -> list[Mention]:
+    return [m for m in reading.mentions if any(span.start <= m.start < span.end for span in clause)]
 
 
 def _unanswerable(intent: Intent) -> Unplanned:

@@ -669,7 +669,7 @@ def _asked(
         if span.role == COURTESY or span.role in told:
             read.append(span)
             continue
-        phrases_text = " ".join(_TOKEN.findall(left[span.start : span.end].lower()))
+        phrases_text = _words_of(left, span)
         strong, light = _intents([token.word for token in span.tokens], phrases_text)
         span = replace(span, asked=strong)
         # A sentence whose ask a keyword reads ("does a £750 refund on ORD-1 need a manager to sign
@@ -696,7 +696,17 @@ def _asked(
                     found.add(match.intent)
                     topics.extend(match.topics)
         read.append(span)
+    if told and not found:  # "mary reckons she was charged for ORD-1, can you have a look": the ask
+        for span in spans:  # says only "look", so what the story tells is what to look at
+            if span.role == STORY:
+                strong, light = _intents([token.word for token in span.tokens], _words_of(left, span))
+                found |= strong
+                weak |= light
     return frozenset(found), frozenset(weak), read, tuple(topics)
+
+
+def _words_of(left: str, span: Span) -> str:
+    return " ".join(_TOKEN.findall(left[span.start : span.end].lower()))
 
 
 def _unexplained(span: Span, phrases_text: str) -> list[str]:

@@ -80,6 +80,9 @@ class Span:
     asked: frozenset[str] = frozenset()  # the intents its keywords ask (words, phrases, phrasal verbs)
     match: Match | None = None  # the semantic matcher's reading, where keywords left words unexplained
     unread: str = ""  # words in a script, or symbols, the reader does not read ("これは何ですか", "🙃")
+    # It goes on from the clause before, cut only where a thing named ended ("KB-DAMAGED | related
+    # articles"), not at a comma or an "and".
+    goes_on: bool = False
 
     @property
     def content(self) -> tuple[Token, ...]:
@@ -96,6 +99,7 @@ def cut(
     cuts = {0, len(text)}
     for found in _BREAK.finditer(left):
         cuts.update((found.start(), found.end()))
+    broken = set(cuts)
     for _, end in named:  # a thing named closes its clause: what follows it is a clause of its own
         end += 2 if text[end : end + 2].lower() == "'s" else 0  # "jane's phone": the possessive is the name's
         following = _WORD.search(left.lower(), end)
@@ -128,6 +132,8 @@ def cut(
         listed = bool(spans) and spans[-1].things and not re.search(r"[.!?;\n]", text[spans[-1].end : start])
         if start in possessive or listed or (tokens and tokens[0].word in _WHAT):
             span = replace(span, things=True)
+        if spans and start not in broken and not text[spans[-1].end : start].strip(" \t'"):
+            span = replace(span, goes_on=True)
         spans.append(span)
     return _pasted_letter(_questions_run_on(spans, text), text)
 
@@ -236,7 +242,7 @@ def sentences(spans: list[Span], text: str, *, commas: bool = False) -> list[lis
     end = _CLAUSE_END if commas else _SENTENCE_END
     groups: list[list[int]] = []
     for index, span in enumerate(spans):
-        if not groups or end.search(text, spans[index - 1].start, span.start):
+        if not groups or end.search(text[spans[index - 1].start : span.start + 1]):  # +1: lookaheads see on
             groups.append([])
         groups[-1].append(index)
     return groups
@@ -271,8 +277,10 @@ def _unread(text: str) -> str:
 
 
 def _past(word: str) -> bool:
-    """A verb told in the past: an irregular past form, or a word in "-ed" (not "need", "red")."""
-    return word in IRREGULAR_PAST or (len(word) > 4 and word.endswith("ed") and not word.endswith("eed"))
+    """A verb told in the past: an irregular past form, or a word in "-ed" (not "need", "red"; not
+    "related" or "linked", which say how things stand)."""
+    regular = len(word) > 4 and word.endswith("ed") and not word.endswith("eed") and word not in STOPWORDS
+    return word in IRREGULAR_PAST or regular
 
 
 def _questions_run_on(spans: list[Span], text: str) -> list[Span]:
