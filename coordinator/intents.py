@@ -80,6 +80,11 @@ INTENTS: tuple[Intent, ...] = (
             "customer info",
             "look up",
             "lookup",
+            "sign up",
+            "signed up",
+            "joined us",
+            "become a customer",
+            "became a customer",
         ),
         unanswered="a customer was asked about",
         ask_for=f"name them by email, {CUSTOMER_ID.shape} or name, or name one of their orders",
@@ -91,12 +96,13 @@ INTENTS: tuple[Intent, ...] = (
             "shipments shipment shop shops shopped shopping"
         ),
         ("orders.search_orders | orders.get_order",),
+        phrases=("turn up", "turned up", "show up", "shown up", "gone out", "go out", "went out"),
         unanswered="orders were asked about",
         ask_for=f"name the customer (an email or {CUSTOMER_ID.shape}) or the order, e.g. 'orders of CUST-00042'",
     ),
     Intent(
         "tickets",
-        words_of("ticket tickets complaint complaints complain complained issues contacted"),
+        words_of("ticket tickets complaint complaints complain complained issues contacted chasing chased"),
         ("tickets.search_tickets",),
         phrases=(
             "contacted us",
@@ -352,7 +358,6 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "their profile",
         "where are they based",
         "are they a vip",
-        "when did they sign up",
         "who are we dealing with",
     ),
 }
@@ -425,7 +430,10 @@ LIGHT_WORDS = words_of(
     "tell told ask asked mention mentioned exactly actually really definitely probably maybe either "
     "whether anyone someone somebody people person folks mistake error sure behind whoever whatever "
     "pay pays paying agent pasted inbox forwarded fwd within neighbours neighbors "
-    "connect connects reachable deep away lately "
+    "connect connects reachable deep away lately nearly almost nothin nuthin true correct "
+    # contractions typed without their apostrophe
+    "shes hes isnt arent wasnt werent dont doesnt didnt cant couldnt wont wouldnt hasnt havent hadnt "
+    "shouldnt theyre youre ive weve theyve youve ill itll thats "
     "currently already soon far"
 )
 # Words that close a letter: what a pasted email says before them is the customer's story.

@@ -580,7 +580,7 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
     named = [(mention.start, mention.start + len(mention.text)) for mention in scanner.mentions]
     spans = cut(text, scanner.left, named, corrected, _known_words())
     intents, weak_intents, spans, matched_topics = _asked(spans, scanner.left)
-    keyword_intents = _intents(words, " ".join(_TOKEN.findall(scanner.left.lower())))[0]
+    keyword_intents = frozenset().union(*(span.asked for span in spans))
     mentions = sorted(scanner.mentions, key=lambda mention: mention.start)
     told = _told(spans, mentions)
     return Reading(
@@ -702,6 +702,7 @@ def _asked(
                 strong, light = _intents([token.word for token in span.tokens], _words_of(left, span))
                 found |= strong
                 weak |= light
+                read[read.index(span)] = replace(span, asked=strong)
     return frozenset(found), frozenset(weak), read, tuple(topics)
 
 
