@@ -19,10 +19,18 @@ import bisect
 import functools
 from dataclasses import dataclass
 
-from coordinator.intents import GENERIC_WORDS, INTENTS, LIGHT_WORDS, REQUEST_WORDS, STOPWORDS, TOPIC_WORDS
+from coordinator.intents import (
+    ACTION_VERBS,
+    GENERIC_WORDS,
+    INTENTS,
+    LIGHT_WORDS,
+    REQUEST_WORDS,
+    STOPWORDS,
+    TOPIC_WORDS,
+)
 from coordinator.plan import PlannedTask, Unplanned
 from coordinator.reading import Mention, Reading, phrases_in
-from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing, possessed, sentences
+from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing, possessed, quantity, sentences
 
 __all__ = ["SpanRole", "account_for_words", "roles"]
 
@@ -69,9 +77,19 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
             for run in runs
             if span.things
             or possessed(span, run[0][0])
+            or quantity(span, run[0][0])
             or not all(token.word in TOPIC_WORDS for _, token in run)
         ]
         listed = [_listed(span, run, things=True) for run in asks]
+        action = _action(span)
+        if action:
+            listed = [
+                Unplanned(
+                    f"'{action}'",
+                    "research reads the sources and does nothing: this asks for something to be done",
+                    "do it where it is done; research can check what it needs first",
+                )
+            ]
         if span.unread:
             listed.append(
                 Unplanned(
@@ -122,17 +140,20 @@ def _unexplained_runs(
             continue
         if _corrected_to_a_topic(token):
             word = token.written.lower()  # "shopped" read as "stopped" explains nothing: a typo fixes asks
-        known = held if index < thing_until else held | searched
-        explained = (
-            _asks(word)
-            or word in phrase_words
-            or word in GENERIC_WORDS
-            or word in LIGHT_WORDS
-            or word in REQUEST_WORDS
-            or word in known
-            or (keyword_asked and word in TOPIC_WORDS)  # "damaged" qualifies an ask of tickets
-            or (keyword_asked and word in _phrase_words())  # "issues raised by": a phrase's word
-        )
+        if quantity(span, index):  # "how much VAT": what is measured must be a record's, or an ask
+            explained = _asks(word) or word in held or word in LIGHT_WORDS
+        else:
+            known = held if index < thing_until else held | searched
+            explained = (
+                _asks(word)
+                or word in phrase_words
+                or word in GENERIC_WORDS
+                or word in LIGHT_WORDS
+                or word in REQUEST_WORDS
+                or word in known
+                or (keyword_asked and word in TOPIC_WORDS)  # "damaged" qualifies an ask of tickets
+                or (keyword_asked and word in _phrase_words())  # "issues raised by": a phrase's word
+            )
         if explained:
             continue
         if runs and runs[-1][-1][0] == index - 1:  # neighbours make one run
@@ -226,6 +247,23 @@ def _asking(span: Span) -> bool:
         # whose ask no keyword reads ("what's the drill if a parcel..."), it is not the ask
         or (not span.question and any(t.word in TOPIC_WORDS for t in span.tokens))
     )
+
+
+_OPENERS = frozenset({"please", "pls", "plz", "kindly", "can", "could", "would", "you", "u", "we", "just"})
+
+
+def _action(span: Span) -> str:
+    """The clause as written where it opens with a verb that asks for something to be done ("reset
+    his password", "pls send out a replacement jug"), else ""."""
+    words = [token.word for token in span.tokens]
+    first = next((i for i, word in enumerate(words) if word not in _OPENERS), None)
+    if first is None:
+        return ""
+    verb = words[first]
+    # "send me her invoices", "send the invoices over" deliver what is found; "send out a replacement" acts
+    thing = next((w for w in words[first + 1 :] if w not in STOPWORDS or w == "out"), "")
+    sends_out = verb == "send" and not _asks(thing) and "me" not in words[first + 1 : first + 2]
+    return span.text if verb in ACTION_VERBS or sends_out else ""
 
 
 def _corrected_to_a_topic(token: Token) -> bool:

@@ -438,6 +438,14 @@ LIGHT_WORDS = words_of(
 )
 # Words that close a letter: what a pasted email says before them is the customer's story.
 SIGN_OFF_WORDS = words_of("regards thanks thank cheers best sincerely faithfully yours love wishes")
+# Verbs that ask for something to be done, not found out: research reads the sources and acts on
+# nothing, so a clause they open is listed as not researched ("reset his password", "send out a
+# replacement jug"). "send" alone delivers what was found ("send me her invoices").
+ACTION_VERBS = words_of(
+    "reset delete erase remove cancel change update amend edit ship dispatch replace reissue resend "
+    "approve block unblock unlock suspend close reopen escalate assign merge upgrade downgrade "
+    "email text ring phone call notify apply waive"
+)
 # Greetings, sign-offs and courtesy: context, never an ask.
 COURTESY_WORDS = words_of(
     "hi hello hey dear sir madam team folks all guys morning afternoon evening regards kind best "

@@ -36,7 +36,18 @@ from coordinator.intents import (
 if TYPE_CHECKING:
     from coordinator.meaning import Match
 
-__all__ = ["ASKS", "COURTESY", "STORY", "Span", "Token", "asks_for_a_thing", "cut", "possessed", "sentences"]
+__all__ = [
+    "ASKS",
+    "COURTESY",
+    "STORY",
+    "Span",
+    "Token",
+    "asks_for_a_thing",
+    "cut",
+    "possessed",
+    "quantity",
+    "sentences",
+]
 
 ASKS, STORY, COURTESY = "asks", "story", "courtesy"
 
@@ -307,6 +318,13 @@ def possessed(span: Span, index: int) -> bool:
     return before is not None and (before.word in _POSSESSIVES or before.written.endswith("'s"))
 
 
+def quantity(span: Span, index: int) -> bool:
+    """Whether the word at ``index`` is what a "how much" or "how many" question measures ("how much
+    VAT did we charge"): asked for, so a record must hold it."""
+    words = [token.word for token in span.tokens[:index]]
+    return len(words) >= 2 and words[-2] == "how" and words[-1] in {"much", "many"}
+
+
 _WHAT = frozenset({"what", "what's", "whats", "which"})
 
 
@@ -318,6 +336,7 @@ def asks_for_a_thing(span: Span, index: int) -> bool:
     after = next((t.word for t in span.tokens[index + 1 :] if t.word not in _DETERMINERS), "")
     return (
         span.things
+        or quantity(span, index)
         or (before is not None and (before.word in _DETERMINERS or before.written.endswith("'s")))
         or after in {"of", "for", "on"}
     )
