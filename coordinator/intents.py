@@ -96,7 +96,7 @@ INTENTS: tuple[Intent, ...] = (
             "shipments shipment shop shops shopped shopping"
         ),
         ("orders.search_orders | orders.get_order",),
-        phrases=("turn up", "turned up", "show up", "shown up", "gone out", "go out", "went out"),
+        phrases=("turn up", "turned up", "show up", "shown up"),
         unanswered="orders were asked about",
         ask_for=f"name the customer (an email or {CUSTOMER_ID.shape}) or the order, e.g. 'orders of CUST-00042'",
     ),

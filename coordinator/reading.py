@@ -682,7 +682,7 @@ def _asked(
         # function words alone, "what can we do for her?", on all of them).
         unread = span.role == ASKS and not (strong or light)
         unexplained = _unexplained(span, phrases_text) if unread else []
-        if unread and span.question and not span.content and not span.names:
+        if unread and span.question and not span.content:  # "has she been on to us about ORD-10027?"
             unexplained = [token.word for token in span.tokens]
         if unexplained:
             from coordinator.meaning import nearest_intent  # only a span the keywords cannot read
