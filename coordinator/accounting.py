@@ -259,11 +259,20 @@ def _action(span: Span) -> str:
     first = next((i for i, word in enumerate(words) if word not in _OPENERS), None)
     if first is None:
         return ""
-    verb = words[first]
+    verb, after = words[first], words[first + 1 : first + 2]
+    # A verb, not a noun: something follows it as its object ("reset his password", "cancel ORD-1");
+    # "phone number", "change of address" name things.
+    if not (span.names or (after and after[0] in _OBJECTS)):
+        return ""
     # "send me her invoices", "send the invoices over" deliver what is found; "send out a replacement" acts
     thing = next((w for w in words[first + 1 :] if w not in STOPWORDS or w == "out"), "")
-    sends_out = verb == "send" and not _asks(thing) and "me" not in words[first + 1 : first + 2]
+    sends_out = verb == "send" and not _asks(thing) and after != ["me"]
     return span.text if verb in ACTION_VERBS or sends_out else ""
+
+
+_OBJECTS = frozenset(
+    {"the", "a", "an", "his", "her", "their", "my", "our", "your", "its", "him", "them", "it", "out"}
+)
 
 
 def _corrected_to_a_topic(token: Token) -> bool:

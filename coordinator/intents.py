@@ -348,7 +348,6 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "was it delivered",
         "what have they got",
         "what's in transit for them",
-        "has their stuff gone out",
     ),
     "customer": (
         "who is this",
@@ -420,7 +419,8 @@ IRREGULAR_PAST = words_of(
     "was were had did came went got gave took sent said told broke bought made left lost found fell "
     "thought knew saw ran rang paid put set sold brought caught kept meant met spent stood understood "
     "wrote drove flew grew hung held hurt led lit read rode rose shook shut sang sat slept spoke "
-    "stole stuck swore threw tore wore woke won"
+    "stole stuck swore threw tore wore woke won gone been done seen taken given written broken "
+    "chosen driven eaten fallen forgotten frozen hidden ridden risen shaken spoken stolen sworn torn worn"
 )
 # Words that frame or qualify an ask without asking anything a source answers differently ("ticket
 # history", "details for", "charged twice", "especially ORD-10031"): general English, not topics.

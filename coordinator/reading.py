@@ -652,58 +652,73 @@ def _asked(
     spans: list[Span], left: str
 ) -> tuple[frozenset[str], frozenset[str], list[Span], tuple[str, ...]]:
     """What the spans ask, by keywords, and by meaning where the keywords leave an ask's words
-    unexplained (``coordinator.meaning``): the intents, the weak ones, and the spans with their match."""
+    unexplained (``coordinator.meaning``): the intents, the weak ones, the spans with what they ask
+    and their match, and the search words matched phrasings stand for ("send it back": return)."""
     found: set[str] = set()
     weak: set[str] = set()
     read: list[Span] = []
-    topics: list[str] = []  # the search words a matched phrasing stands for ("send it back": return)
-    # A story's words ask nothing where something else asks ("I bought it in May. Can I return it?").
+    topics: list[str] = []
+    # A story's words ask nothing where something else asks ("I bought it in May. Can I return it?"),
+    # but what it says of a thing it names does ("I was charged twice for ORD-10899").
     told = {STORY} if any(span.role == ASKS for span in spans) else set()
-    groups = sentences(spans, left)
-    sentence_at = {index: number for number, group in enumerate(groups) for index in group}
-    sentence_intents = []
-    for group in groups:
-        words = _TOKEN.findall(" ".join(left[spans[i].start : spans[i].end] for i in group).lower())
-        sentence_intents.append(_intents(words, " ".join(words))[0])
+    in_sentence = _sentence_intents(spans, left)
     for index, span in enumerate(spans):
-        if span.role == COURTESY or span.role in told:
+        if span.role == COURTESY or (span.role in told and not span.names):
             read.append(span)
             continue
         phrases_text = _words_of(left, span)
         strong, light = _intents([token.word for token in span.tokens], phrases_text)
         span = replace(span, asked=strong)
-        # A sentence whose ask a keyword reads ("does a £750 refund on ORD-1 need a manager to sign
-        # off"): its other clauses qualify that ask, and are not matched on their own.
-        in_sentence = sentence_intents[sentence_at[index]]
-        topics.extend(i.separable[2] for i in INTENTS if i.separable and _separated(i, phrases_text))
         found |= strong
         weak |= light
-        # An ask no keyword reads: compared by meaning, on the words nothing explains (a question of
-        # function words alone, "what can we do for her?", on all of them).
-        unread = span.role == ASKS and not (strong or light)
-        unexplained = _unexplained(span, phrases_text) if unread else []
-        if unread and span.question and not span.content:  # "has she been on to us about ORD-10027?"
-            unexplained = [token.word for token in span.tokens]
-        if unexplained:
-            from coordinator.meaning import nearest_intent  # only a span the keywords cannot read
-
-            match = nearest_intent(" ".join(left[span.start : span.end].split()), unexplained)
-            if match is not None and in_sentence and match.intent not in in_sentence:
-                match = None  # the sentence's ask is read; meaning may confirm it, never add another
-            if match is not None:
-                span = replace(span, match=match)
-                if match.understood:
-                    found.add(match.intent)
-                    topics.extend(match.topics)
+        if span.role not in told:
+            topics.extend(i.separable[2] for i in INTENTS if i.separable and _separated(i, phrases_text))
+            span = _by_meaning(span, left, phrases_text, in_sentence[index], asked=bool(strong or light))
+            if span.match is not None and span.match.understood:
+                found.add(span.match.intent)
+                topics.extend(span.match.topics)
         read.append(span)
     if told and not found:  # "mary reckons she was charged for ORD-1, can you have a look": the ask
-        for span in spans:  # says only "look", so what the story tells is what to look at
+        for index, span in enumerate(read):  # says only "look", so what the story tells is what to look at
             if span.role == STORY:
                 strong, light = _intents([token.word for token in span.tokens], _words_of(left, span))
                 found |= strong
                 weak |= light
-                read[read.index(span)] = replace(span, asked=strong)
+                read[index] = replace(span, asked=strong)
     return frozenset(found), frozenset(weak), read, tuple(topics)
+
+
+def _sentence_intents(spans: list[Span], left: str) -> list[frozenset[str]]:
+    """For each span, what its sentence asks by keywords."""
+    asked: list[frozenset[str]] = [frozenset()] * len(spans)
+    for group in sentences(spans, left):
+        words = _TOKEN.findall(" ".join(left[spans[i].start : spans[i].end] for i in group).lower())
+        intents = _intents(words, " ".join(words))[0]
+        for i in group:
+            asked[i] = intents
+    return asked
+
+
+def _by_meaning(
+    span: Span, left: str, phrases_text: str, in_sentence: frozenset[str], *, asked: bool
+) -> Span:
+    """``span`` with the semantic matcher's reading, where it is an ask no keyword reads: compared on
+    the words nothing explains (a question of function words alone, "what can we do for her?", or
+    "has she been on to us about ORD-10027?", on all of them). A sentence whose ask a keyword reads
+    ("does a £750 refund on ORD-10023 need a manager to sign off") is qualified by its other clauses:
+    meaning may confirm its ask there, never add another."""
+    unread = span.role == ASKS and not asked
+    unexplained = _unexplained(span, phrases_text) if unread else []
+    if unread and span.question and not span.content:
+        unexplained = [token.word for token in span.tokens]
+    if not unexplained:
+        return span
+    from coordinator.meaning import nearest_intent  # only a span the keywords cannot read
+
+    match = nearest_intent(" ".join(left[span.start : span.end].split()), unexplained)
+    if match is None or (in_sentence and match.intent not in in_sentence):
+        return span
+    return replace(span, match=match)
 
 
 def _words_of(left: str, span: Span) -> str:
