@@ -54,7 +54,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--corpus", type=Path, action="append", help="default: every labelled set")
     args = parser.parse_args()
-    paths = args.corpus or [corpus.CORPUS, corpus.HELD_OUT, corpus.NATURAL, corpus.NATURAL_HELD_OUT]
+    paths = args.corpus or [
+        corpus.CORPUS,
+        corpus.HELD_OUT,
+        corpus.NATURAL,
+        corpus.NATURAL_HELD_OUT,
+        corpus.NATURAL_BLIND,
+    ]
     for path in paths:
         measure(path, args.rounds)
     costs()

@@ -80,7 +80,7 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
             or quantity(span, run[0][0])
             or not all(token.word in TOPIC_WORDS for _, token in run)
         ]
-        listed = [_listed(span, run, things=True) for run in asks]
+        listed = [_listed(span, run, reading.query) for run in asks]
         action = _action(span)
         if action:
             listed = [
@@ -315,9 +315,11 @@ def _held_words(tasks: list[PlannedTask]) -> set[str]:
     return words
 
 
-def _listed(span: Span, run: list[tuple[int, Token]], *, things: bool) -> Unplanned:
-    written = " ".join(token.written for _, token in run)
-    if things and asks_for_a_thing(span, run[0][0]):
+def _listed(span: Span, run: list[tuple[int, Token]], query: str) -> Unplanned:
+    """A run of words nothing accounts for, as written in ``query``: no source holds it, or not understood."""
+    last = run[-1][1]
+    written = " ".join(query[run[0][1].start : last.start + len(last.written)].split())
+    if asks_for_a_thing(span, run[0][0]):
         return Unplanned(
             f"'{written}'",
             "no source holds this: no record any tool returns has such a field",

@@ -66,15 +66,16 @@ def test_a_partly_understood_query_is_never_complete() -> None:
 
 # --- natural phrasings: never reported complete when part was missed ----------------------------------
 
-# False COMPLETE measured on the natural sets at the commit that added them (first sight, before the
-# accounting: 59 of 160 and 44 of 90). The goal is 0; these bounds only keep it from rising again.
-FALSE_COMPLETE_AT_MOST = {corpus.NATURAL: 0, corpus.NATURAL_HELD_OUT: 6}
+# False COMPLETE on the natural sets: 0 on the set tuned on (at first sight, before the accounting,
+# 126 of 310); on the held-out sets, what was measured when this was written (at first sight 44 of
+# 90 and 40 of 80). The goal is 0 everywhere; on held-out sets these bounds only keep it from rising.
+FALSE_COMPLETE_AT_MOST = {corpus.NATURAL: 0, corpus.NATURAL_HELD_OUT: 3, corpus.NATURAL_BLIND: 8}
 
 
 @pytest.mark.parametrize("path", list(FALSE_COMPLETE_AT_MOST), ids=lambda path: path.stem)
 def test_natural_phrasings_are_rarely_reported_complete_when_part_was_missed(path: Any) -> None:
     cases = load_cases(path)
-    assert len(cases) >= (150 if path == corpus.NATURAL else 80)
+    assert len(cases) >= (300 if path == corpus.NATURAL else 80)
     outcomes = [corpus.outcome(case, *_plan_or_refusal(case.query)) for case in cases]
     false_complete = [
         case.query for case, seen in zip(cases, outcomes, strict=True) if seen == "false complete"
@@ -140,6 +141,86 @@ def test_amounts_and_counts_in_words() -> None:
     )
     assert plan_query("refund two fivers on ORD-10031").tasks["refund"].arguments["amount"] == 10
     assert plan_query("KB-REFUNDS three links away").tasks["related"].arguments["depth"] == 3
+
+
+@pytest.mark.parametrize(
+    ("query", "listed"),
+    [
+        ("orders of CUST-00042 + reset his password", "reset his password"),
+        ("pls: (a) refund £8.50 on ORD-10021 (b) send out a replacement jug", "send out a replacement jug"),
+        ("cancel the order ORD-10031 for jane.doe@example.com", "cancel the order"),
+    ],
+)
+def test_a_clause_that_asks_for_something_to_be_done_is_listed_not_done(query: str, listed: str) -> None:
+    plan = plan_query(query)
+    assert any(listed in item.what and "does nothing" in item.why for item in plan.unplanned), plan.unplanned
+    assert all(task.tool not in {"issue_refund"} for task in plan.tasks.values())
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["pls send me her invoices CUST-00042", "send the invoices for CUST-00042 over", "jane's phone number"],
+)
+def test_a_verb_that_delivers_or_names_a_thing_is_no_action(query: str) -> None:
+    plan = plan_query(query)
+    assert not any("does nothing" in item.why for item in plan.unplanned), plan.unplanned
+
+
+def test_what_a_how_much_question_measures_must_be_held() -> None:
+    plan = plan_query("How much VAT did we charge CUST-00014 on her invoices?")
+    assert [item.what for item in plan.unplanned] == ["'VAT'"]
+    assert plan_query("how many orders has CUST-00014 placed?").unplanned == ()
+
+
+def test_record_values_are_read_from_the_output_schemas() -> None:
+    """ "cancelled" and "gold" are values the order and customer records publish, not unknown words."""
+    assert plan_query("is ORD-10013 cancelled?").unplanned == ()
+    assert plan_query("is CUST-00042 a gold customer?").unplanned == ()
+
+
+@pytest.mark.parametrize(
+    ("query", "unread"),
+    [
+        ("refund £12 on ORD-10030 et vérifiez la politique de retour svp", "vérifiez"),
+        ("returns policy + ¿cuántos días tengo para devolverlo?", "cuántos días"),
+        (
+            'webhook says {"event":"chargeback_opened"} for ORD-10028, open tickets?',
+            '{"event":"chargeback_opened"}',
+        ),
+    ],
+)
+def test_another_language_and_pasted_code_are_not_read(query: str, unread: str) -> None:
+    plan = plan_query(query)
+    assert any(item.what == f"'{unread}'" for item in plan.unplanned), plan.unplanned
+
+
+def test_plus_signs_and_list_markers_separate_asks() -> None:
+    plan = plan_query("need 3 things: 1) who placed ORD-10026 2) their phone 3) returns policy")
+    assert [item.what for item in plan.unplanned] == ["'phone'"]
+    assert {task.tool for task in plan.tasks.values()} == {"get_order", "customer_lookup", "search_policies"}
+
+
+def test_a_story_s_keywords_count_for_what_it_names_or_when_the_ask_is_only_look() -> None:
+    charged = plan_query(
+        "Hi,\n\nI think I was charged twice for ORD-10899.\n\nI'd be grateful if you could refund the duplicate."
+        "\n\nSam Harrison"
+    )
+    assert "list_invoices" in {task.tool for task in charged.tasks.values()}
+    look = plan_query(
+        "mary higgins reckons she was charged for ord 10021 after she cancelled it can you have a look"
+    )
+    assert "list_invoices" in {task.tool for task in look.tasks.values()}
+
+
+def test_an_article_named_answers_the_words_that_ask_for_its_links() -> None:
+    related = plan_query("KB-DAMAGED related articles")
+    assert [task.tool for task in related.tasks.values()] == ["related_policies"]
+    both = plan_query("kb-damaged and the shipping policy")
+    assert sorted(task.tool for task in both.tasks.values()) == ["related_policies", "search_policies"]
+
+
+def test_contractions_without_apostrophes_are_function_words() -> None:
+    assert plan_query("cust 42 says shes been charged twice, doesnt she? invoices pls").unplanned == ()
 
 
 def test_a_long_query_of_filler_is_refused_with_what_was_understood() -> None:
