@@ -30,7 +30,17 @@ from coordinator.intents import (
 )
 from coordinator.plan import PlannedTask, Unplanned
 from coordinator.reading import Mention, Reading, phrases_in
-from coordinator.spans import ASKS, COURTESY, Span, Token, asks_for_a_thing, possessed, quantity, sentences
+from coordinator.spans import (
+    ASKS,
+    COURTESY,
+    Span,
+    Token,
+    asks_for_a_thing,
+    clauses,
+    possessed,
+    quantity,
+    sentences,
+)
 
 __all__ = ["SpanRole", "account_for_words", "roles"]
 
@@ -195,13 +205,13 @@ def _thing_until(span: Span) -> int:
 
 
 class _Around:
-    """What a clause's neighbours say of it: whether its clause group (up to a comma) asks and asks
-    for a search, and whether its sentence names someone or something."""
+    """What a clause's neighbours say of it: whether its clause (with the part after a thing named in
+    it) asks and asks for a search, and whether its sentence names someone or something."""
 
     def __init__(self, spans: list[Span], text: str) -> None:
         self.asking: dict[int, bool] = {}
         self.searching: dict[int, bool] = {}
-        for group in sentences(spans, text, commas=True):
+        for group in clauses(spans):
             asking = any(_asking(spans[i]) for i in group)
             searching = bool(_searching() & {intent for i in group for intent in spans[i].asked})
             for i in group:

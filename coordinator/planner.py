@@ -35,6 +35,7 @@ from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, i
 from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.reading import Mention, QueryError, Reading, read_query
 from coordinator.spans import Span
+from coordinator.spans import clauses as clauses_of
 from coordinator.tools import (
     GIVES,
     LOOKUPS,
@@ -555,23 +556,12 @@ def _answered_by_lookups(reading: Reading) -> set[str]:
             continue  # "everything about jane.doe@example.com" asks every tool, not the lookup alone
         alternatives = {tool.strip() for tool in intent.tools[0].split("|")}
         kinds = {kind for kind, tool in LOOKUPS.items() if tool in alternatives}
-        clauses = _clauses(reading)
+        spans = list(reading.spans)
+        clauses = [[spans[i] for i in group] for group in clauses_of(spans)]
         asking = [clause for clause in clauses if intent.name in {i for span in clause for i in span.asked}]
         if kinds and asking and all(any(m.kind in kinds for m in _named_in(c, reading)) for c in asking):
             answered.add(intent.name)
     return answered
-
-
-def _clauses(reading: Reading) -> list[list[Span]]:
-    """The spans, those cut only where a thing named ended taken back together ("KB-DAMAGED related
-    articles" is one clause, "kb-damaged and the shipping policy" two)."""
-    clauses: list[list[Span]] = []
-    for span in reading.spans:
-        if clauses and span.goes_on:
-            clauses[-1].append(span)
-        else:
-            clauses.append([span])
-    return clauses
 
 
 def _named_in(clause: list[Span], reading: Reading) -> list[Mention]:

@@ -43,6 +43,7 @@ __all__ = [
     "Span",
     "Token",
     "asks_for_a_thing",
+    "clauses",
     "cut",
     "possessed",
     "quantity",
@@ -57,7 +58,7 @@ _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 # "+", "&" and list markers ("1)", "(b)") join asks as commas do.
 _BREAK = re.compile(
     r"[.!?;]+(?=\s|$)|\n|,|\s[-–—]+\s|:(?=\s)|[()\[\]]|\s[+&]\s|(?<!\S)\d\)(?=\s)"
-    r"|\b(?:and|but|also|plus|then|btw|so)\b",
+    r"|\b(?:and|but|also|plus|then|btw|so|as\s+well\s+as|along\s+with|together\s+with|not\s+to\s+mention)\b",
     re.I,
 )
 # Words before a noun that make it the thing asked for ("the tracking number", "her phone").
@@ -244,6 +245,18 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
 
 _SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n")
 _CLAUSE_END = re.compile(r"[.!?;]+(?=\s|$)|[\n,]|\s[-–—+&]+\s|(?<!\S)\d\)(?=\s)|\([a-z]\)")
+
+
+def clauses(spans: list[Span]) -> list[list[int]]:
+    """The spans (indices) grouped into clauses: those cut only where a thing named ended taken back
+    together ("KB-DAMAGED | related articles" is one clause, "kb-damaged and the shipping policy" two)."""
+    groups: list[list[int]] = []
+    for index, span in enumerate(spans):
+        if groups and span.goes_on:
+            groups[-1].append(index)
+        else:
+            groups.append([index])
+    return groups
 
 
 def sentences(spans: list[Span], text: str, *, commas: bool = False) -> list[list[int]]:
