@@ -199,7 +199,15 @@ def _span(
 
 
 # A pasted email's header lines ("From: ...", "Subject: ..."): context.
-_HEADER = re.compile(r"^[ \t>]*(?:from|to|cc|subject|sent|date|re)\s*:", re.I | re.M)
+_HEADER = re.compile(
+    r"^[ \t>]*(?:(?:from|to|cc|subject|sent|date|re)\s*:|-*\s*(?:forwarded|original)\s+message\b"
+    r"|begin\s+forwarded\s+message)",
+    re.I | re.M,
+)
+# A pasted chat's turns by the agent ("Agent: can I take the order number?" beside "Customer: ..."
+# turns): what was said, not asked. An "agent:" note after a pasted letter is the ask itself.
+_AGENT_TURN = re.compile(r"^[ \t>]*(?:agent|support|advisor|adviser|rep|operator)\s*:", re.I | re.M)
+_CUSTOMER_TURN = re.compile(r"^[ \t>]*(?:customer|cx|caller|client)\s*:", re.I | re.M)
 
 
 def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
@@ -208,8 +216,17 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
     headers = [
         (found.start(), text.find("\n", found.start()) % (len(text) + 1)) for found in _HEADER.finditer(text)
     ]
+    chat = _CUSTOMER_TURN.search(text) is not None
+    turns = [
+        (found.start(), text.find("\n", found.start()) % (len(text) + 1))
+        for found in (_AGENT_TURN.finditer(text) if chat else ())
+    ]
     spans = [
-        replace(span, role=COURTESY) if any(start <= span.start < end for start, end in headers) else span
+        replace(span, role=COURTESY)
+        if any(start <= span.start < end for start, end in headers)
+        else replace(span, role=STORY)
+        if any(start <= span.start < end for start, end in turns)
+        else span
         for span in spans
     ]
     sign_offs = [
