@@ -259,7 +259,26 @@ def _asking(span: Span) -> bool:
     )
 
 
-_OPENERS = frozenset({"please", "pls", "plz", "kindly", "can", "could", "would", "you", "u", "we", "just"})
+_OPENERS = frozenset(
+    {
+        "please",
+        "pls",
+        "plz",
+        "kindly",
+        "can",
+        "could",
+        "would",
+        "you",
+        "u",
+        "we",
+        "just",
+        "do",
+        "need",
+        "to",
+        "should",
+        "i",
+    }
+)
 
 
 def _action(span: Span) -> str:
@@ -282,6 +301,7 @@ def _action(span: Span) -> str:
 
 _OBJECTS = frozenset(
     {"the", "a", "an", "his", "her", "their", "my", "our", "your", "its", "him", "them", "it", "out"}
+    | {"whether", "if", "off", "that"}
 )
 
 

@@ -444,7 +444,7 @@ SIGN_OFF_WORDS = words_of("regards thanks thank cheers best sincerely faithfully
 ACTION_VERBS = words_of(
     "reset delete erase remove cancel change update amend edit ship dispatch replace reissue resend "
     "approve block unblock unlock suspend close reopen escalate assign merge upgrade downgrade "
-    "email text ring phone call notify apply waive"
+    "email text ring phone call notify apply waive decide think judge sign honour honor authorise authorize"
 )
 # Greetings, sign-offs and courtesy: context, never an ask.
 COURTESY_WORDS = words_of(

@@ -25,6 +25,7 @@ The steps:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from coordinator.tools import (
     Argument,
     Catalog,
     demo_catalog,
+    tool_arguments,
 )
 from sources.domain import TODAY, pounds
 from sources.identifiers import CUSTOMER_ID, ORDER_ID
@@ -458,9 +460,11 @@ def _unaccounted(
     found = []
     for mention in reading.mentions:
         if mention.kind == "dates":
-            if not searches_orders:
+            elsewhere = _dated_elsewhere(reading, mention)
+            if not searches_orders or elsewhere:
                 found.append(Unplanned(
-                    f"the dates {mention.describe()}", "dates narrow a customer's orders, and no orders search was planned",
+                    f"the dates {mention.describe()}",
+                    f"dates narrow a customer's orders, and {elsewhere or 'no orders search was planned'}",
                     "name the customer whose orders to search, e.g. 'orders of CUST-00042 since last month'",
                 ))  # fmt: skip
         elif mention.kind == "amount":
@@ -475,6 +479,31 @@ def _unaccounted(
         elif str(mention.value) not in used and mention.describe() not in listed:
             found.append(_unused(mention, catalog or demo_catalog()))
     return found
+
+
+@functools.cache
+def _dated_intents() -> frozenset[str]:
+    """The intents one of whose tools takes a date (the orders search: orders, everything)."""
+    arguments = tool_arguments()
+    return frozenset(
+        intent.name
+        for intent in INTENTS
+        for entry in intent.tools
+        for tool in entry.split("|")
+        if any(argument.kind == "date" for argument in arguments.get(tool.strip(), {}).values())
+    )
+
+
+def _dated_elsewhere(reading: Reading, mention: Mention) -> str:
+    """Why a date qualifies something no tool filters by dates, where its clause asks for that and not
+    for orders ("any tickets she raised after 2026-06-15"); "" where it may qualify orders."""
+    spans = list(reading.spans)
+    for group in clauses_of(spans):
+        if any(spans[i].start <= mention.start < spans[i].end for i in group):
+            asked = {intent for i in group for intent in spans[i].asked}
+            if asked and not asked & _dated_intents():
+                return f"these are attached to {', '.join(sorted(asked))}, which cannot be searched by date"
+    return ""
 
 
 def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:

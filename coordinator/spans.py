@@ -180,7 +180,9 @@ def _span(
     words = [t.word for t in tokens]
     content = [w for w in words if w not in STOPWORDS and w not in COURTESY_WORDS]
     rest = text[end:].lstrip()
-    question = written.endswith("?") or rest.startswith("?") or bool(words and words[0] in QUESTION_WORDS)
+    # "whether she is happy with us", "if it was bought as a gift": a question asked inside another
+    asked = bool(words) and (words[0] in QUESTION_WORDS or words[0] in {"whether", "if"})
+    question = written.endswith("?") or rest.startswith("?") or asked
     request = question or any(w in REQUEST_WORDS for w in words)
     greeting = bool(words) and words[0] in _GREETINGS and len(words) <= 4 and not question
     if (not content and not names and not question and not _unread(text[start:end])) or (
