@@ -153,7 +153,7 @@ def cut(
 def _joint(tokens: tuple[Token, ...], asked: bool) -> bool:
     """Whether a clause is only the joint between two others ("and", "so then"); a question of
     function words is not ("what can we do for her?")."""
-    if all(token.word in _JOINTS for token in tokens):
+    if all(token.word in _JOINTS or token.word in _JOINT_PARTS for token in tokens):
         return True
     return (
         not asked
@@ -162,6 +162,7 @@ def _joint(tokens: tuple[Token, ...], asked: bool) -> bool:
     )
 
 
+_JOINT_PARTS = frozenset({"as", "well", "along", "with", "together", "not", "to", "mention"})  # "as well as"
 _GREETINGS = frozenset({"hi", "hello", "hey", "dear", "hiya", "morning", "afternoon", "evening"})
 _JOINTS = frozenset({"and", "but", "also", "plus", "then", "btw", "so"})
 # Words that go on from a thing named within one clause ("ORD-10031 for 45 quid", "jane's orders").
