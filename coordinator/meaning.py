@@ -1,7 +1,7 @@
 """What a clause asks, by meaning: the offline semantic matcher behind the planner's keywords.
 
 Keywords (``coordinator.intents``) are the exact, fast path. A clause that asks something in words
-they do not know ("has she been in touch", "a goodwill gesture") is compared here with every example
+they do not know ("has she reached out to us", "a goodwill gesture") is compared here with every example
 of every intent (``intents.EXAMPLES``): the whole clause, and each run of one to four of its words that
 holds a word the keywords left unexplained (so "been in touch" is found inside "has Yvonne been in
 touch about her espresso machine", and "what's the" alone never matches anything). The intent of the

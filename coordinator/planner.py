@@ -461,10 +461,14 @@ def _unaccounted(
     for mention in reading.mentions:
         if mention.kind == "dates":
             elsewhere = _dated_elsewhere(reading, mention)
-            if not searches_orders or elsewhere:
+            if elsewhere:
                 found.append(Unplanned(
-                    f"the dates {mention.describe()}",
-                    f"dates narrow a customer's orders, and {elsewhere or 'no orders search was planned'}",
+                    f"the dates {mention.describe()}", f"{elsewhere} cannot be searched by date",
+                    "ask without the dates, or for a customer's orders in them, e.g. 'orders of CUST-00042 since last month'",
+                ))  # fmt: skip
+            elif not searches_orders:
+                found.append(Unplanned(
+                    f"the dates {mention.describe()}", "dates narrow a customer's orders, and no orders search was planned",
                     "name the customer whose orders to search, e.g. 'orders of CUST-00042 since last month'",
                 ))  # fmt: skip
         elif mention.kind == "amount":
@@ -495,14 +499,14 @@ def _dated_intents() -> frozenset[str]:
 
 
 def _dated_elsewhere(reading: Reading, mention: Mention) -> str:
-    """Why a date qualifies something no tool filters by dates, where its clause asks for that and not
-    for orders ("any tickets she raised after 2026-06-15"); "" where it may qualify orders."""
+    """What a date qualifies that no tool filters by dates, where its clause asks for that and not
+    for orders ("any tickets she raised after 2026-06-15": tickets); "" where it may qualify orders."""
     spans = list(reading.spans)
     for group in clauses_of(spans):
         if any(spans[i].start <= mention.start < spans[i].end for i in group):
             asked = {intent for i in group for intent in spans[i].asked}
             if asked and not asked & _dated_intents():
-                return f"these are attached to {', '.join(sorted(asked))}, which cannot be searched by date"
+                return " and ".join(sorted(asked))
     return ""
 
 

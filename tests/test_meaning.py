@@ -18,7 +18,7 @@ from coordinator.reading import read_query
 from tests.conftest import PROJECT_ROOT
 
 ASKS_IN_OTHER_WORDS = [
-    ("has she been in touch about her espresso machine", "tickets"),
+    ("did she reach out to us about the grinder", "tickets"),
     ("did she ever ring us about it", "tickets"),
     ("have people moaned about the grinder", "tickets"),
     ("what is still owed on the account", "invoices"),

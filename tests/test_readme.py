@@ -92,7 +92,7 @@ STATUS = {
     f'research ask "{STORY}" --faults tickets:transient=0.5,seed=13': 3,
     'research plan "refund on ORD-10031 and tickets since last month"': 3,  # shown: not researched
     # shown: the courier is not held by any source
-    'research plan --explain "Has Yvonne Young been in touch about her espresso machine? And what\'s the courier for ORD-10768?"': 3,
+    'research plan --explain "Has Yvonne Young reached out to us about her espresso machine? And what\'s the courier for ORD-10768?"': 3,
 }
 IMPLIED = (("PARTIAL:", 3), ("COMPLETE:", 0), ("-> state escalated", 1), ("-> state ", 0), ("error: ", 2))
 
