@@ -113,6 +113,9 @@ class _Planner:
             if subject.label not in paired_orders
         }
         self.intents -= _answered_by_lookups(reading)
+        if self.orders and set(reading.words) & intent_named("orders").words <= _ONE_ORDER:
+            # "the knock box in my order has a crack" beside "#10019": the order named is the one meant.
+            self.intents.discard("orders")
         if "orders" in reading.inferred and self.order_lookups:
             # "can you check where this is up to?" after naming ORD-10002: read by meaning, an ask about
             # orders is about the order named, which its lookup answers, not a search of all of them.
@@ -434,6 +437,9 @@ class _Planner:
                                      depends_on=depends, why=_why(call.tool, arguments)))  # fmt: skip
         return tasks
 
+
+# The words for one order ("my order", "the shipment"): with an order named, that order is meant.
+_ONE_ORDER = frozenset({"order", "purchase", "shipment"})
 
 # Arguments that qualify a call rather than say what it is about.
 _QUALIFIERS = frozenset({"text", "choice", "other", "date", "amount", "sku", "links"})
