@@ -10,9 +10,11 @@ Words are single lower-case tokens, matched after typo correction; phrases are m
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sources.identifiers import CUSTOMER_ID
+from sources.products import PRODUCTS
 
 __all__ = [
     "GENERIC_WORDS",
@@ -195,8 +197,11 @@ INTENTS: tuple[Intent, ...] = (
 # Things the demo world sells, and what goes wrong with them: a query naming them with no customer
 # or order is researched as a full-text ticket search and a policy search.
 PRODUCT_WORDS = words_of(
-    "espresso machine machines grinder kettle beans jug frother frothing cafetiere descaling tablets cups "
-    "brew scale tamper knock box appliance appliances item items parcel package product products"
+    "espresso machine machines grinder grinders kettle kettles beans jug jugs frother frothing cafetiere "
+    "descaling tablets cups brew scale tamper knock box appliance appliances item items parcel package "
+    "product products carafe filter lid handle pump hopper"
+) | frozenset(  # and every word of what the shop sells (sources.products)
+    word for name, _ in PRODUCTS for word in re.findall(r"[a-z]+", name.lower()) if len(word) > 2
 )
 SYMPTOM_WORDS = words_of(
     "damaged broken cracked crack leaking leaks leak late missing wrong scratched dented faulty defective "

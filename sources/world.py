@@ -49,6 +49,7 @@ from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, TODAY, po
 from sources.formats import CustomerTier, InvoiceStatus, OrderStatus, TicketPriority
 from sources.identifiers import CUSTOMER_ID, ORDER_ID, SKU
 from sources.private_files import private_folder
+from sources.products import PRODUCTS
 
 if TYPE_CHECKING:
     from faker import Faker
@@ -378,20 +379,7 @@ _LINKS = [
 _RESERVED_ORDERS = {order["id"] for order, _ in _STORY_ORDERS}
 _STORY_CUSTOMER_IDS = {customer["id"] for customer in _STORY_CUSTOMERS}
 
-_PRODUCTS = [
-    ("Barista Pro espresso machine", 750.0),
-    ("Burr coffee grinder", 129.0),
-    ("Pour-over kettle", 58.0),
-    ("Coffee beans, house blend 1kg", 21.5),
-    ("Milk frothing jug", 45.0),
-    ("Cafetiere, 8 cup", 32.0),
-    ("Descaling tablets", 9.99),
-    ("Espresso cups, set of 4", 24.0),
-    ("Cold brew maker", 39.0),
-    ("Digital coffee scale", 27.5),
-    ("Tamper, stainless", 19.0),
-    ("Knock box", 22.0),
-]
+_PRODUCTS = PRODUCTS
 _COLOURS = ["BLK", "WHT", "RED", "GRN", "BLU", "SLV", "BRN"]
 _ORDER_STATUSES = [
     OrderStatus.DELIVERED.value, OrderStatus.DELIVERED.value, OrderStatus.DELIVERED.value, OrderStatus.SHIPPED.value,
