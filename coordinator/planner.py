@@ -327,6 +327,7 @@ class _Planner:
         if (
             self.order_lookups
             and not self.customers
+            and not self.articles
             and not (self.intents | reading.weak_intents) - {"orders"}
         ):
             self.intents.add("tickets")  # an order alone: what the sources can say about it
