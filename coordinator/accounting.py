@@ -356,12 +356,14 @@ def _listed(span: Span, run: list[tuple[int, Token]], query: str) -> Unplanned:
             "ask for what the sources' records hold (each tool's output schema lists its fields)",
         )
     nearest = span.match
-    reading = (
-        f"; the nearest phrasing known is '{nearest.example}' ({nearest.intent}), "
-        f"{nearest.score:.2f} similar, under the {_threshold():.2f} needed"
-        if nearest is not None and not nearest.understood
-        else ""
-    )
+    reading = ""
+    if nearest is not None and not nearest.understood:
+        how = (
+            f"{nearest.score:.2f} similar, under the {_threshold():.2f} needed"
+            if nearest.supported
+            else "which shares none of its words' meaning"
+        )
+        reading = f"; the nearest phrasing known is '{nearest.example}' ({nearest.intent}), {how}"
     return Unplanned(f"'{written}'", f"not understood: no keyword reads it{reading}", _REPHRASE)
 
 
@@ -409,7 +411,13 @@ def _how(span: Span, reading: Reading) -> str:
     if aliases:
         return f"the customer's name ({', '.join(aliases)}), beside their email or id"
     if span.match is not None:
-        verdict = "taken" if span.match.understood else "too far to take"
+        verdict = (
+            "taken"
+            if span.match.understood
+            else "too far to take"
+            if span.match.supported
+            else "no word in common"
+        )
         return (
             f"matcher: nearest '{span.match.example}' ({span.match.intent}) {span.match.score:.2f}, {verdict}"
         )

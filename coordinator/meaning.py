@@ -43,6 +43,9 @@ class Match:
     intent: str
     example: str
     score: float
+    # One of the clause's unexplained words is near one of the example's own words ("touch" and
+    # "been in touch"); a match through function words alone ("happy with us", "called us") is not.
+    supported: bool = True
 
     @property
     def topics(self) -> tuple[str, ...]:
@@ -51,7 +54,7 @@ class Match:
 
     @property
     def understood(self) -> bool:
-        return self.score >= THRESHOLD
+        return self.supported and self.score >= THRESHOLD
 
 
 @functools.cache
@@ -74,7 +77,36 @@ def _examples() -> tuple[tuple[tuple[str, str], ...], Any]:
     )
 
 
+@functools.cache
+def _example_words() -> tuple[list[str], Any, list[list[int]]]:
+    """Each example's content words (not function words), embedded one by one: the distinct words,
+    their vectors, and for each example the indices of its words."""
+    from coordinator.intents import STOPWORDS
+
+    pairs, _ = _examples()
+    content = [[w for w in _WORD.findall(example.lower()) if w not in STOPWORDS] for _, example in pairs]
+    distinct = sorted({word for words in content for word in words})
+    at = {word: index for index, word in enumerate(distinct)}
+    return distinct, _model().embed(distinct, norm=True), [[at[w] for w in words] for words in content]
+
+
+def _supported(unexplained: Collection[str]) -> Any:
+    """For each example, whether one of its content words is near one of the clause's unexplained
+    words: "been in touch" for "touch", "rang us" for "ring". A clause matched through its function
+    words alone ("happy with us" to "called us") is not."""
+    import numpy as np
+
+    _, vectors, indices = _example_words()
+    if not unexplained:
+        return np.zeros(len(indices), dtype=bool)
+    near = (_model().embed(sorted(set(unexplained)), norm=True) @ vectors.T).max(axis=0) >= _WORD_SUPPORT
+    return np.array([bool(words) and bool(near[words].any()) for words in indices])
+
+
 _LONGEST = 4  # words in a run compared on its own
+# How near (cosine) an unexplained word must be to a content word of the example it matched: the
+# asks of tests/test_meaning.py are at 0.57 and above, function-word matches near 0.
+_WORD_SUPPORT = 0.5
 
 
 def nearest_intent(text: str, unexplained: Collection[str]) -> Match | None:
@@ -93,6 +125,9 @@ def nearest_intent(text: str, unexplained: Collection[str]) -> Match | None:
         ]
     pairs, matrix = _examples()
     scores = _model().embed(candidates, norm=True) @ matrix.T
+    supported = _supported(unexplained)
+    if supported.any():
+        scores[:, ~supported] = -1.0  # the nearest example that shares a meaning word with the clause
     best_candidate, best = divmod(int(scores.argmax()), scores.shape[1])
     intent, example = pairs[best]
-    return Match(intent, example, round(float(scores[best_candidate, best]), 3))
+    return Match(intent, example, round(float(scores[best_candidate, best]), 3), bool(supported.any()))

@@ -34,7 +34,7 @@ ASKS_NOTHING = [
     "what's the weather like", "bonjour je voudrais un remboursement", "wie lange dauert die lieferung",
     "¿dónde está mi pedido?", "lol ok", "tracking number", "courier", "phone number", "date of birth",
     "is the sky blue", "the cat sat on the mat", "make me a sandwich", "what time is it in tokyo",
-    "print hello world", "the meaning of life", "total revenue across all customers", "😀😀😀", "12345",
+    "is she happy with us overall", "print hello world", "the meaning of life", "total revenue across all customers", "😀😀😀", "12345",
 ]  # fmt: skip
 
 
@@ -47,14 +47,17 @@ def _unknown(text: str) -> list[str]:
 
 @pytest.mark.parametrize(("text", "intent"), ASKS_IN_OTHER_WORDS)
 def test_an_ask_in_other_words_is_read_as_its_intent(text: str, intent: str) -> None:
-    match = nearest_intent(text, _unknown(text))
+    match = nearest_intent(text, _unknown(text) or text.split())
     assert match is not None and match.intent == intent and match.understood, match
 
 
 @pytest.mark.parametrize("text", ASKS_NOTHING)
-def test_text_that_asks_nothing_a_source_answers_stays_under_the_threshold(text: str) -> None:
+def test_text_that_asks_nothing_a_source_answers_is_never_taken(text: str) -> None:
+    """Under the threshold, or near an example only through function words ("happy with us" and
+    "called us"): nothing is taken."""
     match = nearest_intent(text, _unknown(text) or text.split())
-    assert match is None or match.score < THRESHOLD, match
+    assert match is None or not match.understood, match
+    assert match is None or match.score < THRESHOLD or not match.supported, match
 
 
 def test_every_example_is_its_own_intent() -> None:

@@ -66,11 +66,11 @@ def test_a_partly_understood_query_is_never_complete() -> None:
 
 # --- natural phrasings: never reported complete when part was missed ----------------------------------
 
-# False COMPLETE on the natural sets, as measured when this was written: on the set tuned on 7 of
+# False COMPLETE on the natural sets, as measured when this was written: on the set tuned on 4 of
 # 460, all in its third part, written last (at first sight, before the accounting, 198 of 460); on the
-# held-out sets 3 of 90 and 8 of 80 (at first sight 44 and 40). The goal is 0 everywhere; these bounds
+# held-out sets 3 of 90 and 7 of 80 (at first sight 44 and 40). The goal is 0 everywhere; these bounds
 # only keep the figures from rising.
-FALSE_COMPLETE_AT_MOST = {corpus.NATURAL: 7, corpus.NATURAL_HELD_OUT: 3, corpus.NATURAL_BLIND: 8}
+FALSE_COMPLETE_AT_MOST = {corpus.NATURAL: 4, corpus.NATURAL_HELD_OUT: 3, corpus.NATURAL_BLIND: 7}
 
 
 @pytest.mark.parametrize("path", list(FALSE_COMPLETE_AT_MOST), ids=lambda path: path.stem)
