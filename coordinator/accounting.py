@@ -41,8 +41,9 @@ from coordinator.spans import (
     quantity,
     sentences,
 )
+from coordinator.tools import intents_taking
 
-__all__ = ["SpanRole", "account_for_words", "roles"]
+__all__ = ["SpanRole", "account_for_words"]
 
 _REPHRASE = (
     "rephrase it with what to look up (orders, tickets, invoices, a refund, a policy), or use --llm claude"
@@ -213,7 +214,7 @@ class _Around:
         self.searching: dict[int, bool] = {}
         for group in clauses(spans):
             asking = any(_asking(spans[i]) for i in group)
-            searching = bool(_searching() & {intent for i in group for intent in spans[i].asked})
+            searching = bool(intents_taking("text") & {intent for i in group for intent in spans[i].asked})
             for i in group:
                 self.asking[i], self.searching[i] = asking, searching
         self.named = {
@@ -228,21 +229,6 @@ class _Around:
         search ("does a cracked water tank qualify as damaged?"); in any other question every word must
         be read ("what's the drill if a parcel shows up in bits?")."""
         return self.asking[index] and (not self.questions[index] or self.searching[index])
-
-
-@functools.cache
-def _searching() -> frozenset[str]:
-    """The intents one of whose tools searches by words (tickets, policies, a refund's policy)."""
-    from coordinator.tools import tool_arguments
-
-    arguments = tool_arguments()
-    return frozenset(
-        intent.name
-        for intent in INTENTS
-        for entry in intent.tools
-        for tool in entry.split("|")
-        if any(argument.kind == "text" for argument in arguments.get(tool.strip(), {}).values())
-    )
 
 
 def _asking(span: Span) -> bool:
@@ -430,7 +416,3 @@ def _context(span: Span, reading: Reading) -> str:
     dates = [m.describe() for m in reading.context if span.start <= m.start < span.end]
     told = "a story: context, not an ask"
     return f"{told}; its dates {', '.join(dates)} qualify nothing" if dates else told
-
-
-def roles(spans: list[SpanRole]) -> list[dict[str, object]]:
-    return [span.describe() for span in spans]

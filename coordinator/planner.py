@@ -25,7 +25,6 @@ The steps:
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,7 +46,7 @@ from coordinator.tools import (
     Argument,
     Catalog,
     demo_catalog,
-    tool_arguments,
+    intents_taking,
 )
 from sources.domain import TODAY, pounds
 from sources.identifiers import CUSTOMER_ID, ORDER_ID
@@ -492,19 +491,6 @@ def _unaccounted(
     return found
 
 
-@functools.cache
-def _dated_intents() -> frozenset[str]:
-    """The intents one of whose tools takes a date (the orders search: orders, everything)."""
-    arguments = tool_arguments()
-    return frozenset(
-        intent.name
-        for intent in INTENTS
-        for entry in intent.tools
-        for tool in entry.split("|")
-        if any(argument.kind == "date" for argument in arguments.get(tool.strip(), {}).values())
-    )
-
-
 def _dated_elsewhere(reading: Reading, mention: Mention) -> str:
     """What a date qualifies that no tool filters by dates, where its clause asks for that and not
     for orders ("any tickets she raised after 2026-06-15": tickets); "" where it may qualify orders."""
@@ -512,7 +498,7 @@ def _dated_elsewhere(reading: Reading, mention: Mention) -> str:
     for group in clauses_of(spans):
         if any(spans[i].start <= mention.start < spans[i].end for i in group):
             asked = {intent for i in group for intent in spans[i].asked}
-            if asked and not asked & _dated_intents():
+            if asked and not asked & intents_taking("date"):
                 return " and ".join(sorted(asked))
     return ""
 

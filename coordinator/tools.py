@@ -14,6 +14,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator.intents import INTENTS
 from sources.catalogue import input_schemas
 from sources.formats import (
     AMOUNT_DESCRIPTION,
@@ -38,6 +39,7 @@ __all__ = [
     "Argument",
     "Catalog",
     "demo_catalog",
+    "intents_taking",
     "tool_arguments",
     "with_registered",
 ]
@@ -94,6 +96,20 @@ WHY = {
     "kb.search_policies": "policies on {query}",
     "kb.related_policies": "policies linked to {article_id}",
 }
+
+
+@functools.cache
+def intents_taking(kind: str) -> frozenset[str]:
+    """The intents one of whose demo tools takes an argument of ``kind``: "text" (tickets, policies,
+    a refund's policy: they search by words), "date" (orders, everything: the orders search)."""
+    arguments = tool_arguments()
+    return frozenset(
+        intent.name
+        for intent in INTENTS
+        for entry in intent.tools
+        for tool in entry.split("|")
+        if any(argument.kind == kind for argument in arguments.get(tool.strip(), {}).values())
+    )
 
 
 @dataclass(frozen=True)
