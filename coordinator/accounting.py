@@ -15,7 +15,6 @@ Either makes the answer ``partial``: a plan is ``complete`` only when nothing is
 
 from __future__ import annotations
 
-import bisect
 import functools
 from dataclasses import dataclass
 
@@ -29,7 +28,7 @@ from coordinator.intents import (
     TOPIC_WORDS,
 )
 from coordinator.plan import PlannedTask, Unplanned
-from coordinator.reading import Mention, Reading, phrases_in
+from coordinator.reading import Mention, Reading, phrase_words, phrases_in
 from coordinator.spans import (
     ASKS,
     COURTESY,
@@ -132,7 +131,7 @@ def _unexplained_runs(
     clause's sentence names someone or something."""
     if span.match is not None and span.match.understood and span.match.intent in asked:
         return []  # the clause as a whole asks that intent
-    phrase_words = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
+    in_phrases = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
     keyword_asked = bool(span.asked) or any(_asks(token.word) for token in span.tokens)
     verb_until = _verb_until(span, reading, checked)
     about = _about_from(span, keyword_asked or named or (span.match is not None and span.match.understood))
@@ -157,13 +156,13 @@ def _unexplained_runs(
             known = held if index < thing_until else held | searched
             explained = (
                 _asks(word)
-                or word in phrase_words
+                or word in in_phrases
                 or word in GENERIC_WORDS
                 or word in LIGHT_WORDS
                 or word in REQUEST_WORDS
                 or word in known
                 or (keyword_asked and word in TOPIC_WORDS)  # "damaged" qualifies an ask of tickets
-                or (keyword_asked and word in _phrase_words())  # "issues raised by": a phrase's word
+                or (keyword_asked and word in phrase_words())  # "issues raised by": a phrase's word
             )
         if explained:
             continue
@@ -295,15 +294,10 @@ def _corrected_to_a_topic(token: Token) -> bool:
     """A word typo correction turned into a word that only describes ("shopped" into "stopped"):
     corrections are trusted to fix the words that ask ("refudn", "tikets"), not to explain others."""
     written = token.written.lower().removesuffix("'s")
-    return written != token.word and not _asks(token.word) and token.word not in _phrase_words()
+    return written != token.word and not _asks(token.word) and token.word not in phrase_words()
 
 
 _ABOUT = frozenset({"about", "re", "regarding", "concerning", "mentioning", "wrt"})
-
-
-@functools.cache
-def _phrase_words() -> frozenset[str]:
-    return frozenset(word for intent in INTENTS for phrase in intent.phrases for word in phrase.split())
 
 
 @functools.cache
@@ -364,11 +358,7 @@ def _text_of(span: Span) -> str:
 
 
 def _named_in(span: Span, reading: Reading) -> list[Mention]:
-    """What ``span`` names (the reading's mentions are in the order they start)."""
-    starts = reading.starts
-    return list(
-        reading.mentions[bisect.bisect_left(starts, span.start) : bisect.bisect_left(starts, span.end)]
-    )
+    return reading.mentions_in(span.start, span.end)
 
 
 def _tasks_of(span: Span, reading: Reading, tasks: list[PlannedTask]) -> tuple[str, ...]:

@@ -591,7 +591,7 @@ def _answered_by_lookups(reading: Reading) -> set[str]:
 
 
 def _named_in(clause: list[Span], reading: Reading) -> list[Mention]:
-    return [m for m in reading.mentions if any(span.start <= m.start < span.end for span in clause)]
+    return [mention for span in clause for mention in reading.mentions_in(span.start, span.end)]
 
 
 def _unanswerable(intent: Intent) -> Unplanned:

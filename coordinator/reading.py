@@ -63,13 +63,14 @@ __all__ = [
     "Mention",
     "QueryError",
     "Reading",
+    "phrase_words",
     "phrases_in",
     "read_query",
     "record_words",
 ]
 
 # A pasted customer email, or a whole thread of them, fits; a pasted file does not. Reading 64,000
-# characters takes the planner about a third of a second.
+# characters takes the planner about a second (linear in the length; benchmarks/planner.py).
 MAX_QUERY_CHARS = 64_000
 
 # The kinds read in every query: email, customer_id, name, order_id, sku, article_id, amount, dates; and
@@ -134,6 +135,12 @@ class Reading:
         """Where each mention starts, in order (to find a span's mentions by bisection)."""
         return [mention.start for mention in self.mentions]
 
+    def mentions_in(self, start: int, end: int) -> list[Mention]:
+        """What the query names between ``start`` and ``end`` (a span's mentions), by bisection."""
+        return list(
+            self.mentions[bisect.bisect_left(self.starts, start) : bisect.bisect_left(self.starts, end)]
+        )
+
     def of(self, *kinds: MentionKind) -> list[Mention]:
         return [mention for mention in self.mentions if mention.kind in kinds]
 
@@ -182,6 +189,12 @@ _POUNDS = (
         re.I,
     ),
 )
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+           "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
+           "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
+           "thirty": 30, "sixty": 60, "ninety": 90}  # fmt: skip
+# Counts as written in a sentence: a digit, or a word of ``_COUNTS``.
+_COUNT = rf"(?:\d+|{'|'.join(_COUNTS)})"
 # Amounts in words: "fifty quid", "twenty-five pounds", "a tenner", "two fivers" (MONEY_WORDS).
 _NUMBER_WORDS = [
     "zero",
@@ -221,14 +234,14 @@ _POUNDS_IN_WORDS = re.compile(
     re.I,
 )
 _MONEY_WORDS = re.compile(
-    rf"\b(?P<count>a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+)\s+(?P<word>{'|'.join(MONEY_WORDS)})\b"
+    rf"\b(?P<count>{_COUNT})\s+(?P<word>{'|'.join(MONEY_WORDS)})\b"
     r"(?!\s+(?:of|on)\s+(?:the\s+)?(?:orders?|items?|people|customers?|tickets?)\b)",
     re.I,
 )
 # A count of links: "two hops out", "3 links away", "depth 2".
 _LINKS = re.compile(
-    rf"\b(?P<count>\d|one|two|three|four|five|a|an)\s+(?:{'|'.join(sorted(LINK_UNITS))})\b"
-    r"|\bdepth\s+(?:of\s+)?(?P<depth>\d|one|two|three|four|five)\b",
+    rf"\b(?P<count>{_COUNT})\s+(?:{'|'.join(sorted(LINK_UNITS))})\b"
+    rf"|\bdepth\s+(?:of\s+)?(?P<depth>{_COUNT})\b",
     re.I,
 )
 _FULL_AMOUNT = re.compile(rf"\b(?:{'|'.join(re.escape(p) for p in FULL_AMOUNT_PHRASES)})(?!\w)", re.I)
@@ -276,10 +289,6 @@ _MONTH = (
     r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
     r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
 )
-_COUNT = (
-    r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen"
-    r"|sixteen|seventeen|eighteen|nineteen|twenty|thirty|sixty|ninety)"
-)
 _UNIT = r"(?:days?|weeks?|fortnights?|months?|years?)"
 _DAY = r"\d{1,2}(?:st|nd|rd|th)?"
 _WHEN = (
@@ -301,10 +310,6 @@ _DATES = re.compile(
     rf"|\b(?P<bare_keyword>{_KEYWORD})\s+(?:the\s+)?(?P<bare>{_MONTH}|20\d\d)(?=\W|$)",
     re.I,
 )
-_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-           "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
-           "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
-           "thirty": 30, "sixty": 60, "ninety": 90}  # fmt: skip
 _LAST_N = re.compile(rf"(?:the\s+)?(?:last|past|previous)\s+(?P<count>{_COUNT})\s+(?P<unit>{_UNIT})", re.I)
 _PAST_ONE = re.compile(
     r"(?:the\s+)?(?:past|last)\s+(?P<unit>fortnight)|(?:the\s+)?past\s+(?P<unit2>week|month|year)", re.I
@@ -537,10 +542,18 @@ def _names(scanner: _Scanner) -> list[Mention]:
 
 def _separated(intent: Intent, phrases_text: str) -> bool:
     """Whether ``intent``'s separable phrasal verb is in the text: "send the cold brew maker back"."""
-    if intent.separable is None:
-        return False
-    verbs, particle, _ = intent.separable
-    return bool(re.search(rf"\b(?:{'|'.join(verbs)})\b(?:\s+\S+){{0,5}}?\s+{particle}\b", phrases_text))
+    pattern = _separable_patterns().get(intent.name)
+    return pattern is not None and pattern.search(phrases_text) is not None
+
+
+@functools.cache
+def _separable_patterns() -> dict[str, re.Pattern[str]]:
+    return {
+        intent.name: re.compile(rf"\b(?:{'|'.join(verbs)})\b(?:\s+\S+){{0,5}}?\s+{particle}\b")
+        for intent in INTENTS
+        if intent.separable is not None
+        for verbs, particle, _ in [intent.separable]
+    }
 
 
 def _intents(words: list[str], phrases_text: str) -> tuple[frozenset[str], frozenset[str]]:
@@ -737,13 +750,17 @@ def _unexplained(span: Span, phrases_text: str) -> list[str]:
 
 
 @functools.cache
+def phrase_words() -> frozenset[str]:
+    """Every word of the intents' phrases ("raised" of "raised an issue")."""
+    return frozenset(word for intent in INTENTS for phrase in intent.phrases for word in phrase.split())
+
+
+@functools.cache
 def _known_words() -> frozenset[str]:
     full_words = {word for phrase in FULL_AMOUNT_PHRASES for word in phrase.split()}
-    phrase_words = full_words | {
-        word for intent in INTENTS for phrase in intent.phrases for word in phrase.split()
-    }
     return frozenset(
-        phrase_words
+        full_words
+        | phrase_words()
         | vocabulary()
         | TOPIC_WORDS
         | GENERIC_WORDS
