@@ -37,7 +37,7 @@ from coordinator.reading import QueryError, read_query  # noqa: E402
 from tests import corpus  # noqa: E402
 
 # What the matcher brings that the project did not already have (numpy comes with matplotlib).
-MATCHER_PACKAGES = ("wordllama", "tokenizers", "safetensors", "text2num")
+MATCHER_PACKAGES = ("wordllama", "tokenizers", "safetensors", "text2num", "pyspellchecker")
 
 
 def plan_or_refusal(query: str) -> tuple[object, str]:
@@ -60,6 +60,7 @@ def main() -> None:
         corpus.NATURAL,
         corpus.NATURAL_HELD_OUT,
         corpus.NATURAL_BLIND,
+        corpus.NATURAL_BLIND2,
     ]
     for path in paths:
         measure(path, args.rounds)
@@ -140,9 +141,10 @@ def costs() -> None:
     matcher = _seconds(
         "from coordinator.meaning import nearest_intent; nearest_intent('been in touch', ['touch'])"
     )
+    english = _seconds("from coordinator.english import is_english; is_english('chipped')")
     print(
         f"matcher import and load: {matcher:.2f} s in a fresh process (python alone {python:.2f} s, "
-        f"import mcp.server {baseline:.2f} s)"
+        f"import mcp.server {baseline:.2f} s); the English word list: {english:.2f} s"
     )
     research = str(ROOT / ".venv" / "bin" / "research")
     plan = [research, "plan", "Has Yvonne Young been in touch about her espresso machine?"]

@@ -25,13 +25,15 @@ from coordinator.intents import (
     LIGHT_WORDS,
     REQUEST_WORDS,
     STOPWORDS,
+    SYMPTOM_WORDS,
     TOPIC_WORDS,
 )
 from coordinator.plan import PlannedTask, Unplanned
-from coordinator.reading import Mention, Reading, phrase_words, phrases_in
+from coordinator.reading import Mention, Reading, phrase_words, phrases_in, record_words
 from coordinator.spans import (
     ASKS,
     COURTESY,
+    STORY,
     Span,
     Token,
     asks_for_a_thing,
@@ -67,16 +69,18 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
     unplanned: list[Unplanned] = []
     roles: list[SpanRole] = []
     held = _held_words(tasks)
-    used = {
-        word for task in tasks for value in task.arguments.values() for word in str(value).lower().split()
-    }
+    used = {word for task in tasks for word in _used_words(task)}
     asked = reading.intents | reading.weak_intents
     checked = {task.arguments.get("amount") for task in tasks if task.tool == "refund_eligibility"}
     spans = list(reading.spans)
     around = _Around(spans, reading.query)
     for index, span in enumerate(spans):
         if span.role != ASKS:
-            roles.append(SpanRole(span.text, span.role, how=_context(span, reading)))
+            if span.unread and span.role == STORY:  # what cannot be read is not known to be only a story
+                unplanned += _unread(span)
+                roles.append(SpanRole(span.text, "not understood", how=_context(span, reading)))
+            else:
+                roles.append(SpanRole(span.text, span.role, how=_context(span, reading)))
             continue
         searched = used if around.describes(index) else set()
         runs = _unexplained_runs(span, reading, asked, held, searched, checked, around.named[index])
@@ -87,6 +91,7 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
             for run in runs
             if span.things
             or possessed(span, run[0][0])
+            or run[0][0] == _which_thing(span)  # "confirm what address you have"
             or quantity(span, run[0][0])
             or not all(token.word in TOPIC_WORDS for _, token in run)
         ]
@@ -101,13 +106,7 @@ def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[
                 )
             ]
         if span.unread:
-            listed.append(
-                Unplanned(
-                    f"'{span.unread}'",
-                    "not understood: written in a script or symbols the planner does not read",
-                    _REPHRASE,
-                )
-            )
+            listed += _unread(span)
         unplanned += listed
         own = _tasks_of(span, reading, tasks)
         role = ASKS if own or not listed else listed[0].why.split(":")[0]
@@ -136,8 +135,10 @@ def _unexplained_runs(
     verb_until = _verb_until(span, reading, checked)
     about = _about_from(span, keyword_asked or named or (span.match is not None and span.match.understood))
     thing_until = 0 if keyword_asked else _thing_until(span)
+    which = _which_thing(span)
     runs: list[list[tuple[int, Token]]] = []
-    content = set(span.content)
+    unread = {word.lower() for part in span.unread for word in part.split()}  # listed as not read
+    content = {token for token in span.content if token.written.lower() not in unread}
     for index, token in enumerate(span.tokens):
         word = token.word
         if (
@@ -153,7 +154,9 @@ def _unexplained_runs(
         if quantity(span, index):  # "how much VAT": what is measured must be a record's, or an ask
             explained = _asks(word) or word in held or word in LIGHT_WORDS
         else:
-            known = held if index < thing_until else held | searched
+            # the thing asked for ("which courier", "her twitter handle") must be a record's
+            thing = index < thing_until or index == which or _theirs_asked(span, index)
+            known = held if thing else held | searched
             explained = (
                 _asks(word)
                 or word in in_phrases
@@ -171,6 +174,24 @@ def _unexplained_runs(
         else:
             runs.append([(index, token)])
     return runs
+
+
+def _used_words(task: PlannedTask) -> set[str]:
+    """The words a task's arguments use. In a search text, only words or a slip from one ("diference"):
+    "damgd" finds nothing, so searching for it explains nothing (a name, an id, a date is used as it is)."""
+    from coordinator.english import correct, is_english
+    from coordinator.tools import tool_arguments
+
+    kinds = tool_arguments().get(f"{task.source}.{task.tool}", {})
+    words: set[str] = set()
+    for name, value in task.arguments.items():
+        text = kinds.get(name) is not None and kinds[name].kind == "text"
+        words |= {
+            word
+            for word in str(value).lower().split()
+            if not text or word in TOPIC_WORDS or _asks(word) or is_english(word.strip("'")) or correct(word)
+        }
+    return words
 
 
 def _verb_until(span: Span, reading: Reading, checked: set[object]) -> int:
@@ -191,6 +212,32 @@ def _about_from(span: Span, asks: bool) -> int:
             if token.word in _ABOUT and not after_what:
                 return index
     return len(span.tokens)
+
+
+def _unread(span: Span) -> list[Unplanned]:
+    why = "not understood: written in a language, script or symbols the planner does not read"
+    return [Unplanned(f"'{part}'", why, _REPHRASE) for part in span.unread]
+
+
+def _theirs_asked(span: Span, index: int) -> bool:
+    """Whether the word at ``index`` is a thing of someone's asked for ("her twitter handle"), not one
+    told of ("missing its lid", "the handle's broken")."""
+    told = span.tokens[index - 1].word == "its" if index else False
+    return possessed(span, index) and not told and not any(t.word in SYMPTOM_WORDS for t in span.tokens)
+
+
+def _which_thing(span: Span) -> int:
+    """In "which courier collects the returns", "what colour is it": the thing asked for, right after
+    the question word (its index, else -1). Searching for it does not answer it: a record must hold it."""
+    words = [token.word for token in span.tokens]
+    return next(
+        (
+            i + 1
+            for i, word in enumerate(words[:-1])
+            if word in {"which", "what"} and words[i + 1] not in STOPWORDS
+        ),
+        -1,
+    )
 
 
 def _thing_until(span: Span) -> int:
@@ -294,10 +341,11 @@ def _corrected_to_a_topic(token: Token) -> bool:
     """A word typo correction turned into a word that only describes ("shopped" into "stopped"):
     corrections are trusted to fix the words that ask ("refudn", "tikets"), not to explain others."""
     written = token.written.lower().removesuffix("'s")
-    return written != token.word and not _asks(token.word) and token.word not in phrase_words()
+    trusted = _asks(token.word) or token.word in phrase_words() or token.word in record_words()
+    return written != token.word and not trusted
 
 
-_ABOUT = frozenset({"about", "re", "regarding", "concerning", "mentioning", "wrt"})
+_ABOUT = frozenset({"about", "re", "regarding", "concerning", "touching", "mentioning", "wrt"})
 
 
 @functools.cache
@@ -329,7 +377,8 @@ def _listed(span: Span, run: list[tuple[int, Token]], query: str) -> Unplanned:
     """A run of words nothing accounts for, as written in ``query``: no source holds it, or not understood."""
     last = run[-1][1]
     written = " ".join(query[run[0][1].start : last.start + len(last.written)].split())
-    if asks_for_a_thing(span, run[0][0]):
+    first = run[0][0]
+    if asks_for_a_thing(span, first) or first == _which_thing(span) or _theirs_asked(span, first):
         return Unplanned(
             f"'{written}'",
             "no source holds this: no record any tool returns has such a field",

@@ -117,6 +117,10 @@ INTENTS: tuple[Intent, ...] = (
             "been onto us",
             "been in touch",
             "got in touch",
+            "in contact with us",
+            "been in contact",
+            "got in contact",
+            "get in contact",
             "what's been said",
         ),
         unanswered="support tickets were asked about",
@@ -126,6 +130,8 @@ INTENTS: tuple[Intent, ...] = (
         "invoices",
         words_of("invoice invoices invoiced billing billed payment payments paid charged charges charge"),
         ("billing.list_invoices",),
+        # "did they pay": asks of invoices where there is someone's to list, not in "pay £20 back"
+        weak_words=words_of("pay pays paying"),
         unanswered="invoices were asked about",
         ask_for="name the customer or an order, e.g. 'invoices of CUST-00042'",
     ),
@@ -226,7 +232,7 @@ STOPWORDS = words_of(
     "there's theres did does doesn't not no yes much many more most than then so if into over under "
     "out she he her his him hers they're we're i'm im should shall might must being was were got has "
     "investigate investigation research summary summarise summarize info information anything something "
-    "same other another one two three both each per via re regarding regards concerning case's customer's "
+    "same other another one two three both each per via re regarding regards concerning touching case's customer's "
     "quick quickly asap urgent today yesterday now currently still ever again after before since until till "
     "between during last past this next week weeks month months year years day days ago back placed may "
     "made make when where whose has been thing things older linked related connected links link"
@@ -378,7 +384,7 @@ SHORTHAND: dict[str, str] = {
     "ords": "orders", "ordrs": "orders", "invs": "invoices", "inv": "invoice", "chk": "check",
     "nvr": "never", "evr": "ever", "mgr": "manager", "acct": "account", "acc": "account", "pkg": "package",
     "msg": "message", "msgs": "messages", "dupe": "duplicate", "refnd": "refund", "rfnd": "refund",
-    "pmt": "payment", "pymt": "payment", "cust": "customer",
+    "pmt": "payment", "pymt": "payment", "cust": "customer", "b4": "before",
 }  # fmt: skip
 
 # --- money and counts in words ----------------------------------------------------------------------
@@ -433,7 +439,7 @@ LIGHT_WORDS = words_of(
     "news update updates info everything anything stuff bits thing things case cases say says said "
     "tell told ask asked mention mentioned exactly actually really definitely probably maybe either "
     "whether anyone someone somebody people person folks mistake error sure behind whoever whatever "
-    "pay pays paying agent pasted inbox forwarded fwd within neighbours neighbors "
+    "agent pasted inbox forwarded fwd within neighbours neighbors "
     "connect connects reachable deep away lately nearly almost nothin nuthin true correct "
     # contractions typed without their apostrophe
     "shes hes isnt arent wasnt werent dont doesnt didnt cant couldnt wont wouldnt hasnt havent hadnt "

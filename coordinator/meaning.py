@@ -84,10 +84,16 @@ def _example_words() -> tuple[list[str], Any, list[list[int]]]:
     from coordinator.intents import STOPWORDS
 
     pairs, _ = _examples()
-    content = [[w for w in _WORD.findall(example.lower()) if w not in STOPWORDS] for _, example in pairs]
+    content = [_meaning_words(_WORD.findall(example.lower()), STOPWORDS) for _, example in pairs]
     distinct = sorted({word for words in content for word in words})
     at = {word: index for index, word in enumerate(distinct)}
     return distinct, _model().embed(distinct, norm=True), [[at[w] for w in words] for words in content]
+
+
+def _meaning_words(words: list[str], function_words: Collection[str]) -> list[str]:
+    """The words of an example that carry its meaning: not function words, and not the word that makes
+    "how" a question of measure ("how long", "how soon"), which any question of time or amount shares."""
+    return [w for i, w in enumerate(words) if w not in function_words and (i == 0 or words[i - 1] != "how")]
 
 
 def _supported(unexplained: Collection[str]) -> Any:

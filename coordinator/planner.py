@@ -103,6 +103,8 @@ class _Planner:
             self.pairs, "refund checks", lambda pair: f"{pair[1].describe()} on {pair[0].value}"
         )
         paired_orders = {order.value for order, _ in self.pairs}
+        if "invoices" in self.intents and _only_the_amount_paid(reading, self.pairs):
+            self.intents.discard("invoices")
         self.customers = self._customers()
         orders = self._at_most(reading.values("order_id"), "orders", str)
         self.orders = [_Subject("order", order, {"order_id": order}) for order in orders]
@@ -438,8 +440,9 @@ class _Planner:
         return tasks
 
 
-# The words for one order ("my order", "the shipment"): with an order named, that order is meant.
-_ONE_ORDER = frozenset({"order", "purchase", "shipment"})
+# The words for one order ("my order", "the shipment", "I ordered it (ORD-10023)"): with an order
+# named, that order is meant.
+_ONE_ORDER = frozenset({"order", "purchase", "shipment", "ordered", "bought", "purchased"})
 
 # Arguments that qualify a call rather than say what it is about.
 _QUALIFIERS = frozenset({"text", "choice", "other", "date", "amount", "sku", "links"})
@@ -518,6 +521,14 @@ def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:
         plan.notes,
         offered=catalog.plannable,
     )
+
+
+def _only_the_amount_paid(reading: Reading, pairs: list[tuple[Mention, Mention]]) -> bool:
+    """Whether every clause asking of invoices holds an amount a refund check takes: "Janice paid
+    thirty-two pounds for it on ORD-10015, can we refund that" says what was paid, not to list it."""
+    checked = [amount.start for _, amount in pairs]
+    asking = [span for span in reading.spans if "invoices" in span.asked]
+    return bool(asking) and all(any(span.start <= at < span.end for at in checked) for span in asking)
 
 
 def _pair_amounts(reading: Reading) -> tuple[list[tuple[Mention, Mention]], list[Mention]]:

@@ -37,6 +37,7 @@ from typing import Any
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
+from coordinator.english import is_english
 from coordinator.intents import (
     COURTESY_WORDS,
     FULL_AMOUNT_PHRASES,
@@ -161,7 +162,7 @@ _SKU = re.compile(rf"\b{SKU.spelled}\b", re.I)
 def _in_a_sentence(identifier: NumberedId, number: str) -> tuple[re.Pattern[str], ...]:
     """An id as written in a sentence: spelled, perhaps after its noun ("CUST-42", "customer id
     cust #42"), or its noun and ``number`` alone ("customer #42", "order no. 10023")."""
-    noun = identifier.noun
+    noun = f"(?:{'|'.join(identifier.nouns)})"
     return (
         re.compile(rf"\b(?:{noun}\s+(?:id\s+)?)?{identifier.spelled_with('#?')}\b", re.I),
         re.compile(rf"\b{noun}\s*(?:id\s*)?(?:#|no\.?\s*|number\s+)?{number}\b", re.I),
@@ -234,7 +235,7 @@ _POUNDS_IN_WORDS = re.compile(
     re.I,
 )
 _MONEY_WORDS = re.compile(
-    rf"\b(?P<count>{_COUNT})\s+(?P<word>{'|'.join(MONEY_WORDS)})\b"
+    rf"\b(?:(?P<half>half)\s+)?(?P<count>{_COUNT})\s+(?P<word>{'|'.join(MONEY_WORDS)})\b"
     r"(?!\s+(?:of|on)\s+(?:the\s+)?(?:orders?|items?|people|customers?|tickets?)\b)",
     re.I,
 )
@@ -270,7 +271,8 @@ def _count(word: str) -> int:
 
 
 def _money_word(match: re.Match[str]) -> float:
-    return _count(match["count"]) * MONEY_WORDS[match["word"].lower()]
+    half = 0.5 if match["half"] else 1  # "half a grand"
+    return half * _count(match["count"]) * MONEY_WORDS[match["word"].lower()]
 
 
 def _links(match: re.Match[str]) -> int:
@@ -302,7 +304,7 @@ _WHEN = (
     rf"|{_COUNT}\s+{_UNIT}\s+ago"
     r"|yesterday"
 )
-_KEYWORD = r"since|after|from|starting|before|until|till|up\s+to|in|during|on|for"
+_KEYWORD = r"since|after|from|starting|before|b4|until|till|up\s+to|in|during|on|for"
 _DATES = re.compile(
     rf"\bbetween\s+(?P<first>{_WHEN})\s+and\s+(?P<second>{_WHEN})\b"
     rf"|\b(?:(?P<keyword>{_KEYWORD})\s+(?:the\s+)?)?(?P<when>{_WHEN})\b"
@@ -433,6 +435,7 @@ def _dates(match: re.Match[str]) -> DateRange:
         return _bounds(_period(match["first"])[0], _period(match["second"])[1])
     first, last = _period(match["when"] or match["bare"])
     keyword = " ".join((match["keyword"] or match["bare_keyword"] or "").lower().split())
+    keyword = SHORTHAND.get(keyword, keyword)  # "b4 2026-06-01"
     if keyword == "from" and last > first:  # "orders from October 2026": placed in it
         return _bounds(first, last)
     if keyword in ("since", "after", "from", "starting"):
@@ -468,17 +471,9 @@ def _first_names() -> frozenset[str]:
 
 
 @functools.cache
-def _common_words() -> frozenset[str]:
-    # Everyday English words are never typos of the vocabulary ("change" is not "charge"): Faker's
-    # list of common words serves as the dictionary.
-    from faker.providers.lorem.en_US import Provider
-
-    return frozenset(Provider.word_list)
-
-
-@functools.cache
 def _vocabulary() -> tuple[frozenset[str], list[str]]:
-    words = vocabulary()
+    # and the words of what records hold: "cancelld" is "cancelled", a status
+    words = vocabulary() | {word for word in record_words() if len(word) > 3}
     return words, sorted(words)
 
 
@@ -487,13 +482,14 @@ def _correct(word: str) -> str:
     if word in SHORTHAND:
         return SHORTHAND[word]
     known, choices = _vocabulary()
-    if word in known or word in STOPWORDS or len(word) < 4 or word in _common_words():
+    if word in known or word in STOPWORDS or len(word) < 4:
         return word
-    # Damerau-Levenshtein: a swapped pair of letters ("refudn") is one slip, as a missing one is.
+    # Damerau-Levenshtein: a swapped pair of letters ("refudn") is one slip, as a missing one is. An
+    # English word is never a typo ("chipped" is not "shipped"): asked of the word list only then.
     best = process.extractOne(
         word, choices, scorer=DamerauLevenshtein.normalized_similarity, score_cutoff=0.8
     )
-    return best[0] if best else word
+    return best[0] if best and not is_english(word) else word
 
 
 def _names(scanner: _Scanner) -> list[Mention]:
@@ -531,7 +527,9 @@ def _names(scanner: _Scanner) -> list[Mention]:
         written = scanner.left[token.start() : end]
         name = re.sub(r"'s\b", "", written)
         mention = Mention("name", name, name, token.start())
-        if sentence(token.start()) in named or word in mailed:
+        # "Sam" signing samantha.quinn@example.org's letter: a short form of a name the email spells
+        short = len(word) > 2 and any(part.startswith(word) for part in mailed)
+        if sentence(token.start()) in named or word in mailed or short:
             aliases.append(mention)
         else:
             scanner.mentions.append(mention)
@@ -591,7 +589,7 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
             scanner.blank(*each.span())
     words, corrected, corrections = _read_words(scanner.left)
     named = [(mention.start, mention.start + len(mention.text)) for mention in scanner.mentions]
-    spans = cut(text, scanner.left, named, corrected, _known_words())
+    spans = cut(text, scanner.left, named, corrected, _record_talk())
     intents, weak_intents, spans, matched_topics = _asked(spans, scanner.left)
     keyword_intents = frozenset().union(*(span.asked for span in spans))
     mentions = sorted(scanner.mentions, key=lambda mention: mention.start)
@@ -753,6 +751,14 @@ def _unexplained(span: Span, phrases_text: str) -> list[str]:
 def phrase_words() -> frozenset[str]:
     """Every word of the intents' phrases ("raised" of "raised an issue")."""
     return frozenset(word for intent in INTENTS for phrase in intent.phrases for word in phrase.split())
+
+
+@functools.cache
+def _record_talk() -> frozenset[str]:
+    """The words of what sources hold and what is asked of them: their past forms ("ordered",
+    "delivered", "charged") qualify a record, where other past forms ("has been", "got it") tell a story."""
+    full_words = {word for phrase in FULL_AMOUNT_PHRASES for word in phrase.split()}
+    return frozenset(full_words | vocabulary() | TOPIC_WORDS | GENERIC_WORDS | record_words())
 
 
 @functools.cache

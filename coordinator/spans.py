@@ -91,7 +91,9 @@ class Span:
     things: bool = False
     asked: frozenset[str] = frozenset()  # the intents its keywords ask (words, phrases, phrasal verbs)
     match: Match | None = None  # the semantic matcher's reading, where keywords left words unexplained
-    unread: str = ""  # words in a script, or symbols, the reader does not read ("これは何ですか", "🙃")
+    # what the reader does not read: words in another script or language, symbols, code ("これは何ですか",
+    # "🙃", "fy archeb wedi torri"), each part as written
+    unread: tuple[str, ...] = ()
     # It goes on from the clause before, cut only where a thing named ended ("KB-DAMAGED | related
     # articles"), not at a comma or an "and".
     goes_on: bool = False
@@ -140,7 +142,8 @@ def cut(
         # A past form right before a thing named qualifies it ("tickets logged since 2026-06-01").
         qualifiers = {t.word for t in tokens if _before_named(text, t, starts)}
         span = _span(text, start, end, written, tokens, names, known | qualifiers)
-        span = replace(span, unread=_unread(left[start:end]))
+        unread = tuple(part for part in (_unread(left[start:end]), _foreign(tokens, known)) if part)
+        span = replace(span, unread=unread)
         listed = bool(spans) and spans[-1].things and not re.search(r"[.!?;\n]", text[spans[-1].end : start])
         if start in possessive or listed or (tokens and tokens[0].word in _WHAT):
             span = replace(span, things=True)
@@ -238,7 +241,9 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
         if span.role == COURTESY and {t.word for t in span.tokens} & SIGN_OFF_WORDS
     ]
     if not sign_offs:
-        return spans
+        # An email pasted whole (its header lines say so): what its writer states is their story; what
+        # they ask ("I want a refund in full") still asks.
+        return [_told_unless_asked(span) for span in spans] if headers else spans
     last = sign_offs[-1]
     after = spans[last + 1 :]
     # The signature: the short lines right after the sign-off, up to a blank line ("Thanks,\nJane Doe\n
@@ -255,12 +260,14 @@ def _pasted_letter(spans: list[Span], text: str) -> list[Span]:
         return spans
     # What the letter asks itself ("I'd like the £40.50 refunded please", "did my orders go out?")
     # still asks; the rest of it is the customer's story.
-    letter = [
-        replace(span, role=STORY) if span.role == ASKS and not (span.question or span.request) else span
-        for span in spans[:last]
-    ]
+    letter = [_told_unless_asked(span) for span in spans[:last]]
     tail = [replace(span, role=COURTESY) if i in signature else span for i, span in enumerate(after)]
     return [*letter, spans[last], *tail]
+
+
+def _told_unless_asked(span: Span) -> Span:
+    """A span of a customer's letter: a question or a request asks, anything else is their story."""
+    return replace(span, role=STORY) if span.role == ASKS and not (span.question or span.request) else span
 
 
 _SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n")
@@ -320,6 +327,43 @@ def _unread(text: str) -> str:
     return " ".join(found)
 
 
+def _foreign(tokens: tuple[Token, ...], known: frozenset[str]) -> str:
+    """Words of another language written in English letters ("mae fy archeb wedi torri"): two or more
+    neighbours that are neither English, nor a word the planner knows, nor a typo of one."""
+    from coordinator.english import is_english
+
+    def unknown(token: Token) -> bool:
+        word = token.word
+        return (
+            len(word) > 2
+            and token.written.lower().removesuffix("'s") == word  # a typo corrected is English meant
+            and word not in known
+            and word not in STOPWORDS
+            and word not in COURTESY_WORDS
+        )
+
+    runs: list[list[Token]] = []
+    for index, token in enumerate(tokens):
+        if not unknown(token):
+            continue
+        if runs and tokens[index - 1] is runs[-1][-1]:
+            runs[-1].append(token)
+        else:
+            runs.append([token])
+    # the word list is asked only of neighbours the planner does not know
+    foreign: list[list[Token]] = []
+    for run in runs:
+        if len(run) < 2:
+            continue
+        foreign.append([])
+        for token in run:
+            if is_english(token.word):
+                foreign.append([])
+            else:
+                foreign[-1].append(token)
+    return " ".join(token.written for run in foreign if len(run) > 1 for token in run)
+
+
 def _past(word: str) -> bool:
     """A verb told in the past: an irregular past form, or a word in "-ed" (not "need", "red"; not
     "related" or "linked", which say how things stand)."""
@@ -336,9 +380,15 @@ def _questions_run_on(spans: list[Span], text: str) -> list[Span]:
         same_sentence = not re.search(r"[.!?;\n]", text[here.end : after.start] + here.text[-1:])
         if after.question and same_sentence and here.role == STORY:
             result[index] = replace(here, role=ASKS, question=True)
-        elif here.question and same_sentence and after.role != COURTESY and not after.question:
+        elif here.question and same_sentence and _goes_on(after) and not after.question:
             result[index + 1] = replace(after, role=ASKS, question=True, things=after.things or here.things)
     return result
+
+
+def _goes_on(span: Span) -> bool:
+    """Whether a clause may be the rest of a question before it: anything but courtesy, and courtesy
+    only for want of content words ("how long has cust 27 | been with us?"), not a "thanks"."""
+    return span.role != COURTESY or not any(t.word in COURTESY_WORDS for t in span.tokens)
 
 
 _POSSESSIVES = frozenset({"her", "his", "their", "its", "my", "your", "our"})
@@ -348,7 +398,10 @@ def possessed(span: Span, index: int) -> bool:
     """Whether the word at ``index`` is someone's ("her delivery address", "the courier's phone"):
     a thing of theirs asked for, even where its words are a topic's."""
     before = span.tokens[index - 1] if index else None
-    return before is not None and (before.word in _POSSESSIVES or before.written.endswith("'s"))
+    if before is None:
+        return False
+    # "jane's", "the courier's"; "it's", "that's", "she's" are "it is", "that is", "she is"
+    return before.word in _POSSESSIVES or (before.written.endswith("'s") and before.word not in STOPWORDS)
 
 
 def quantity(span: Span, index: int) -> bool:

@@ -61,7 +61,7 @@ class NumberedId:
     name: str  # "a customer id"
     prefix: str  # "CUST"
     digits: int  # how many digits, zero-padded
-    noun: str  # the word people write before a bare number: "customer 42"
+    nouns: tuple[str, ...]  # the words people write before a bare number: "customer 42", "cx 42"
     example_number: int
 
     def canonical(self, number: int) -> str:
@@ -209,8 +209,10 @@ class Email:
         return written.strip().lower()
 
 
-CUSTOMER_ID = NumberedId("a customer id", "CUST", digits=5, noun="customer", example_number=42)
-ORDER_ID = NumberedId("an order id", "ORD", digits=5, noun="order", example_number=10023)
+CUSTOMER_ID = NumberedId(
+    "a customer id", "CUST", digits=5, nouns=("customer", "cust", "cx"), example_number=42
+)
+ORDER_ID = NumberedId("an order id", "ORD", digits=5, nouns=("order", "ord"), example_number=10023)
 SKU = Sku("SKU", digits=4, letters=3, example="SKU-4417-BLK")
 ARTICLE_ID = ArticleId("KB", example="KB-REFUNDS", max_length=40)
 EMAIL = Email(

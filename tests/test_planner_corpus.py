@@ -66,11 +66,16 @@ def test_a_partly_understood_query_is_never_complete() -> None:
 
 # --- natural phrasings: never reported complete when part was missed ----------------------------------
 
-# False COMPLETE on the natural sets, as measured when this was written: on the set tuned on 4 of
-# 460, all in its third part, written last (at first sight, before the accounting, 198 of 460); on the
-# held-out sets 3 of 90 and 7 of 80 (at first sight 44 and 40). The goal is 0 everywhere; these bounds
-# only keep the figures from rising.
-FALSE_COMPLETE_AT_MOST = {corpus.NATURAL: 4, corpus.NATURAL_HELD_OUT: 3, corpus.NATURAL_BLIND: 7}
+# False COMPLETE on the natural sets, as measured when this was written (at first sight, before the
+# accounting: 198 of 460, 44 of 90, 40 of 80; the fourth set, written after it, 8 of 100). The three
+# left are plans that research more than the case asks, not less (see README, "How the planner
+# reads"). These bounds keep the figures from rising.
+FALSE_COMPLETE_AT_MOST = {
+    corpus.NATURAL: 1,
+    corpus.NATURAL_HELD_OUT: 0,
+    corpus.NATURAL_BLIND: 1,
+    corpus.NATURAL_BLIND2: 1,
+}
 
 
 @pytest.mark.parametrize("path", list(FALSE_COMPLETE_AT_MOST), ids=lambda path: path.stem)
@@ -173,6 +178,52 @@ def test_what_a_how_much_question_measures_must_be_held() -> None:
     assert plan_query("how many orders has CUST-00014 placed?").unplanned == ()
 
 
+def test_typos_are_corrected_only_in_words_that_are_not_english() -> None:
+    """ "cancelld" is a record's value mistyped; "chipped" is English and stays itself (not "shipped")."""
+    assert plan_query("ord-10030 cancelld but was she chargd?").unplanned == ()
+    assert "chipped" in plan_query("espresso cups chipped on arrival").tasks["policies"].arguments["query"]
+
+
+def test_a_search_for_what_is_not_a_word_explains_nothing() -> None:
+    """ "damgd" (two slips from "damaged") would find nothing: it is listed, not searched for silently."""
+    plan = plan_query("damgd jug polcy + kb-damaged links")
+    assert any("damgd" in item.what for item in plan.unplanned), plan.unplanned
+
+
+@pytest.mark.parametrize(
+    ("query", "thing"),
+    [
+        ("which courier collects the returns?", "courier"),
+        ("can you confirm what address you have for CUST-00042?", "address"),
+        ("Sian Cox - full picture please, plus her twitter handle", "twitter handle"),
+    ],
+)
+def test_the_thing_a_question_asks_for_must_be_a_records(query: str, thing: str) -> None:
+    """Searching policies for "courier" does not say which courier: the thing asked for right after
+    "which"/"what", or someone's ("her ..."), is answered only by a record's field."""
+    held = [item.what for item in plan_query(query).unplanned if item.why.startswith("no source holds")]
+    assert f"'{thing}'" in held, held
+
+
+def test_a_story_told_of_the_customer_asks_nothing_of_them() -> None:
+    """ "The customer has been very patient" tells; it does not ask who the customer is."""
+    plan = plan_query("Is the whole order refundable on ORD-10026? The customer has been very patient.")
+    assert sorted(task.tool for task in plan.tasks.values()) == [
+        "get_order",
+        "refund_eligibility",
+        "search_policies",
+    ]
+
+
+def test_before_in_shorthand_bounds_a_date() -> None:
+    plan = plan_query("did cust 10 evr buy SKU-3799-BLU b4 2026-06-01")
+    assert plan.tasks["orders"].arguments == {
+        "customer_id": "CUST-00010",
+        "sku": "SKU-3799-BLU",
+        "placed_before": "2026-05-31",
+    }
+
+
 def test_record_values_are_read_from_the_output_schemas() -> None:
     """ "cancelled" and "gold" are values the order and customer records publish, not unknown words."""
     assert plan_query("is ORD-10013 cancelled?").unplanned == ()
@@ -184,6 +235,8 @@ def test_record_values_are_read_from_the_output_schemas() -> None:
     [
         ("refund £12 on ORD-10030 et vérifiez la politique de retour svp", "vérifiez"),
         ("returns policy + ¿cuántos días tengo para devolverlo?", "cuántos días"),
+        # in English letters: words that are neither English nor the planner's, side by side
+        ("ord-10026 customer wrote 'mae fy archeb wedi torri', any tickets?", "archeb wedi torri"),
         (
             'webhook says {"event":"chargeback_opened"} for ORD-10028, open tickets?',
             '{"event":"chargeback_opened"}',
