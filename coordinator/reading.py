@@ -37,7 +37,7 @@ from typing import Any
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
-from coordinator.english import is_english
+from coordinator.english import correct, is_english
 from coordinator.intents import (
     COURTESY_WORDS,
     FULL_AMOUNT_PHRASES,
@@ -447,6 +447,16 @@ def _dates(match: re.Match[str]) -> DateRange:
     return _bounds(first, last)
 
 
+def identifiers_named(text: str) -> frozenset[str]:
+    """The order and customer ids ``text`` names, as the sources write them ("order 10023" is
+    ORD-10023, "cust 42" CUST-00042): what a run may act on (``subagents.hooks.scope_guard``)."""
+    found: set[str] = set()
+    for patterns, identifier in ((_CUSTOMER_IDS, CUSTOMER_ID), (_ORDER_IDS, ORDER_ID)):
+        for pattern in patterns:
+            found |= {identifier.from_match(match) for match in pattern.finditer(text)}
+    return frozenset(found)
+
+
 def _bounds(after: date | None, before: date | None) -> DateRange:
     # Nothing was placed after the world's today: a bound at or past it bounds nothing.
     return DateRange(
@@ -726,7 +736,10 @@ def _by_meaning(
         return span
     from coordinator.meaning import nearest_intent  # only a span the keywords cannot read
 
-    match = nearest_intent(" ".join(left[span.start : span.end].split()), unexplained)
+    # A word that is one slip from an English word is compared as that word ("goodwil": "goodwill").
+    spelled = {word: correct(word) or word for word in unexplained if not is_english(word)}
+    text = " ".join(spelled.get(word.lower(), word) for word in left[span.start : span.end].split())
+    match = nearest_intent(text, [spelled.get(word, word) for word in unexplained])
     if match is None or (in_sentence and match.intent not in in_sentence):
         return span
     return replace(span, match=match)

@@ -22,6 +22,7 @@ import anyio
 from coordinator.query_chaos import SOURCE_NAME_VARIABLE
 from coordinator.registry import Registry, SourceEntry
 from coordinator.tools import Catalog, demo_catalog, with_registered
+from sources.private_files import open_private_file, private_folder, publish_file
 
 __all__ = [
     "ListedTool",
@@ -74,8 +75,8 @@ def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
 
 @asynccontextmanager
 async def _logged(open_stdio: Any, parameters: Any, log: Path) -> AsyncIterator[Any]:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a", encoding="utf-8") as errlog:
+    private_folder(log.parent)  # in the data folder, 0700; the log 0600: it may quote what was asked
+    with open_private_file(log, "a") as errlog:
         async with open_stdio(parameters, errlog=errlog) as streams:
             yield streams
 
@@ -181,5 +182,5 @@ def cached_tools(entry: SourceEntry, data_dir: Path) -> list[ListedTool] | None:
 
 def keep_tools(entry: SourceEntry, data_dir: Path, tools: list[ListedTool]) -> None:
     path = listing_file(entry, data_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([tool.__dict__ for tool in tools], indent=1), encoding="utf-8")
+    private_folder(path.parent)
+    publish_file(path, json.dumps([tool.__dict__ for tool in tools], indent=1), replace=True)  # whole, 0600

@@ -50,6 +50,7 @@ from pydantic import (
     model_validator,
 )
 
+from coordinator.registry_trust import fingerprint
 from sources.catalogue import SOURCES
 from sources.contract import ErrorCategory
 
@@ -192,6 +193,9 @@ class Registry:
     path: Path | None
     entries: dict[str, SourceEntry] = field(default_factory=dict)  # the file's own, as written
     problems: dict[str, str] = field(default_factory=dict)  # an entry left out -> its one-line error
+    # The SHA-256 of the bytes parsed (or written): what an approval is checked against, so the file
+    # approved is the file read, whatever happens to the name in between (coordinator.registry_trust).
+    digest: str = ""
 
     @classmethod
     def load(cls, path: Path | None = None, environ: Mapping[str, str] | None = None) -> Registry:
@@ -201,9 +205,11 @@ class Registry:
         if path is None or not path.exists():
             return registry
         try:
-            document = tomllib.loads(path.read_text(encoding="utf-8"))
+            content = path.read_bytes()  # read once: these bytes are parsed, and these are checked
+            document = tomllib.loads(content.decode("utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise RegistryError(f"{path}: not a readable TOML file: {exc}") from None
+        registry.digest = fingerprint(content)
         listed = document.get("source", [])
         if not isinstance(listed, list) or set(document) - {"source"}:
             raise RegistryError(f"{path}: entries are written [[source]] tables, each with a name")
@@ -224,7 +230,16 @@ class Registry:
         except ValidationError as exc:
             self.problems[name if isinstance(name, str) else f"#{index}"] = f"{label}: {one_line_error(exc)}"
             return
-        self.entries[entry.name] = entry
+        self.entries[entry.name] = self._anchored(entry)
+
+    def _anchored(self, entry: SourceEntry) -> SourceEntry:
+        """``entry`` with its folder made absolute against the registry file's own folder: a command's
+        relative paths ("python notes_server.py") mean the files beside the registry, never whatever
+        folder a command happens to be run from."""
+        if entry.command is None or self.path is None:
+            return entry
+        folder = self.path.resolve().parent / (entry.cwd or ".")
+        return entry.model_copy(update={"cwd": str(folder.resolve())})
 
     def sources(self) -> dict[str, SourceEntry]:
         """Every source in effect, the demo sources first, by name."""
@@ -265,7 +280,7 @@ class Registry:
             raise RegistryError(
                 f"a source named {entry.name!r} exists already; `research sources remove {entry.name}` first"
             )
-        return Registry(self.path, {**self.entries, entry.name: entry}, dict(self.problems))
+        return Registry(self.path, {**self.entries, entry.name: self._anchored(entry)}, dict(self.problems))
 
     def removed(self, name: str) -> Registry:
         """Without the registered source ``name``; the demo sources stay."""
@@ -284,11 +299,13 @@ class Registry:
 
         target = path or self.path or Path(FILE_NAME)
         tables = [entry.model_dump(exclude_defaults=True) for entry in self.entries.values()]
+        content = tomli_w.dumps({"source": tables}).encode("utf-8")
         try:
-            target.write_text(tomli_w.dumps({"source": tables}), encoding="utf-8")
+            target.write_bytes(content)
         except OSError as exc:
             raise RegistryError(f"{target}: cannot be written: {exc}") from None
         self.path = target
+        self.digest = fingerprint(content)
         return target
 
 

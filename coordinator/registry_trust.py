@@ -5,7 +5,9 @@ that arrived with a cloned repository, or that another process wrote or changed,
 commands the next time anyone asks a question there. So a registry file is used only as approved:
 `research sources add` and `remove` approve what they write, and `research sources trust` approves
 a file as it is now, after the user has read it. What is approved is the file's exact content (its
-SHA-256, with its absolute path): any change by anyone else withdraws the approval.
+SHA-256, with its absolute path): any change by anyone else withdraws the approval. What is checked
+is the digest of the very bytes that were parsed (``Registry.digest``): a file swapped between the
+read and the check is never run on the old file's approval.
 
 The approvals are kept in the data folder, readable and writable by this user alone.
 """
@@ -18,13 +20,14 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["is_trusted", "trust"]
+__all__ = ["fingerprint", "is_trusted", "trust"]
 
 _APPROVALS = "trusted-registries.json"
 
 
-def _fingerprint(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def fingerprint(content: bytes) -> str:
+    """What an approval holds of a registry file: the SHA-256 of its bytes."""
+    return hashlib.sha256(content).hexdigest()
 
 
 def _approvals(data_dir: Path) -> dict[str, str]:
@@ -35,17 +38,15 @@ def _approvals(data_dir: Path) -> dict[str, str]:
     return kept if isinstance(kept, dict) else {}
 
 
-def is_trusted(path: Path, data_dir: Path) -> bool:
-    """Whether ``path`` holds exactly what this user last approved there."""
-    try:
-        return _approvals(data_dir).get(str(path.resolve())) == _fingerprint(path)
-    except OSError:
-        return False
+def is_trusted(path: Path, data_dir: Path, digest: str) -> bool:
+    """Whether ``digest`` (of the bytes read from ``path``) is what this user last approved there."""
+    return bool(digest) and _approvals(data_dir).get(str(path.resolve())) == digest
 
 
-def trust(path: Path, data_dir: Path) -> None:
-    """Approve ``path`` as it is now (written whole, then renamed: a reader never sees half a file)."""
-    approvals = {**_approvals(data_dir), str(path.resolve()): _fingerprint(path)}
+def trust(path: Path, data_dir: Path, digest: str) -> None:
+    """Approve ``digest`` at ``path``: the bytes this user read or wrote there (written whole, then
+    renamed: a reader never sees half a file)."""
+    approvals = {**_approvals(data_dir), str(path.resolve()): digest}
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     handle, temporary = tempfile.mkstemp(dir=data_dir, prefix=".approvals-")  # created 0600
     with os.fdopen(handle, "w", encoding="utf-8") as written:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from subagents.decisions import Decision
 if TYPE_CHECKING:  # the subagent's module imports the mcp SDK, which rendering a report never needs
     from subagents.task import Task
 
-__all__ = ["LiveProgress", "print_report", "print_task_table"]
+__all__ = ["LiveProgress", "print_report", "print_task_table", "shown"]
 
 _STATE_STYLE = {
     "ok": "green", "empty": "cyan", "escalated": "red", "blocked": "yellow", "deadline": "magenta",
@@ -31,6 +32,33 @@ _ACTION_WORDS = {
     "to_model": "handed to the model", "refused": "repeat refused", "fallback": "code took over",
     "stop_model": "model stopped",
 }  # fmt: skip
+
+
+# What a terminal would act on or draw invisibly rather than show: control characters (ESC, CR, ...),
+# format characters (the bidi overrides and isolates U+202A-U+202E, U+2066-U+2069, zero-width ones,
+# tags), the line and paragraph separators U+2028 and U+2029, and lone surrogates (bytes that were
+# not UTF-8 on the command line).
+_UNSHOWN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def shown(text: str, *, keep: str = "\n\t") -> str:
+    """``text`` (a query, a span of it, what a source said) as it may reach a terminal: every control,
+    format or separator character escaped, e.g. U+202E as ``\\u202e``, so that what is printed is what
+    was given, in its order; the characters of ``keep`` (a new line, a tab) stay as they are.
+
+    Every echo of such text to a terminal goes through here; JSON output does not (it is data).
+    """
+    if text.isprintable():  # none of them (and no other character to look at): the common case
+        return text
+    return "".join(
+        _escaped(char) if char not in keep and unicodedata.category(char) in _UNSHOWN else char
+        for char in text
+    )
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 _WIDE_COLUMNS = 100  # the progress table names each task's tool from this width up
@@ -121,7 +149,11 @@ def _task_table(rows: Sequence[tuple[str, str, str, str, str]], width: int) -> T
     table = Table(*columns, box=None, pad_edge=False)
     for task_id, source, tool, state, detail in rows:
         cells = [task_id, source, tool] if wide else [task_id, source]
-        table.add_row(*cells, Text(state, style=_STATE_STYLE.get(state, "")), detail)
+        table.add_row(
+            *(Text(shown(cell)) for cell in cells),
+            Text(state, style=_STATE_STYLE.get(state, "")),
+            Text(shown(detail)),
+        )
     return table
 
 
@@ -144,33 +176,35 @@ def _ending(state: str, attempts: int, turns: int, decisions: Sequence[Decision]
 
 
 def print_report(report: ResearchReport, console: Console) -> None:
+    """The report for people. What it quotes (the query, the findings, what a source said) is
+    ``shown``: a control or bidi character in it is printed escaped, never acted on by the terminal."""
     style = "green" if report.status == "complete" else "yellow"
-    console.print(Text(f"{report.status.upper()}: {report.query}", style=f"bold {style}"))
+    console.print(Text(f"{report.status.upper()}: {shown(report.query)}", style=f"bold {style}"))
     console.print(Text("\nAnswer", style="bold"))
-    for line in report.answer.splitlines():
+    for line in shown(report.answer).splitlines():
         console.print(Text(f"  {line}", style="yellow" if line.startswith("GAP") else ""))
     console.print(Text("\nFindings", style="bold"))
     for finding in report.findings:
-        console.print(Text.assemble("  ", (f"[{finding.citation}]", "cyan"), f" {finding.text}"))
+        console.print(
+            Text.assemble("  ", (f"[{shown(finding.citation)}]", "cyan"), f" {shown(finding.text)}")
+        )
     if report.gaps or report.unplanned:
         console.print(Text("\nGaps", style="bold"))
     for item in report.unplanned:
+        what, next_step = shown(item.what), shown(item.next_step)
         console.print(
-            Text.assemble(
-                ("  not researched: ", "yellow"), (item.what, "yellow"), " -> ", (item.next_step, "bold")
-            )
+            Text.assemble(("  not researched: ", "yellow"), (what, "yellow"), " -> ", (next_step, "bold"))
         )
-        console.print(Text(f"    why:   {item.why}", style="dim"))
+        console.print(Text(f"    why:   {shown(item.why)}", style="dim"))
     for gap in report.gaps:
-        head = f"  {gap.task} ({gap.source}): {gap.state}, {gap.error_category or 'no category'}"
-        console.print(Text.assemble((head, _STATE_STYLE[gap.state]), " -> ", (gap.way_out, "bold")))
+        head = shown(f"  {gap.task} ({gap.source}): {gap.state}, {gap.error_category or 'no category'}")
+        console.print(Text.assemble((head, _STATE_STYLE[gap.state]), " -> ", (shown(gap.way_out), "bold")))
         tried = json.dumps(gap.attempted_query.arguments, ensure_ascii=False)
-        console.print(Text(f"    tried: {gap.attempted_query.tool} {tried}", style="dim"))
-        console.print(Text(f"    why:   {gap.message}", style="dim"))
+        console.print(Text(shown(f"    tried: {gap.attempted_query.tool} {tried}"), style="dim"))
+        console.print(Text(f"    why:   {shown(gap.message)}", style="dim"))
         if gap.partial_results:
-            console.print(
-                Text(f"    kept:  {json.dumps(gap.partial_results, ensure_ascii=False)}", style="dim")
-            )
+            kept = json.dumps(gap.partial_results, ensure_ascii=False)
+            console.print(Text(f"    kept:  {shown(kept)}", style="dim"))
     if report.escalations:
         console.print(
             Text(f"\n{len(report.escalations)} escalation(s) need a human: see the gaps above.", style="bold")
@@ -190,5 +224,5 @@ def print_report(report: ResearchReport, console: Console) -> None:
             Text(f"\nClaude: {report.tokens.used:,} of {report.tokens.limit:,} tokens ({spent})", style="dim")
         )
     for note in report.notes:
-        console.print(Text(f"\nnote: {note}", style="dim"))
+        console.print(Text(f"\nnote: {shown(note)}", style="dim"))
     console.print(Text(f"\ntrace {report.trace_id}", style="dim"))

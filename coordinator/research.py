@@ -17,6 +17,7 @@ from typing import Any
 from coordinator.llm import claude_brief, claude_plan
 from coordinator.plan import PLANNING_SHARE, Plan
 from coordinator.planner import plan_query
+from coordinator.reading import identifiers_named
 from coordinator.registry import Registry
 from coordinator.report import PlanningSummary, ResearchReport, TokenUse
 from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
@@ -175,7 +176,7 @@ async def research(
                 plan, planning = await make_plan(query, options, budget, settings)
             record_plan(planning_span, [task.id for task in plan.order()])
         wiring = _Wiring(settings, targets, connections, client_options, clock, observer, post_call)
-        outcomes = await _run_tasks(plan, options, wiring, budget, deadline_at)
+        outcomes = await _run_tasks(query, plan, options, wiring, budget, deadline_at)
         report = await _synthesized(plan, trace_id_of(root), outcomes, planning, options, budget, deadline_at)
         end_research(
             root,
@@ -201,7 +202,12 @@ class _Wiring:
 
 
 async def _run_tasks(
-    plan: Plan, options: ResearchOptions, wiring: _Wiring, budget: TokenBudget | None, deadline_at: float
+    query: str,
+    plan: Plan,
+    options: ResearchOptions,
+    wiring: _Wiring,
+    budget: TokenBudget | None,
+    deadline_at: float,
 ) -> dict[str, TaskOutcome]:
     """Run the plan's tasks through subagents, on sessions opened here unless the caller owns them."""
     async with AsyncExitStack() as sessions:
@@ -229,19 +235,12 @@ async def _run_tasks(
             model=model,
             # A comparison swaps the whole boundary; otherwise the registered sources' own rules join it.
             classifier=registry.classifier() if options.classifier is CONTRACT else options.classifier,
-            allowed_tools=_allowed_tools(registry, wiring.settings),
+            registry=registry,
+            data_dir=wiring.settings.data_dir,
+            named=identifiers_named(query),
+            question=query,
         )
         return await run_plan(plan, runtime, deadline_at - time.monotonic())
-
-
-def _allowed_tools(registry: Registry, settings: SourceSettings) -> dict[str, frozenset[str]] | None:
-    if not registry.entries:
-        return None
-    from coordinator.registered_tools import (
-        allowed_tools,
-    )  # here: only a registry with servers of its own needs it
-
-    return allowed_tools(registry, settings.data_dir)
 
 
 async def _synthesized(

@@ -1,20 +1,26 @@
 """The subagents' ``Runtime``, assembled in one place for every caller in the coordinator.
 
-A query (``coordinator.research``), one task (`research task`) and a chaos scenario's side refund
-(``coordinator.chaos.runner``) all run subagents; ``build_runtime`` gives each the same assembly:
-the refund guard around every call, the fleet guard (breakers, retry budget, bulkheads), a seeded jitter, a clock, an observer, a model.
+A query (``coordinator.research``: ask, batch, compare, the service, the Ray worker), one task
+(`research task`) and a chaos scenario's side refund (``coordinator.chaos.runner``) all run
+subagents; ``build_runtime`` gives each the same assembly: the refund guard, the write guard (a
+write acts only on what the question named or its research found), the registered sources' allowed
+tools, the fleet guard (breakers, retry budget, bulkheads), a seeded jitter, a clock, an observer, a
+model. What a caller must say (the registry, the data folder, what the question named) has no
+default, so no entry point can leave a guard out.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
+from coordinator.registry import Registry
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier
 from subagents.connection import Connections
 from subagents.guard import Guard, LocalGuard
-from subagents.hooks import AllowedTools, PostCallHook, PreCallHook, TrimResults, refund_guard
+from subagents.hooks import AllowedTools, PostCallHook, PreCallHook, TrimResults, refund_guard, scope_guard
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, ModelDriver, MonotonicClock, Observer, Runtime, SilentObserver
 
@@ -25,6 +31,10 @@ def build_runtime(
     connections: Connections,
     broker: CredentialBroker,
     *,
+    registry: Registry,
+    data_dir: Path,
+    named: Iterable[str],
+    question: str = "",
     policy: RecoveryPolicy | None = None,
     guard: Guard | None = None,
     seed: int | None = None,
@@ -34,36 +44,49 @@ def build_runtime(
     observer: Observer | None = None,
     model: ModelDriver | None = None,
     classifier: Classifier = CONTRACT,
-    allowed_tools: Mapping[str, frozenset[str]] | None = None,
 ) -> Runtime:
     """The runtime one run's subagents share.
 
     ``pre_call`` None: the refund guard (``refund_guard``): its limit checks every call before it
     leaves, and its ledger, first among the post-call hooks, remembers what billing says of each
     order's refunds during this run, so a refund a subagent already knows would break a per-order rule
-    is not even sent. Given hooks replace the guard (a chaos test passes a broken one to see it caught).
-    ``post_call`` None: ``TrimResults`` alone (after the guard's ledger).
-    ``guard`` None: breakers of this run's own, no retry budget, no bulkhead. ``seed``: the back-off jitter's; None draws a fresh one.
-    ``allowed_tools``: the tools calls to each registered source may use (``AllowedTools``), checked
-    before every call, after the refund guard.
+    is not even sent. Given hooks replace the refund guard (a chaos test passes a broken one to see
+    billing catch it); the others stay.
+    Always: the write guard (``scope_guard``): a write only on an order or customer ``named`` (the
+    ids ``question`` names, or a task's own arguments) or found by this run's calls about them; and
+    the tools each registered source of ``registry`` may be called with (``AllowedTools``, from the
+    tools as kept in ``data_dir``).
+    ``post_call`` None: ``TrimResults`` alone (after the guards' listeners).
+    ``guard`` None: breakers of this run's own, no retry budget, no bulkhead. ``seed``: the back-off
+    jitter's; None draws a fresh one.
     """
-    if post_call is None:
-        post_call = (TrimResults(),)
+    writes, findings = scope_guard(frozenset(named), question)
+    listeners: tuple[PostCallHook, ...] = (findings,)
     if pre_call is None:
         refund_limit, refund_ledger = refund_guard()
-        pre_call, post_call = (refund_limit,), (refund_ledger, *post_call)
-    if allowed_tools:
-        pre_call = (*pre_call, AllowedTools(allowed_tools))
+        pre_call, listeners = (refund_limit,), (refund_ledger, *listeners)
+    hooks: tuple[PreCallHook, ...] = (*pre_call, writes)
+    allowed = _allowed_tools(registry, data_dir)
+    if allowed:
+        hooks = (*hooks, AllowedTools(allowed))
     return Runtime(
         connections=connections,
         broker=broker,
         policy=policy if policy is not None else RecoveryPolicy(),
         guard=guard if guard is not None else LocalGuard(),
-        pre_call=tuple(pre_call),
-        post_call=tuple(post_call),
+        pre_call=hooks,
+        post_call=(*listeners, *(post_call if post_call is not None else (TrimResults(),))),
         clock=clock if clock is not None else MonotonicClock(),
         rng=random.Random(seed),  # noqa: S311  (back-off jitter, not cryptography)
         observer=observer if observer is not None else SilentObserver(),
         model=model,
         classifier=classifier,
     )
+
+
+def _allowed_tools(registry: Registry, data_dir: Path) -> dict[str, frozenset[str]]:
+    if not registry.entries:
+        return {}
+    from coordinator.registered_tools import allowed_tools  # here: only a registry of servers needs it
+
+    return allowed_tools(registry, data_dir)

@@ -153,6 +153,25 @@ def cut(
     return _pasted_letter(_questions_run_on(spans, text), text)
 
 
+# Who a support agent speaks of: a clause that is only one of them and how they feel tells.
+_PEOPLE = frozenset({"customer", "cx", "client", "caller", "she", "he", "they", "she's", "he's", "they're"})
+_POLITE = frozenset({"please", "pls", "plz", "kindly", "is", "are", "very", "really", "so", "getting"})
+
+
+def _a_mood(words: list[str], names: bool, question: bool, known: frozenset[str]) -> bool:
+    """Whether a clause only says how someone feels ("cx moaning", "customer furious", "pls, she's
+    really upset"): a person, then one word the sources know nothing of, at most a courtesy between."""
+    said = [word for word in words if word not in _POLITE]
+    return (
+        not names
+        and not question
+        and len(said) == 2
+        and said[0] in _PEOPLE
+        and said[1] not in known
+        and said[1] not in STOPWORDS
+    )
+
+
 def _joint(tokens: tuple[Token, ...], asked: bool) -> bool:
     """Whether a clause is only the joint between two others ("and", "so then"); a question of
     function words is not ("what can we do for her?")."""
@@ -193,6 +212,8 @@ def _span(
         greeting and not request
     ):
         role = COURTESY  # "Dear Coffee Co", "Hi team": whom a letter is to
+    elif _a_mood(words, names, question, known):
+        role = STORY  # "pls cx moaning", "customer furious": how they feel, not what to look up
     elif request:
         role = ASKS
     elif words and (words[0] in STORY_OPENERS or any(_past(w) for w in words if w not in known)):

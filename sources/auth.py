@@ -10,6 +10,14 @@ stdio and HTTP alike: a subagent that is granted an elevated credential sends it
 and no server restarts or session reopens. A call without a credential runs as the anonymous
 principal, which holds no scope.
 
+Over HTTP the same token may instead come as ``Authorization: Bearer <token>``, as any MCP host
+sends it (``sources.http_auth``): the HTTP layer refuses an invalid one with 401 before the call is
+read, and a call that carried a valid one is checked here exactly as if the token were in its
+``_meta``. When a call has both, **the ``_meta`` credential wins**: it is the one verified and the
+one whose principal the call runs as (the bearer token, already verified, then only names who
+opened the session). A ``_meta`` credential that fails is refused even beside a valid bearer token:
+a caller never silently gets a principal other than the one it asked for.
+
 What verification guarantees, whoever signed the token:
 
 - the algorithm is ``EdDSA`` and nothing else: ``alg: none`` and a token HMAC-signed with the public
@@ -42,6 +50,7 @@ from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from sources.contract import ErrorCategory, ToolError, ToolFailure, to_call_tool_result
@@ -50,6 +59,7 @@ __all__ = [
     "ANONYMOUS",
     "CREDENTIAL_META_KEY",
     "MAX_CREDENTIAL_LIFETIME_S",
+    "SCOPES_BY_SOURCE",
     "CredentialCheck",
     "CredentialRejected",
     "Principal",
@@ -65,6 +75,11 @@ CREDENTIAL_META_KEY = "research-coordinator/credential"
 # over-long token is worth minutes at most. A subagent's call, retries included, fits well within.
 MAX_CREDENTIAL_LIFETIME_S = 300
 _ALGORITHM = "EdDSA"
+# The scopes each source enforces (the table above), as its protected-resource metadata lists them.
+SCOPES_BY_SOURCE: dict[str, tuple[str, ...]] = {
+    "customers": ("customers:restricted",),
+    "billing": ("billing:read", "billing:refund"),
+}
 
 _log = logging.getLogger(__name__)
 
@@ -189,6 +204,15 @@ class CredentialCheck:
         self._load = public_key
         self._key = public_key()
 
+    @property
+    def source(self) -> str:
+        return self._source
+
+    def verify(self, token: Any) -> Principal:
+        """The principal of a credential for this source, however it travelled (``_meta`` or a bearer
+        token): one verification, one set of rules."""
+        return verify_credential(self._public_key(), token, source=self._source)
+
     def _public_key(self) -> Ed25519PublicKey:
         if self._key is None:
             try:
@@ -203,12 +227,14 @@ class CredentialCheck:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method != "tools/call":
             return await call_next(ctx)
-        token = (ctx.meta or {}).get(CREDENTIAL_META_KEY)
+        token = (ctx.meta or {}).get(CREDENTIAL_META_KEY)  # the per-call credential wins (see above)
+        if token is None:
+            token = _bearer_token(ctx)
         if token is None:
             principal = ANONYMOUS
         else:
             try:
-                principal = verify_credential(self._public_key(), token, source=self._source)
+                principal = self.verify(token)
             except CredentialRejected as rejected:
                 return to_call_tool_result(
                     ToolError.of(
@@ -222,3 +248,15 @@ class CredentialCheck:
             return await call_next(ctx)
         finally:
             _current.reset(reset)
+
+
+def _bearer_token(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """The bearer token the HTTP request carrying this call was authenticated with, if any.
+
+    The SDK's ``BearerAuthBackend`` (``sources.http_auth``) puts the user it authenticated in the
+    HTTP request's scope; the SDK hands a call its HTTP request (``ctx.request``), none over stdio.
+    The token is verified again here, with the ``_meta`` credential's rules, so that whatever the
+    HTTP layer did, a call runs only as a principal this check itself accepted.
+    """
+    user = getattr(ctx.request, "scope", {}).get("user")
+    return user.access_token.token if isinstance(user, AuthenticatedUser) else None

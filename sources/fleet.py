@@ -34,7 +34,7 @@ import psutil
 
 from sources.catalogue import DEFAULT_PORTS, SOURCES
 from sources.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER, make_secret, read_secret
-from sources.private_files import private_folder
+from sources.private_files import NotYoursError, open_private_file, private_folder, publish_file
 from sources.settings import SIGNING_KEY_ENV, SourceSettings
 
 if TYPE_CHECKING:
@@ -124,10 +124,9 @@ class Fleet:
         return {source: Member(**entry) for source, entry in json.loads(self.state_file.read_text()).items()}
 
     def _save(self, members: Mapping[str, Member]) -> None:
-        self.state_file.parent.mkdir(parents=True, exist_ok=True)
-        draft = self.state_file.with_suffix(".tmp")
-        draft.write_text(json.dumps({source: asdict(member) for source, member in members.items()}, indent=2))
-        draft.replace(self.state_file)
+        private_folder(self.state_file.parent, contents=True)
+        text = json.dumps({source: asdict(member) for source, member in members.items()}, indent=2)
+        publish_file(self.state_file, text, replace=True)  # whole, 0600
 
     def urls(self) -> dict[str, str]:
         """The sources' MCP endpoints."""
@@ -140,7 +139,7 @@ class Fleet:
     # --- processes ------------------------------------------------------------------------------
 
     def _launch(self, source: str, port: int, chaos_control: bool, module: str = "") -> _Launched:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        private_folder(self.log_dir)  # a source's log says what it was asked and what failed
         log_path = self.log_dir / f"{source}.log"
         environment = {**os.environ, **self.settings.child_environment()}
         if module:  # a service: it answers to the fleet's secret
@@ -153,7 +152,7 @@ class Fleet:
         if chaos_control and not module:
             args.append("--chaos-control")
             environment[FLEET_SECRET_ENV] = self._secret()
-        with log_path.open("w") as log:
+        with open_private_file(log_path, "w") as log:
             # A session of its own: the source outlives the command that started it.
             process = subprocess.Popen(  # noqa: S603  (our own module, fixed arguments)
                 args, env=environment, stdin=subprocess.DEVNULL,
@@ -216,7 +215,10 @@ class Fleet:
                 f"a fleet is already up ({', '.join(running)}); run `research sources down` first"
             )
         chosen = {source: (ports or {}).get(source, DEFAULT_PORTS[source]) for source in SOURCES}
-        private_folder(self.settings.data_dir)  # 0700 if this makes it: the key pair and secrets go there
+        try:  # 0700 (what is in it too) even if it was there: the key pair and secrets go there
+            private_folder(self.settings.data_dir, contents=True)
+        except NotYoursError as exc:  # another user's: one line, as the fleet's other errors are
+            raise FleetError(str(exc)) from None
         make_secret(
             self.secret_file
         )  # a new secret for each fleet: whoever held the last one holds nothing now

@@ -14,6 +14,11 @@ its end, or dies, the child reads the end of its input and leaves at once.
 ``prestart()`` is the coordinator's first step, so the fork server's imports run on the second core
 while the coordinator imports its own. The fork server ends with the process that started it.
 
+The fork server starts from a minimal environment of its own (what a spawned child inherits: PATH,
+HOME, the locale, Python's own variables), never the coordinator's: the coordinator's secrets (its
+signing key, an API key, anything else in its environment) are not in the server's memory, nor in
+any source forked from it. Each source is then given only its own settings.
+
 This module stays light to import: the fork server, not the caller, imports the sources.
 """
 
@@ -25,8 +30,10 @@ import multiprocessing
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from multiprocessing import forkserver
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 
 from sources.catalogue import SOURCES
 
@@ -47,6 +54,23 @@ _PRELOAD = [
 # Variables a child takes from the coordinator's settings only, never from the fork server's copy
 # of the coordinator's environment (the same rule as a spawned child's cleaned environment).
 _OWN_PREFIXES = ("RESEARCH_", "OTEL_")
+
+# What the fork server inherits of the coordinator's environment: what the mcp SDK passes a spawned
+# stdio server (DEFAULT_INHERITED_ENV_VARS), the locale, and what Python itself reads.
+_INHERITED = (
+    "HOME",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+)
+_INHERITED_PREFIXES = ("PYTHON",)
 
 _context = multiprocessing.get_context("forkserver")
 
@@ -77,7 +101,44 @@ class ForkedSource:
 def prestart() -> None:
     """Start the fork server now: it imports the sources while this process goes on with its own work."""
     _context.set_forkserver_preload(_PRELOAD)
-    forkserver.ensure_running()
+    if _server_running():
+        forkserver.ensure_running()  # as it is: the environment is not touched while others may read it
+        return
+    with _environment_only(_inherited()):
+        forkserver.ensure_running()
+
+
+def _server_running() -> bool:
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # no public accessor
+    if pid is None:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return os.name != "posix" or not Path("/proc/self").exists()  # no /proc: trust ensure_running
+    return state != "Z"
+
+
+def _inherited() -> dict[str, str]:
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if name in _INHERITED or name.startswith(_INHERITED_PREFIXES)
+    }
+
+
+@contextlib.contextmanager
+def _environment_only(environment: dict[str, str]) -> Iterator[None]:
+    """This process's environment is ``environment`` for the block: what a process started in it
+    inherits (``ensure_running`` starts the fork server with the environment in effect)."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(environment)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def start(source: str, environment: dict[str, str]) -> ForkedSource:

@@ -1,12 +1,12 @@
 """The Ed25519 key pair behind credentials: the coordinator signs with the private key, sources verify
 with the public key and cannot mint.
 
-Made once, on the coordinator's first need, in the data folder (created 0700):
+Made once, on the coordinator's first need, in the data folder (0700, made so if it was there):
 
 | file                  | holds                                  | mode                        |
 |-----------------------|----------------------------------------|-----------------------------|
 | `signing-ed25519.key` | the private key (PKCS#8 PEM)           | 0600, refused if wider      |
-| `signing-ed25519.pub` | the public key (SubjectPublicKeyInfo PEM) | 0644, refused if others may write |
+| `signing-ed25519.pub` | the public key (SubjectPublicKeyInfo PEM) | 0600, refused if others may write |
 
 Of several processes making the pair at once exactly one private key wins: each publishes its own
 whole (``sources.private_files.publish_file``: a 0600 draft, hard-linked to the name) and a loser
@@ -75,7 +75,7 @@ def load_public_pem(text: str, origin: str) -> Ed25519PublicKey:
 
 def ensure_key_pair(data_dir: Path) -> Ed25519PrivateKey:
     """The data folder's private key, the pair made first if there is none (the coordinator's side only)."""
-    folder = private_folder(data_dir)
+    folder = private_folder(data_dir, contents=True)  # 0700 (and what is in it) even if it was there
     private_path = folder / PRIVATE_KEY_FILE
     if not private_path.exists():
         # Whoever links first wins; the others' drafts are dropped and they read the winner's key.
@@ -88,7 +88,7 @@ def ensure_key_pair(data_dir: Path) -> Ed25519PrivateKey:
     except (FileNotFoundError, ValueError):
         current = None  # missing, or open to others' writes: made again below, whole
     if current != expected.strip():
-        publish_file(public_path, expected, replace=True, mode=0o644)
+        publish_file(public_path, expected, replace=True)  # 0600 as all in the data folder, though not secret
     return key
 
 

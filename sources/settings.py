@@ -13,7 +13,7 @@
 | `RESEARCH_TRACE_PAYLOADS` | `full` records arguments and queries unredacted (local debugging only) | redacted |
 | `RESEARCH_RUN_ID`      | the run a process belongs to (set by the coordinator for its sources) | none      |
 | `RESEARCH_HTTP_SESSION_IDLE_S` | over HTTP: seconds after which a session with nothing in flight ends | 300 |
-| `RESEARCH_HTTP_MAX_SESSIONS` | over HTTP: most sessions held at once; more are refused (503) until some end | 1000 |
+| `RESEARCH_HTTP_MAX_SESSIONS` | over HTTP: most sessions held at once, for anonymous clients and, separately, for clients that opened theirs with a bearer token; more are refused (503) until some end | 1000 |
 
 The standard `OTEL_*` variables (exporter choice, OTLP endpoint...) are passed to spawned sources too,
 except `OTEL_SERVICE_NAME`: each process names its own service.

@@ -46,7 +46,6 @@ from sources.contract import (
 )
 from sources.faults import FaultLayer
 from sources.formats import Format
-from sources.private_files import private_folder
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.wire import Wire
@@ -131,7 +130,7 @@ def open_source(
     """A source's server with the shared middleware, and its data (generated on first start)."""
     # A source keeps no private key, even one its environment carried by mistake: it verifies, never signs.
     settings = (settings or SourceSettings.from_environment()).without_signing_key()
-    world = ensure_world(private_folder(settings.data_dir), settings.seed)
+    world = ensure_world(settings.data_dir, settings.seed)  # the data folder made private there
     server = MCPServer(
         name,
         instructions=instructions,

@@ -24,7 +24,10 @@ The story records have fixed identifiers that docs, examples and checks rely on:
 
 The world is written to ``<data dir>/world-v<N>-seed<S>/`` at first start. Several sources starting
 at once may each build it; each writes a private folder and renames it into place, and the first
-rename wins, so nobody ever reads a half-written file.
+rename wins, so nobody ever reads a half-written file. The folder is 0700 and its files 0600 (created
+so, before SQLite writes a byte; SQLite gives a database's journal, WAL and shared-memory files the
+database's own mode): the world holds customers' names and emails. A world, or a data folder, made
+before with wider modes is made so when next used (``sources.private_files.private_folder``).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from sources.catalogue import SOURCES
 from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, TODAY, pounds
 from sources.formats import CustomerTier, InvoiceStatus, OrderStatus, TicketPriority
 from sources.identifiers import CUSTOMER_ID, ORDER_ID, SKU
-from sources.private_files import private_folder
+from sources.private_files import open_private_file, private_folder
 from sources.products import PRODUCTS
 
 if TYPE_CHECKING:
@@ -600,9 +603,11 @@ def world_path(data_dir: Path, seed: int) -> Path:
 
 
 def _write(world: World, folder: Path) -> None:
-    folder.mkdir(parents=True)
+    private_folder(folder)
     for source in SOURCES:
-        with contextlib.closing(sqlite3.connect(folder / f"{source}.db")) as connection:
+        database = folder / f"{source}.db"
+        open_private_file(database, "w").close()  # 0600 from the start: SQLite keeps an empty file's mode
+        with contextlib.closing(sqlite3.connect(database)) as connection:
             connection.executescript(_SCHEMA[source])
             for table, rows in world.tables[source].items():
                 columns = list(rows[0])
@@ -613,15 +618,19 @@ def _write(world: World, folder: Path) -> None:
             if source in _FTS_REBUILD:
                 connection.execute(_FTS_REBUILD[source])
             connection.commit()
-    (folder / "fingerprint").write_text(world.fingerprint())
+    with open_private_file(folder / "fingerprint", "w") as fingerprint:
+        fingerprint.write(world.fingerprint())
 
 
 def ensure_world(data_dir: Path, seed: int) -> Path:
     """The folder holding this seed's world, generated first if it is not there yet."""
+    # 0700 whether this makes it or not (what is in it too, if it was open to others): the key pair
+    # and the fleet's secret go there too. Another user's is refused.
+    private_folder(data_dir, contents=True)
     target = world_path(data_dir, seed)
     if target.is_dir():
+        private_folder(target, contents=True)  # a world written before it was made private: made so now
         return target
-    private_folder(data_dir)  # 0700 if this makes it: the key pair and the fleet's secret go there too
     draft = data_dir / f".{target.name}.{os.getpid()}.{random.SystemRandom().getrandbits(32):08x}"
     try:
         _write(build_world(seed), draft)

@@ -173,6 +173,71 @@ def test_an_out_that_cannot_be_a_folder_is_named(settings: SourceSettings, tmp_p
     assert (tmp_path / "taken").read_text() == "a file of the user's"
 
 
+def _link_out(out: Path, elsewhere: Path) -> None:  # --out itself: a link to a folder of reports
+    (elsewhere / "reports").mkdir()
+    (elsewhere / "reports" / "q001.json").write_text(FORGED)
+    out.symlink_to(elsewhere, target_is_directory=True)
+
+
+def _link_reports(out: Path, elsewhere: Path) -> None:  # its reports folder: a link to forged ones
+    (elsewhere / "q001.json").write_text(FORGED)
+    out.mkdir()
+    (out / "reports").symlink_to(elsewhere, target_is_directory=True)
+
+
+def _link_a_report(out: Path, elsewhere: Path) -> None:  # one report: a link to a forged one
+    (elsewhere / "forged.json").write_text(FORGED)
+    (out / "reports").mkdir(parents=True)
+    (out / "reports" / "q001.json").symlink_to(elsewhere / "forged.json")
+
+
+def _link_the_summary(out: Path, elsewhere: Path) -> None:  # summary.json: a link to a file of the user's
+    (elsewhere / "notes.txt").write_text("a file of the user's")
+    (out / "reports").mkdir(parents=True)
+    (out / "reports" / "q001.json").write_text(FORGED)
+    (out / "summary.json").symlink_to(elsewhere / "notes.txt")
+
+
+def _link_the_traces(out: Path, elsewhere: Path) -> None:  # the traces folder: a link to another folder
+    (out / "reports").mkdir(parents=True)
+    (out / "reports" / "q001.json").write_text(FORGED)
+    (out / "traces").symlink_to(elsewhere, target_is_directory=True)
+
+
+def _files_in(folder: Path) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+FORGED = json.dumps({"status": "complete", "query": "forged", "gaps": []})
+
+
+@pytest.mark.parametrize(
+    ("plant", "said"),
+    [
+        (_link_out, "is a symbolic link"),
+        (_link_reports, "holds a symbolic link"),
+        (_link_a_report, "holds a symbolic link"),
+        (_link_the_summary, "holds a symbolic link"),
+        (_link_the_traces, "holds a symbolic link"),
+    ],
+)
+def test_an_out_that_is_or_holds_a_symbolic_link_is_refused_and_nothing_written_through_it(
+    settings: SourceSettings, tmp_path: Path, plant: Any, said: str
+) -> None:
+    """A link planted in --out (or --out a link) would have the batch write its reports and traces
+    somewhere else, or read a forged report as answered: refused in one line, before anything is written."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    plant(out, elsewhere)
+    before = _files_in(elsewhere)
+    done = in_process(settings, str(write_questions(tmp_path, QUESTIONS[:1])), "--out", str(out))
+    assert done.exit_code == 2, (done.stdout, done.stderr)
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: --out {out} {said}") and "Traceback" not in done.stderr, line
+    assert _files_in(elsewhere) == before  # nothing written there
+    assert not (out / "summary.json").exists() or (out / "summary.json").is_symlink()
+
+
 def test_a_missing_questions_file_is_named(settings: SourceSettings, tmp_path: Path) -> None:
     done = in_process(settings, str(tmp_path / "nowhere.jsonl"), "--out", str(tmp_path / "out"))
     assert done.exit_code == 2 and "cannot read the questions file" in done.stderr, done.stderr

@@ -317,6 +317,50 @@ def test_a_registry_file_nobody_here_approved_runs_none_of_its_commands(
     assert "is not approved here" in research_cli(settings, planted, "sources", "list").stderr
 
 
+def test_the_bytes_approved_are_the_bytes_parsed(settings: SourceSettings, tmp_path: Path) -> None:
+    """A registry swapped between its read and its check is judged by what was read: a hostile file
+    parsed while the approved one is back on disk at the check is not approved (the check once hashed
+    the file anew), and an approved file parsed is approved whatever is on disk afterwards."""
+    from coordinator.registry_trust import is_trusted, trust
+
+    data, registry, ran = tmp_path / "data", tmp_path / "research.toml", tmp_path / "ran"
+    approved = '[[source]]\nname = "notes"\ncommand = ["true"]\n'
+    hostile = f'[[source]]\nname = "notes"\ncommand = ["touch", "{ran}"]\n'
+    registry.write_text(approved, encoding="utf-8")
+    trust(registry, data, Registry.load(registry).digest)
+
+    registry.write_text(hostile, encoding="utf-8")
+    parsed = Registry.load(registry)  # the hostile entry is what would run...
+    registry.write_text(approved, encoding="utf-8")  # ...and the approved file is back for the check
+    assert parsed.entries["notes"].command == ("touch", str(ran))
+    assert not is_trusted(registry, data, parsed.digest)
+
+    parsed = Registry.load(registry)
+    registry.write_text(hostile, encoding="utf-8")
+    assert is_trusted(registry, data, parsed.digest) and parsed.entries["notes"].command == ("true",)
+
+
+def test_a_relative_command_runs_beside_its_registry_never_in_the_current_folder(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    """An approved entry without ``cwd`` names files beside the registry file: run from a folder that
+    holds a hostile server of the same name, that server is never started."""
+    home, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    ran = tmp_path / "hostile-ran"
+    (elsewhere / "notes_server.py").write_text(f"open({str(ran)!r}, 'w').close()\n", encoding="utf-8")
+    registry = home / "research.toml"
+    registry.write_text(
+        f'[[source]]\nname = "notes"\ncommand = ["{sys.executable}", "notes_server.py"]\n', encoding="utf-8"
+    )
+    assert Registry.load(registry).entries["notes"].cwd == str(home.resolve())
+    assert research_cli(settings, registry, "sources", "trust", cwd=elsewhere).returncode == 0
+    checked = research_cli(settings, registry, "sources", "check", "notes", cwd=elsewhere)
+    assert checked.returncode == 1, checked.stderr  # no notes_server.py beside the registry: it fails
+    assert not ran.exists()
+
+
 # --- what research may call on a registered source ---------------------------------------------------
 
 
@@ -338,12 +382,28 @@ async def test_a_write_tool_of_a_registered_source_is_never_called(
         async with Connections.opened(targets) as connections:
             runtime = build_runtime(
                 connections, CredentialBroker(settings.signing_key()), seed=1,
-                allowed_tools={"docs": frozenset({"read_text_file", "list_directory"})},
+                registry=Registry(None).added(entry), data_dir=settings.data_dir, named=(),
             )  # fmt: skip
             task = Task("write", "docs", "write_file", {"path": str(written), "content": "overwritten"})
             report = await run_subagent(task, runtime, deadline=runtime.clock.now() + 10)
     assert report.state == "escalated" and report.escalation is not None
     assert report.escalation.error_category == "business" and "was not called" in report.escalation.message
+    assert not written.exists()
+
+
+def test_research_task_holds_a_registered_source_to_its_allowed_tools(
+    settings: SourceSettings, docs: Path, tmp_path: Path
+) -> None:
+    """`research task` builds its runtime where every entry point does: a write tool the entry never
+    named is not called through it either (it once ran with no allowed-tools hook at all)."""
+    registry = tmp_path / "research.toml"
+    Registry(registry).added(docs_entry(docs)).save()
+    assert research_cli(settings, registry, "sources", "trust").returncode == 0
+    written = docs / "written.md"
+    done = research_cli(
+        settings, registry, "task", "docs", "write_file", json.dumps({"path": str(written), "content": "x"})
+    )
+    assert done.returncode == 1 and "was not called" in done.stdout, (done.stdout, done.stderr)
     assert not written.exists()
 
 

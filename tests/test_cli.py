@@ -22,12 +22,14 @@ from tests.conftest import PROJECT_ROOT
 pytestmark = pytest.mark.subprocess
 
 
-def research(settings: SourceSettings, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run `research ARGS...` to its end, as a user does."""
+def research(
+    settings: SourceSettings, *args: str, cwd: Path = PROJECT_ROOT
+) -> subprocess.CompletedProcess[str]:
+    """Run `research ARGS...` to its end, as a user does (from ``cwd``: its ./research.toml is read)."""
     environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", *args],
-        env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        env=environment, cwd=cwd, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
 
@@ -93,6 +95,32 @@ def test_usage_errors_say_what_is_wrong(settings: SourceSettings, args: list[str
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sources", "check", "notes"],
+        ["sources", "call", "notes", "search", "{}"],
+        ["task", "notes", "search", "{}"],
+    ],
+)
+def test_a_source_of_an_unapproved_registry_is_one_line_saying_why(
+    settings: SourceSettings, tmp_path: Path, args: list[str]
+) -> None:
+    """A research.toml nobody here approved (it came with a clone, say) runs none of its commands: a
+    command naming one of its sources says so in one line, exit status 2, never a KeyError's traceback."""
+    ran = tmp_path / "ran"
+    (tmp_path / "research.toml").write_text(
+        f'[[source]]\nname = "notes"\ncommand = ["touch", "{ran}"]\n', encoding="utf-8"
+    )
+    fresh = dataclasses.replace(settings, data_dir=tmp_path / "data")  # nothing approved there
+    done = research(fresh, *args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "source 'notes' is not in effect" in line, line
+    assert "research.toml is not approved here" in line and "`research sources trust`" in line, line
+    assert "Traceback" not in done.stderr and done.stdout == "" and not ran.exists()
 
 
 def test_help_lists_the_choices_and_no_type_of_a_flag(settings: SourceSettings) -> None:
@@ -309,6 +337,44 @@ def test_plan_shows_the_plan_without_running_it(settings: SourceSettings) -> Non
     partly = research(settings, "plan", "refund on ORD-10031 and tickets since last month")
     assert partly.returncode == 3, partly.stderr
     assert "not researched: a refund on ORD-10031" in partly.stdout and "say how much" in partly.stdout
+
+
+# What a terminal would act on or hide rather than show: bidi overrides and isolates, the line and
+# paragraph separators, zero-width and tag characters, a carriage return; each as it is printed.
+UNSHOWN = {
+    "\u202e": "\\u202e", "\u2066": "\\u2066", "\u2028": "\\u2028", "\u2029": "\\u2029",
+    "\u200b": "\\u200b", "\ufeff": "\\ufeff", "\U000e0041": "\\U000e0041", "\r": "\\u000d",
+}  # fmt: skip
+
+
+def unshown_in(text: str) -> list[str]:
+    """The control, format and separator characters of ``text`` (a new line and a tab aside)."""
+    import unicodedata
+
+    return [
+        char for char in text if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") and char not in "\n\t"
+    ]
+
+
+@pytest.mark.parametrize("char", list(UNSHOWN))
+def test_plan_shows_a_control_or_bidi_character_of_the_query_escaped(
+    settings: SourceSettings, char: str
+) -> None:
+    query = f"Orders of CUST-00042{char}tickets and evil"
+    shown = research(settings, "plan", query, "--explain")
+    assert shown.returncode in (0, 3), shown.stderr
+    assert unshown_in(shown.stdout) == [] and unshown_in(shown.stderr) == []
+    assert UNSHOWN[char] in shown.stdout, shown.stdout
+    as_json = research(settings, "plan", query, "--json")  # data for scripts: the query as it was given
+    assert as_json.returncode in (0, 3), as_json.stderr
+    assert any(char in span["text"] for span in json.loads(as_json.stdout)["spans"])
+
+
+def test_ask_shows_a_bidi_override_in_the_query_escaped(settings: SourceSettings) -> None:
+    done = research(settings, "ask", "Orders of CUST-00042? \u202eredro\u2028PS")
+    assert done.returncode in (0, 3), done.stderr
+    assert unshown_in(done.stdout) == [] and unshown_in(done.stderr) == []
+    assert "CUST-00042? \\u202eredro\\u2028PS" in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize(

@@ -198,6 +198,24 @@ def test_a_plot_that_is_not_png_is_a_usage_error() -> None:
     )
 
 
+@pytest.mark.parametrize("where", ["missing/deeper/compare.png", "a-folder.png"])
+def test_a_plot_it_would_have_to_make_a_folder_for_or_that_is_a_folder_is_refused(
+    tmp_path: Path, where: str
+) -> None:
+    """--plot writes into a folder that is there: a missing one is never created (a typo'd path, a
+    folder somewhere it should not be), and a folder is no file to write."""
+    (tmp_path / "a-folder.png").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", CLI, "compare", "--scenarios", "1", "--plot", str(tmp_path / where)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: --plot ") and "Traceback" not in done.stderr, line
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a-folder.png"]  # no folder made
+    assert list((tmp_path / "a-folder.png").iterdir()) == []
+
+
 async def test_in_claude_mode_only_the_contract_tells_the_model_what_failed(
     mode_worlds: dict[str, SourceSettings],
 ) -> None:

@@ -263,10 +263,12 @@ def test_the_key_pair_is_private_from_the_start(tmp_path: Path) -> None:
     ]  # no drafts
 
 
-def test_an_existing_data_folder_keeps_its_mode(tmp_path: Path) -> None:
+def test_an_existing_data_folder_is_made_private(tmp_path: Path) -> None:
     tmp_path.chmod(0o755)
     SourceSettings(data_dir=tmp_path).signing_key()
-    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755  # its owner chose it; the key file is 0600 anyway
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o700  # made so: what others could open there leaks
+    for name in (PRIVATE_KEY_FILE, PUBLIC_KEY_FILE):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o600, name
 
 
 def test_a_private_key_file_others_can_read_is_refused(tmp_path: Path) -> None:

@@ -217,3 +217,55 @@ async def test_a_subagent_that_was_told_the_orders_refunds_does_not_send_one_abo
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """The hooks run inside the subagent, which is written for anyio: both backends."""
     return str(request.param)
+
+
+async def test_a_write_acts_only_on_what_the_question_named_or_its_research_found(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    """A refund on an order the question never named is blocked before it leaves, whoever chose it,
+    and a lookup a model is steered to ("also refund ORD-10134") does not make it found; an order
+    found by a call about what the question named (the customer's own orders) may be acted on."""
+    from coordinator.reading import identifiers_named
+    from coordinator.registry import Registry
+    from coordinator.runtime import build_runtime
+    from sources import orders
+
+    own = dataclasses.replace(settings, data_dir=tmp_path)  # refunds of its own
+    servers = {"billing": billing.create_server(own), "orders": orders.create_server(own)}
+
+    async def run(question: str, tasks: list[Task]) -> dict[str, Any]:
+        clock = FakeClock()
+        async with Connections.opened(
+            {name: (lambda s=server: s) for name, server in servers.items()}
+        ) as opened:
+            runtime = build_runtime(
+                opened, CredentialBroker(TEST_KEY, base_scopes=frozenset({"billing:read", "billing:refund", "orders:read"})),
+                registry=Registry(None), data_dir=tmp_path, named=identifiers_named(question), question=question,
+                clock=clock, seed=1,
+            )  # fmt: skip
+            return {task.id: await run_subagent(task, runtime, deadline=clock.now() + 30) for task in tasks}
+
+    def refund(order: str, key: str) -> Task:
+        return Task(key, "billing", "issue_refund", {"order_id": order, "amount": 5, "idempotency_key": key})
+
+    with anyio.fail_after(60):
+        steered = await run("can we refund £5 on ORD-10031?", [
+            refund("ORD-10134", "scope-unnamed"),
+            Task("lookup", "orders", "get_order", {"order_id": "ORD-10134"}),
+            refund("ORD-10134", "scope-after-lookup"),
+            refund("ORD-10031", "scope-named"),
+        ])  # fmt: skip
+        found = await run("what can we do for CUST-00042 about their orders?", [
+            Task("orders", "orders", "search_orders", {"customer_id": "CUST-00042"}),
+            refund("ORD-10008", "scope-found"),
+        ])  # fmt: skip
+    assert steered["lookup"].state == "ok"  # a read is a read: the guard is on writes
+    for blocked in (steered["scope-unnamed"], steered["scope-after-lookup"]):
+        assert blocked.state == "escalated" and blocked.attempts == 0
+        assert [decision.action for decision in blocked.decisions] == ["hook_blocked"]
+        assert "ORD-10134 is neither named in the question nor found" in (blocked.message or "")
+    assert steered["scope-named"].state == "ok" and found["scope-found"].state == "ok"
+    rows = Store(world_path(tmp_path, own.seed) / "billing.db").rows(
+        "SELECT order_id FROM refunds ORDER BY order_id"
+    )
+    assert rows == [{"order_id": "ORD-10008"}, {"order_id": "ORD-10031"}]

@@ -5,6 +5,9 @@ inside MCP Inspector and most desktop hosts. It validates a result's ``structure
 the tool's ``outputSchema``, errors included: a contract error sent there would reach such hosts as
 an opaque protocol error. Each outcome must come back as data: a success with its structured copy,
 an error as its JSON in the text block, with the contract's fields.
+
+Over HTTP the same client also authenticates as hosts do, with the coordinator's credential sent as
+``Authorization: Bearer`` (``sources.http_auth``), and reads the 401 and the metadata it is refused with.
 """
 
 from __future__ import annotations
@@ -15,14 +18,25 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from sources.auth import CREDENTIAL_META_KEY, issue_credential
 from sources.catalogue import TOOLS
 from sources.settings import SourceSettings
-from tests.conftest import MODULES, PROJECT_ROOT, HttpSource, child_environment, credential, http_sources
+from tests.conftest import (
+    MODULES,
+    PROJECT_ROOT,
+    TEST_KEY,
+    HttpSource,
+    child_environment,
+    credential,
+    http_sources,
+)
 from tests.outcomes import OUTCOMES, PROCESS_ENVIRONMENT
 
 pytestmark = pytest.mark.subprocess
@@ -157,3 +171,103 @@ def test_a_nan_amount_is_a_contract_validation_error(
     payload = json.loads(result["content"][0]["text"])
     assert result["isError"] is True and payload["errorCategory"] == "validation"
     assert "Argument 'amount' must be a finite number" in payload["description"]
+
+
+ELIGIBILITY = {
+    "name": "refund_eligibility",
+    "arguments": {"order_id": "ORD-10031", "amount": 45},
+    "meta": None,
+}
+
+
+def typescript_bearer(url: str, calls: list[dict[str, Any]], token: str | None) -> list[dict[str, Any]]:
+    """The TypeScript client over HTTP sending ``token`` as ``Authorization: Bearer`` (none: no header);
+    its output lines: the tools listed and one answer per call, or the one ``refused`` line."""
+    environment = {key: value for key, value in os.environ.items() if key != "INTEROP_BEARER_TOKEN"}
+    if token is not None:
+        environment["INTEROP_BEARER_TOKEN"] = token
+    done = subprocess.run(
+        [NODE, str(INTEROP / "call.mjs"), "http", url],
+        input=json.dumps(calls), env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def billing_payload(answer: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    assert "error" not in answer, answer
+    result = answer["result"]
+    return result.get("isError", False), json.loads(result["content"][0]["text"])
+
+
+def test_a_bearer_token_is_a_credential_for_the_typescript_client(over_http: dict[str, HttpSource]) -> None:
+    """A host that was given a credential sends it as a bearer token: billing's refund_eligibility
+    (scope billing:read) answers; without a token the same call is billing's permission error."""
+    url = over_http["billing"].url
+    token = issue_credential(TEST_KEY, "a-host", ["billing:read"], source="billing")
+    listed, answer = typescript_bearer(url, [ELIGIBILITY], token)
+    assert "refund_eligibility" in listed["tools"]
+    is_error, payload = billing_payload(answer)
+    assert is_error is False and answer["result"]["structuredContent"] == payload
+    assert payload["results"][0]["eligible"] is True
+
+    _, anonymous = typescript_bearer(url, [ELIGIBILITY], None)
+    is_error, payload = billing_payload(anonymous)
+    assert is_error is True and "structuredContent" not in anonymous["result"]
+    assert payload["errorCategory"] == "permission" and payload["requiredScope"] == "billing:read"
+    assert "principal 'anonymous'" in payload["description"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["wrong audience", "expired", "another key", "not a token"],
+)
+def test_a_bad_bearer_token_is_refused_with_401_and_where_the_metadata_is(
+    over_http: dict[str, HttpSource], bad: str
+) -> None:
+    """What the official client sees: HTTP 401, ``WWW-Authenticate: Bearer error="invalid_token"``
+    with ``resource_metadata``, which it follows to the source's protected-resource metadata."""
+    running = over_http["billing"]
+    token = {
+        "wrong audience": issue_credential(TEST_KEY, "a-host", ["billing:read"], source="customers"),
+        "expired": issue_credential(TEST_KEY, "a-host", ["billing:read"], source="billing", now=time.time() - 900),
+        "another key": issue_credential(Ed25519PrivateKey.generate(), "a-host", ["billing:read"], source="billing"),
+        "not a token": "not-a-token",
+    }[bad]  # fmt: skip
+    (line,) = typescript_bearer(running.url, [ELIGIBILITY], token)
+    refused = line["refused"]
+    assert refused["status"] == 401 and refused["code"] == 401, refused
+    assert refused["wwwAuthenticate"].startswith("Bearer ") and refused["error"] == "invalid_token"
+    origin = running.url.removesuffix("/mcp")
+    assert refused["resourceMetadataUrl"] == f"{origin}/.well-known/oauth-protected-resource/mcp"
+    assert refused["metadata"] == {
+        "resource": running.url,
+        "scopes_supported": ["billing:read", "billing:refund"],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "research source billing",
+    }
+    assert token not in json.dumps(refused)  # a refusal never quotes the token
+
+
+def test_a_meta_credential_wins_over_the_bearer_token(over_http: dict[str, HttpSource]) -> None:
+    """Both on one call: the ``_meta`` credential is the one the call runs as. A scopeless bearer
+    token plus a ``_meta`` credential with billing:read is allowed; a bearer token with billing:read
+    plus a ``_meta`` credential for another source is refused (never a silent fallback)."""
+    url = over_http["billing"].url
+    scopeless = issue_credential(TEST_KEY, "a-host", [], source="billing")
+    elevated = {**ELIGIBILITY, "meta": credential("billing:read", source="billing")}
+    _, allowed, bearer_alone = typescript_bearer(url, [elevated, ELIGIBILITY], scopeless)
+    assert billing_payload(allowed)[0] is False
+    is_error, payload = billing_payload(bearer_alone)  # the bearer token's own principal holds no scope
+    assert is_error is True and payload["requiredScope"] == "billing:read"
+    assert "principal 'a-host'" in payload["description"]
+    reading = issue_credential(TEST_KEY, "a-host", ["billing:read"], source="billing")
+    foreign = {
+        **ELIGIBILITY,
+        "meta": {CREDENTIAL_META_KEY: issue_credential(TEST_KEY, "x", ["billing:read"], source="kb")},
+    }
+    _, refused, plain = typescript_bearer(url, [foreign, ELIGIBILITY], reading)
+    is_error, payload = billing_payload(refused)
+    assert is_error is True and payload["errorCategory"] == "permission"
+    assert "credential presented was rejected" in payload["description"]
+    assert billing_payload(plain)[0] is False  # the bearer token alone still holds billing:read

@@ -3,6 +3,8 @@
 Each process appends one JSON object per finished span to its own file,
 ``<traces dir>/<service>-<pid>.jsonl``, through the SDK's ``ConsoleSpanExporter`` pointed at that
 file (one line per span). One file per process: six processes never interleave their writes.
+The folder is 0700 and each file 0600, made so if they were there already: traces hold what queries
+asked and what the sources found.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+from sources.private_files import open_private_file, private_folder
 
 __all__ = ["file_exporter", "load_traces"]
 
@@ -36,11 +40,14 @@ def _make_private(folder: Path) -> None:
     for missing in reversed([each for each in (folder, *folder.parents) if not each.exists()]):
         missing.mkdir(mode=0o700, exist_ok=True)
         missing.chmod(0o700)  # mkdir's mode passes through the umask
+    # The folder itself 0700 even if it was there (and its files 0600, if it was open to others);
+    # another user's is refused.
+    private_folder(folder, contents=True)
 
 
 def file_exporter(traces_dir: Path, service_name: str) -> ConsoleSpanExporter:
     _make_private(traces_dir)
-    handle = (traces_dir / f"{service_name}-{os.getpid()}.jsonl").open("a", encoding="utf-8", buffering=1)
+    handle = open_private_file(traces_dir / f"{service_name}-{os.getpid()}.jsonl", "a")  # line-buffered
     return _FileSpanExporter(service_name=service_name, out=handle, formatter=_line)
 
 

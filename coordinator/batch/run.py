@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import anyio
 
 from coordinator.batch.questions import Question, read_questions
-from coordinator.batch.store import BatchDir
+from coordinator.batch.store import BatchDir, LinkRefused
 from coordinator.batch.summary import Tally, summarize
 from coordinator.batch.work import Answer, Setup
 from sources.catalogue import SOURCES
@@ -171,6 +171,8 @@ def run_batch(
     questions = read_questions(batch.questions)
     try:
         folder.prepare()
+    except LinkRefused as exc:
+        raise BatchError(f"--out {batch.out} {exc}") from None
     except OSError as exc:
         raise BatchError(
             f"--out {batch.out} cannot be the batch's folder ({exc.strerror}): name a folder to create, or one of yours"

@@ -10,18 +10,30 @@ Each file is published whole (``sources.private_files.publish_file``: a 0600 dra
 exclusively, flushed to disk, renamed over), so it is whole or absent: a batch killed at any instant
 leaves only finished reports, and a rerun skips every question that has one. A failed question is
 tried again by a rerun. The folders are made 0700: reports hold what the sources said of customers.
+
+A folder holding a symbolic link where the batch writes or reads (DIR itself, its folders and
+summary.json, anything in its folders) is refused before anything is written (``LinkRefused``):
+a link planted there would have the reports written, or a forged report read, somewhere else.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sources.private_files import private_folder, publish_file
 
-__all__ = ["BatchDir"]
+__all__ = ["BatchDir", "LinkRefused"]
+
+_FOLDERS = ("reports", "failed", "checks", "traces")  # what the batch writes into, and reads back
+
+
+class LinkRefused(ValueError):
+    """The batch's folder is, or holds, a symbolic link where the batch would write or read; the
+    message says which, after the folder's name ("is a symbolic link ...", "holds ...")."""
 
 
 @dataclass(frozen=True)
@@ -33,8 +45,30 @@ class BatchDir:
         return self.root / "traces"
 
     def prepare(self) -> None:
+        """The folder and its folders, private; ``LinkRefused`` before any is made or written to
+        when one of them, or anything in them, is a symbolic link."""
+        self._refuse_links()
         for folder in (self.root, self.root / "reports", self.root / "failed", self.root / "checks"):
             private_folder(folder)
+
+    def _refuse_links(self) -> None:
+        if self.root.is_symlink():
+            raise LinkRefused(
+                f"is a symbolic link (to {os.readlink(self.root)}); the batch writes into "
+                "a folder itself, never through a link: name the folder it points to, or a new one"
+            )
+        if not self.root.is_dir():
+            return  # nothing there yet (made by prepare), or not a folder (prepare says so)
+        found = [self.root / name for name in (*_FOLDERS, "summary.json")]
+        for folder in (self.root / name for name in _FOLDERS):
+            if folder.is_dir() and not folder.is_symlink():
+                found += sorted(folder.iterdir())
+        for path in found:
+            if path.is_symlink():
+                raise LinkRefused(
+                    f"holds a symbolic link, {path} (to {os.readlink(path)}); the batch "
+                    "never writes or reads through one: remove it, or name another folder"
+                )
 
     def report_path(self, question_id: str) -> Path:
         return self.root / "reports" / f"{question_id}.json"

@@ -13,6 +13,7 @@ import psutil
 from coordinator.chaos.catalogue import _MODULES, CATALOGUE, CHAOS_POLICY, Scenario
 from coordinator.chaos.checker import check
 from coordinator.chaos.history import History, ScenarioResult
+from coordinator.registry import Registry
 from coordinator.research import ResearchOptions, make_plan, research
 from coordinator.runtime import build_runtime
 from sources.catalogue import SOURCES
@@ -136,10 +137,6 @@ async def _refund(
         Connections.opened({"billing": targets["billing"]}) as connections,
         claude_subagents(options.claude) as model,
     ):
-        runtime = build_runtime(
-            connections, broker, policy=options.policy, pre_call=pre_call, post_call=hooks, seed=scenario.seed,
-            model=model, classifier=options.classifier,
-        )  # fmt: skip
         amount = scenario.refund_amount or 0.0
         task = Task(
             "refund_issue",
@@ -147,6 +144,11 @@ async def _refund(
             "issue_refund",
             {"order_id": "ORD-10008", "amount": amount, "idempotency_key": key},
         )
+        runtime = build_runtime(
+            connections, broker, registry=Registry(None), data_dir=settings.data_dir, named=["ORD-10008"],
+            policy=options.policy, pre_call=pre_call, post_call=hooks, seed=scenario.seed,
+            model=model, classifier=options.classifier,
+        )  # fmt: skip
         await run_subagent(task, runtime, deadline=runtime.clock.now() + scenario.deadline_s)
 
 

@@ -194,7 +194,9 @@ def _plan(query: str, registry: Registry, deadline_s: float) -> Plan:
     try:
         return plan_query(query, registry_catalog(registry, deadline_s * PLANNING_SHARE))
     except QueryError as exc:
-        raise usage_error(str(exc)) from None
+        from coordinator.render import shown
+
+        raise usage_error(shown(str(exc), keep="")) from None
 
 
 def _research_here(asked: _Asked, plan: Plan) -> None:
@@ -354,7 +356,9 @@ def _ask_the_coordinator_service(asked: _Asked) -> None:
             output=_terminal(console, asked.json_output), grants=list(asked.grants),
         )  # fmt: skip
     except ask_service.QueryRefused as refused:
-        raise usage_error(str(refused)) from None
+        from coordinator.render import shown
+
+        raise usage_error(shown(str(refused), keep="")) from None
     except (ask_service.ServiceUnavailable, ValueError) as exc:  # ValueError: an unreadable fleet secret
         Console(stderr=True).print(f"[dim]{exc}; researching in this process[/]")
         return

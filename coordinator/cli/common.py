@@ -116,20 +116,15 @@ def load_registry(*, to_change: bool = False) -> Registry:
     sources are left out, said in one line; ``to_change`` (`add`, `remove`) refuses it instead, so
     that writing to it never approves what someone else put there.
     """
+    from coordinator.cli.params import unapproved as not_approved
     from coordinator.registry import Registry, RegistryError
-    from coordinator.registry_trust import is_trusted
-    from sources.settings import data_dir_from
 
     try:
         registry = Registry.load()
     except RegistryError as exc:
         raise usage_error(str(exc)) from None
-    if (
-        registry.path is not None
-        and registry.path.exists()
-        and not is_trusted(registry.path, data_dir_from())
-    ):
-        unapproved = f"{registry.path} is not approved here (written elsewhere, or changed since)"
+    unapproved = not_approved(registry)
+    if unapproved is not None:
         if to_change:
             raise usage_error(f"{unapproved}; read it, then `research sources trust`, and try again")
         if registry.entries or registry.problems:
@@ -286,11 +281,15 @@ def start_tracing(
 ) -> SourceSettings:
     """Configure the tracing of a command that starts a run (``--otlp`` adds the OTLP exporter to
     those ``OTEL_TRACES_EXPORTER`` names); the returned settings carry the run's id, and the
-    exporters the command chose, to the sources it spawns."""
+    exporters the command chose, to the sources it spawns. The data folder is made private first
+    (0700, what is in it too); another user's is refused in one line, before anything is written
+    there or any source starts."""
+    from sources.private_files import private_folder
     from traces.setup import exporter_names, start_run  # here, not at the top: start-up time
 
     full_payloads = full_payloads or settings.full_payloads
     try:
+        private_folder(settings.data_dir, contents=True)  # NotYoursError is a ValueError: one line
         exporters = exporter_names()
         if otlp and "otlp" not in exporters:
             exporters.append("otlp")

@@ -55,8 +55,8 @@ def compare_command(
         raise usage_error(
             "--llm claude needs ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint)"
         )
-    if plot is not None and plot.suffix.lower() != ".png":
-        raise usage_error(f"--plot takes a .png file, e.g. compare.png; got {str(plot)!r}")
+    if plot is not None:
+        _check_plot(plot)
     from coordinator.chaos.catalogue import scenarios as draw  # here: start-up time (the five sources)
     from coordinator.compare.runner import compare
     from traces.setup import ensure_tracing
@@ -72,6 +72,21 @@ def compare_command(
         from coordinator.compare.plot import plot as draw_chart
 
         progress.print(f"chart: {draw_chart(comparison.modes, scenarios, seed, plot)}")
+
+
+def _check_plot(plot: Path) -> None:
+    """A chart's file: a .png in a folder that is there (none is created), and not a folder itself."""
+    if plot.suffix.lower() != ".png":
+        raise usage_error(f"--plot takes a .png file, e.g. compare.png; got {str(plot)!r}")
+    folder = plot.parent
+    if not folder.is_dir():
+        raise usage_error(
+            f"--plot {str(plot)!r}: there is no folder {str(folder)!r}; name a file in a folder that exists"
+        )
+    if plot.is_dir():
+        raise usage_error(
+            f"--plot {str(plot)!r} is a folder; name a .png file, e.g. {str(plot / 'compare.png')!r}"
+        )
 
 
 def _progress(console: Console, total: int) -> Callable[[int, Scenario, dict[str, Figures]], None]:

@@ -30,6 +30,7 @@ import typer
 from sources.catalogue import SOURCES
 
 if TYPE_CHECKING:
+    from coordinator.registry import Registry
     from sources.faults import FaultSettings
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "source_names",
     "source_url",
     "trace_kind",
+    "unapproved",
 ]
 
 
@@ -179,10 +181,44 @@ def known_source(source: str) -> str:
 
 
 def any_source(source: str) -> str:
-    """A source in effect: a demo source or one added to the registry (`research sources add`)."""
-    if source not in source_names():
-        raise typer.BadParameter(f"unknown source {source!r}; choose one of {', '.join(source_names())}")
+    """A source in effect: a demo source or one added to the registry (`research sources add`).
+
+    A registry's source that is not in effect (the file is not approved here, or leaves the entry
+    out) is refused here, saying why, before the command looks it up: one line, never a traceback."""
+    if source in SOURCES:
+        return source
+    from coordinator.registry import Registry, RegistryError
+
+    try:
+        registry = Registry.load()
+    except RegistryError as exc:
+        raise typer.BadParameter(f"source {source!r} is not in effect: {exc}") from None
+    if source in registry.problems:
+        raise typer.BadParameter(
+            f"source {source!r} is not in effect: {registry.path} leaves it out ({registry.problems[source]})"
+        )
+    why = unapproved(registry)
+    if source not in registry.entries:
+        in_effect = SOURCES if why is not None else tuple(registry.sources())
+        raise typer.BadParameter(f"unknown source {source!r}; choose one of {', '.join(in_effect)}")
+    if why is not None:
+        raise typer.BadParameter(
+            f"source {source!r} is not in effect: {why}; read it, then `research sources trust`"
+        )
     return source
+
+
+def unapproved(registry: Registry) -> str | None:
+    """Why a registry's sources are left out when its file is not approved here (what `research
+    sources trust` is for); None when they are in effect (no file, or the very bytes read approved)."""
+    from coordinator.registry_trust import is_trusted
+    from sources.settings import data_dir_from
+
+    if registry.path is None or not registry.path.exists():
+        return None
+    if is_trusted(registry.path, data_dir_from(), registry.digest):
+        return None
+    return f"{registry.path} is not approved here (written elsewhere, or changed since)"
 
 
 def source_names() -> tuple[str, ...]:

@@ -66,7 +66,9 @@ def show_plan(
 
             plan, _ = anyio.run(functools.partial(claude_plan, query, claude, catalog=catalog))
     except QueryError as exc:
-        raise usage_error(str(exc)) from None
+        from coordinator.render import shown
+
+        raise usage_error(shown(str(exc), keep="")) from None
     if json_output:
         typer.echo(json.dumps(plan.describe(), ensure_ascii=False, indent=2))
     else:
@@ -77,26 +79,33 @@ def show_plan(
 
 
 def _print_plan(plan: Plan, console: Console) -> None:
+    """The plan's tasks, what is not researched and the notes: what they quote of the query is
+    ``shown`` (a control or bidi character in it is printed escaped)."""
+    from coordinator.render import shown
+
     table = Table("task", "call", "waits for", "why", box=None, pad_edge=False)
     for task in plan.describe()["tasks"]:
         arguments = ", ".join(
             f"{name}={json.dumps(value, ensure_ascii=False)}" for name, value in task["arguments"].items()
         )
-        table.add_row(
-            task["id"], f"{task['source']}.{task['tool']}({arguments})", ", ".join(task["depends_on"]) or "-", task["why"]
-        )  # fmt: skip
+        cells = (task["id"], f"{task['source']}.{task['tool']}({arguments})", ", ".join(task["depends_on"]) or "-", task["why"])  # fmt: skip
+        table.add_row(*(Text(shown(cell)) for cell in cells))
     console.print(table)
     for item in plan.unplanned:
         console.print(
-            Text.assemble(("not researched: ", "yellow"), item.what, " -> ", (item.next_step, "bold"))
+            Text.assemble(
+                ("not researched: ", "yellow"), shown(item.what), " -> ", (shown(item.next_step), "bold")
+            )
         )
-        console.print(Text(f"  why: {item.why}", style="dim"))
+        console.print(Text(f"  why: {shown(item.why)}", style="dim"))
     for note in plan.notes:
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(Text(f"note: {shown(note)}", style="dim"))
 
 
 def _print_spans(plan: Plan, console: Console) -> None:
     """Every span of the query and what became of it (the deterministic planner's reading)."""
+    from coordinator.render import shown
+
     if not plan.spans:
         console.print(
             Text("how it was read: the plan is a model's; only what it names is checked", style="dim")
@@ -104,6 +113,9 @@ def _print_spans(plan: Plan, console: Console) -> None:
         return
     table = Table("span", "role", "tasks", "how", box=None, pad_edge=False, title="how it was read")
     for span in plan.describe()["spans"]:
-        text = " ".join(str(span["text"]).split())
-        table.add_row(text, span["role"], ", ".join(span["tasks"]) or "-", span["how"])
+        # Its words on one line; a character of the query shown escaped, never split on: the
+        # separators U+2028 and U+2029 are white space to split(), and would vanish.
+        text = " ".join(shown(str(span["text"])).split())
+        cells = (text, span["role"], ", ".join(span["tasks"]) or "-", span["how"])
+        table.add_row(*(Text(shown(str(cell))) for cell in cells))
     console.print(table)

@@ -128,7 +128,10 @@ def call_source(
 
     Example: research sources call billing refund_eligibility '{"order_id": "ORD-10023", "amount": 750}' --scope billing:read
     """
-    entry = load_registry().get(source)
+    try:
+        entry = load_registry().get(source)
+    except KeyError as exc:  # the file changed since the argument was checked: one line, as there
+        raise usage_error(str(exc.args[0])) from None
     if entry.demo:
         _check_tool(source, tool)  # a registered server answers an unknown tool itself (classified)
     # Here, not at the top: start-up time.

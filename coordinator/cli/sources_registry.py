@@ -244,7 +244,7 @@ def _saved(registry: Registry, path: Path | None) -> Path:
         written = registry.save(path)
     except RegistryError as exc:
         raise usage_error(str(exc)) from None
-    trust(written, data_dir_from())
+    trust(written, data_dir_from(), registry.digest)  # the bytes just written, not the file as it is now
     return written
 
 
@@ -266,7 +266,7 @@ def trust_registry() -> None:
         raise usage_error(str(exc)) from None
     if registry.path is None or not registry.path.exists():
         raise usage_error("there is no registry file to approve: `research sources add` writes one")
-    trust(registry.path, data_dir_from())
+    trust(registry.path, data_dir_from(), registry.digest)  # the bytes read and shown below
     typer.echo(f"approved {registry.path}")
     for entry in registry.entries.values():
         typer.echo(f"  {entry.name}: {entry.where}")
@@ -285,7 +285,10 @@ def check_source(
     Example: research sources check docs
     """
     registry = load_registry()
-    entry = registry.get(name)
+    try:
+        entry = registry.get(name)
+    except KeyError as exc:  # the file changed since the name was checked
+        raise usage_error(str(exc.args[0])) from None
     if entry.demo:
         entry_listed = _demo_listed(name)
         catalog = _demo_catalog()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from coordinator.cli.common import (
     ArgumentsArgument,
@@ -18,6 +19,7 @@ from coordinator.cli.common import (
     SourceArgument,
     app,
     claude_for,
+    load_registry,
     start_tracing,
     usage_error,
 )
@@ -26,7 +28,7 @@ from coordinator.cli.params import SourceFaults
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from coordinator.registry import Registry
+    from coordinator.registry import Registry, SourceEntry
     from sources.faults import FaultSettings
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
@@ -73,6 +75,11 @@ def run_task(
     Example: research task customers customer_lookup '{"identifier": " Jane.Doe@Example.com "}'
     """
     source_faults = _faults_of(source, faults or [])
+    registry = load_registry()
+    try:
+        entry = registry.get(source)
+    except KeyError as exc:  # the file changed since the argument was checked: one line, as there
+        raise usage_error(str(exc.args[0])) from None
     # Here, after the source and the arguments are checked, not at the top: start-up time.
     import anyio
 
@@ -84,21 +91,20 @@ def run_task(
         source=source, tool=tool, arguments=dict(arguments or {}), purpose=purpose, grants=tuple(grant or ()),
         timeout=timeout, deadline=deadline, seed=seed, claude=claude_for(llm),
     )  # fmt: skip
-    report = anyio.run(_run, call, settings)
+    report = anyio.run(_run, call, settings, registry, entry)
     Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))
     raise typer.Exit(1 if report.state == "escalated" else 0)
 
 
-def _target(source: str, settings: SourceSettings, registry: Registry) -> Target:
+def _target(entry: SourceEntry, settings: SourceSettings) -> Target:
     """A demo source spawned with its fault layer set; a registered one as its entry says, its faults
     injected client-side (it has no layer of its own)."""
     from coordinator.registered_tools import registered_target
     from subagents.client_faults import with_client_faults
     from subagents.connection import stdio_target
 
-    entry = registry.get(source)
     if entry.demo:
-        return stdio_target(source, settings)
+        return stdio_target(entry.name, settings)
     target = registered_target(entry, settings.data_dir / "logs")
     return with_client_faults(target, settings.faults) if settings.faults.active else target
 
@@ -113,10 +119,11 @@ def _faults_of(source: str, faults: list[SourceFaults]) -> FaultSettings:
     return next((given.settings for given in reversed(faults)), FaultSettings())
 
 
-async def _run(call: _Call, settings: SourceSettings) -> SubagentReport:
+async def _run(
+    call: _Call, settings: SourceSettings, registry: Registry, entry: SourceEntry
+) -> SubagentReport:
     """The task, under one root span for the command: the session's handshake and every call are its children."""
     from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
-    from coordinator.cli.common import load_registry
     from coordinator.runtime import build_runtime
     from subagents.broker import CredentialBroker, Grant
     from subagents.connection import Connections
@@ -125,15 +132,16 @@ async def _run(call: _Call, settings: SourceSettings) -> SubagentReport:
     from subagents.tool_loop import claude_subagents
     from traces.spans import command_span, end_command
 
-    registry = load_registry()
     with command_span("task", f"{call.source}.{call.tool}") as span:
         async with (
-            Connections.opened({call.source: _target(call.source, settings, registry)}) as connections,
+            Connections.opened({call.source: _target(entry, settings)}) as connections,
             claude_subagents(call.claude) as model,
         ):
             grants = tuple(Grant(scope, call.purpose) for scope in call.grants)
             runtime = build_runtime(
                 connections, CredentialBroker(settings.signing_key(), grants=(*grants, *registry.grants())),
+                registry=registry, data_dir=settings.data_dir,
+                named=[str(value) for value in call.arguments.values()],  # what the command line names
                 classifier=registry.classifier(),
                 policy=RecoveryPolicy(call_timeout_s=call.timeout), seed=call.seed,
                 observer=_Progress(Console(stderr=True)), model=model,
@@ -162,8 +170,12 @@ class _Progress:
         pass  # the report that follows says how the task ended
 
     def decided(self, task: Task, decision: Decision) -> None:
+        from coordinator.render import shown  # the reason quotes what a source said: printed escaped
+
         wait = f" in {decision.backoff_ms / 1000:.2f} s" if decision.backoff_ms else ""
         category = f" ({decision.category})" if decision.category else ""
         self._console.print(
-            f"[dim]{task.source}[/] [bold]{decision.action}[/]{category}{wait}: {decision.reason}"
+            f"[dim]{task.source}[/] [bold]{decision.action}[/]{category}{wait}: ",
+            Text(shown(decision.reason)),
+            sep="",
         )

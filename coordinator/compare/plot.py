@@ -28,7 +28,7 @@ def _share(figures: Figures, numerator: str, denominator: str) -> float:
 
 
 def plot(modes: dict[str, Figures], scenarios: int, seed: int, path: Path) -> Path:
-    """Write the chart to ``path`` (PNG) and return it."""
+    """Write the chart to ``path`` (PNG) and return it; its folder must exist (none is created)."""
     import matplotlib  # here, not at the top: only `--plot` needs it (start-up time)
 
     matplotlib.use("Agg")  # a file, never a window
@@ -53,7 +53,6 @@ def plot(modes: dict[str, Figures], scenarios: int, seed: int, path: Path) -> Pa
     axes.legend(frameon=False)
     axes.spines[["top", "right"]].set_visible(False)
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
+    figure.savefig(path)  # into a folder that is there: `research compare` checks it, and creates none
     pyplot.close(figure)
     return path
