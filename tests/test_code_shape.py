@@ -84,3 +84,48 @@ def test_a_domain_fact_is_written_in_one_module(fact: str, pattern: re.Pattern[s
         if pattern.search(text)
     ]
     assert elsewhere == [], f"{fact} is written outside {home}"
+
+
+def _called(path: Path) -> set[str]:
+    """The names a module calls (``f(...)`` and ``x.f(...)``)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            function = node.func
+            names.add(function.id if isinstance(function, ast.Name) else getattr(function, "attr", ""))
+    return names
+
+
+# Every way the coordinator runs subagents: ask, batch (its local and Ray workers run one question
+# through batch/work.py), the service, chaos (a scenario and the soak), `research task`. compare runs
+# chaos scenarios.
+ENTRY_POINTS = (
+    "coordinator/cli/ask.py",
+    "coordinator/batch/work.py",
+    "coordinator/service.py",
+    "coordinator/chaos/runner.py",
+    "coordinator/chaos/soak.py",
+    "coordinator/cli/task.py",
+)
+
+
+def test_every_runtime_is_built_in_one_place_with_its_guards() -> None:
+    """Subagents run only on a runtime ``build_runtime`` assembled, with the refund guard, the write
+    guard and the allowed-tools hook: no module of the coordinator builds a ``Runtime`` itself, every
+    module that runs subagents or a plan gets its runtime there or through ``research()``, and what
+    the guards need (the registry, the data folder, what the question named) has no default."""
+    import inspect
+
+    from coordinator.runtime import build_runtime
+
+    coordinator = sorted((ROOT / "coordinator").rglob("*.py"))
+    for path in coordinator:
+        called, name = _called(path), str(path.relative_to(ROOT))
+        assert "Runtime" not in called or name == "coordinator/runtime.py", name
+        if called & {"run_subagent", "run_plan"} and name != "coordinator/run.py":  # run.py is handed one
+            assert called & {"build_runtime", "research"}, name
+    runs = {str(p.relative_to(ROOT)) for p in coordinator if _called(p) & {"build_runtime", "research"}}
+    assert runs - {"coordinator/research.py"} == set(ENTRY_POINTS)
+    parameters = inspect.signature(build_runtime).parameters
+    for needed in ("registry", "data_dir", "named"):
+        assert parameters[needed].default is inspect.Parameter.empty, needed

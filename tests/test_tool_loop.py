@@ -544,3 +544,37 @@ async def test_a_bug_in_our_own_code_under_the_model_is_raised_not_turned_into_a
         with pytest.raises(ZeroDivisionError, match="a bug in a hook"):
             await run(runtime, "orders", "orders", "search_orders", {"customer_id": "CUST-00042"})
     assert len(api.requests_of("orders")) == 1  # the model was not asked again with the bug as data
+
+
+async def test_a_model_steered_to_refund_another_order_is_blocked(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    """Claude mode with the refund scope granted: the question is about ORD-10031, and the refund
+    subagent's model, steered (as by text a source returned), refunds ORD-10134. The write guard
+    blocks it before it leaves; the refund research itself is answered, and billing paid nothing."""
+    from coordinator.research import ResearchOptions, research
+    from subagents.broker import Grant
+
+    key = f"steered-{uuid.uuid4().hex[:12]}"
+    steered = {"order_id": "ORD-10134", "amount": 20, "idempotency_key": key}
+    api = fake_api(refund=[calls(("issue_refund", steered)), says("Refunded.")])
+    servers = {name: module.create_server(settings) for name, module in MODULES.items()}
+    options = ResearchOptions(
+        seed=1,
+        claude=claude_settings(api),
+        grants=(Grant("billing:read", None), Grant("billing:refund", None)),
+    )
+    with anyio.fail_after(60):
+        report = await research(
+            "can we refund £20 on ORD-10031?", options, settings=settings, clock=FakeClock(),
+            targets={name: (lambda s=server: s) for name, server in servers.items()},
+        )  # fmt: skip
+    seen = seen_by_model(api, "refund")
+    assert (
+        seen
+        and seen[0]["is_error"]
+        and "ORD-10134 is neither named in the question" in seen[0]["description"]
+    )
+    billing = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
+    assert billing.rows("SELECT id FROM refunds WHERE idempotency_key = ?", (key,)) == []
+    assert {task.id for task in report.tasks} >= {"refund"}
