@@ -138,7 +138,8 @@ INTENTS: tuple[Intent, ...] = (
     Intent(
         "refund",
         words_of(
-            "refund refunds refunded refundable refunding reimburse reimbursed reimbursement compensation compensate"
+            "refund refunds refunded refundable refunding reimburse reimbursed reimbursement compensation compensate "
+            "goodwill"
         ),
         ("billing.refund_eligibility", "kb.search_policies"),
         phrases=(
@@ -331,6 +332,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "a discount for the trouble",
         "sort them out with some cash",
         "smooth things over",
+        "sweeten things for them",
+        "a goodwill payment",
         "their cash back",
     ),
     "policies": (

@@ -387,6 +387,15 @@ def test_a_killed_batch_keeps_every_finished_report_and_a_rerun_finishes(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["this_run"]["questions"] == 30 - len(kept) + 1  # the unanswered, the failed one too
     assert summary["failed"] == 1 and summary["invariant_violations"] == 0
+    assert summary["this_run"]["workers"] >= 1
+
+    answered = tmp_path / "answered.jsonl"  # the same questions less the one nobody can research
+    answered.write_text("\n".join(questions.read_text().splitlines()[1:]) + "\n")
+    third = run_batch_command(settings, str(answered), "--out", str(out))
+    assert third.returncode == 0, third.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["this_run"]["questions"] == 0 and summary["this_run"]["workers"] == 0  # none started
+    assert "none asked: every question had its report" in " ".join(third.stdout.split())
 
 
 def test_ctrl_c_keeps_every_finished_report_and_stops_the_fleet(

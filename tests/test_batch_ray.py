@@ -61,6 +61,7 @@ def on_ray(settings: SourceSettings, questions: Path, out: Path, *args: str) -> 
         Fleet(settings).down()
     assert done.returncode in (0, 3), done.stderr
     assert "retries / first attempts" in done.stdout and "Traceback" not in done.stderr
+    assert "core_worker.cc" not in done.stderr and "Token authentication" not in done.stderr, done.stderr
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
     return summary
 

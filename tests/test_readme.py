@@ -419,3 +419,16 @@ def test_the_python_snippet_runs_as_printed(settings: SourceSettings, tmp_path: 
     done = run(session, f"python {shlex.quote(str(script))}")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert "'ORD-10023'" in done.stdout and "'resultCount': 3" in done.stdout, done.stdout
+
+
+def test_every_example_file_the_readme_names_is_shipped_and_reads() -> None:
+    """A newcomer copies `research batch examples/questions.jsonl ...`: the file is there, and every
+    line of it is a question the batch accepts."""
+    from coordinator.batch.questions import read_questions
+
+    absent_on_purpose = {"examples/docs/returns.md"}  # the README's file that is not there (ENOENT)
+    named = sorted(set(re.findall(r"\bexamples/[\w./-]*\w", README.read_text(encoding="utf-8"))))
+    assert "examples/questions.jsonl" in named and absent_on_purpose <= set(named)
+    missing = [path for path in named if not (PROJECT_ROOT / path).exists()]
+    assert missing == sorted(absent_on_purpose)
+    assert len(read_questions(PROJECT_ROOT / "examples" / "questions.jsonl")) == 12

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import os
 import time
+import uuid
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
@@ -93,12 +94,14 @@ class RayGuard:
 class BatchWorker:
     """One worker process: sessions to the fleet held for its life, questions answered concurrently."""
 
-    def __init__(self, setup: Setup, host: Any, bulkhead: int | None) -> None:
+    def __init__(self, setup: Setup, host: str, bulkhead: int | None) -> None:
         configure_tracing(
             "research-coordinator", traces_dir=setup.settings.traces_path, run_id=setup.settings.run_id
         )
         self.setup = setup
-        self.guard = RayGuard(host, Bulkheads(bulkhead))
+        # The guard is found by its name: an actor handle among a restartable actor's constructor
+        # arguments lives in the object store, and Ray warns that a restart may then fail.
+        self.guard = RayGuard(ray.get_actor(host), Bulkheads(bulkhead))
         self._asking: Asking | None = None
         self._ready: asyncio.Event | None = None
         self._closing = asyncio.Event()
@@ -149,20 +152,20 @@ class RayEngine:
 
     async def __aenter__(self) -> RayEngine:
         if not ray.is_initialized():
+            # Ray's own notices (token authentication is on, as it should be) only when asked.
+            level = logging.WARNING if os.environ.get("RESEARCH_RAY_LOGS") else logging.ERROR
             if self.address:
-                ray.init(address=self.address, log_to_driver=False)
+                ray.init(address=self.address, log_to_driver=False, logging_level=level)
             else:
                 ray.init(
-                    num_cpus=self.workers,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    logging_level=logging.WARNING,
+                    num_cpus=self.workers, include_dashboard=False, log_to_driver=False, logging_level=level
                 )
             self._started_ray = True
         # ray.remote turned the classes into actor classes, whose .remote() mypy cannot see.
-        self._host = GuardHost.remote(self.retry_share, self.fleet_bulkhead)  # type: ignore[attr-defined]  # an actor class
+        host = f"research-batch-guard-{uuid.uuid4().hex}"
+        self._host = GuardHost.options(name=host).remote(self.retry_share, self.fleet_bulkhead)  # type: ignore[attr-defined]  # an actor class
         self._pool = [
-            BatchWorker.remote(self.setup, self._host, self.bulkhead)  # type: ignore[attr-defined]  # an actor class
+            BatchWorker.remote(self.setup, host, self.bulkhead)  # type: ignore[attr-defined]  # an actor class
             for _ in range(self.workers)
         ]
         self._busy = [0] * self.workers

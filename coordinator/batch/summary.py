@@ -21,7 +21,7 @@ class Tally:
     violations: int = 0
     not_started: int = 0  # Claude mode: left for the next run, the batch's tokens being spent
     budget: dict[str, dict[str, int]] = field(default_factory=dict)  # the guard's counts, per source
-    workers: int = 1
+    workers: int = 0  # the engine's, once one is started: none when every question had its report
     asking_s: float | None = None  # the time with the fleet and the workers up
     memory_rss: list[int] = field(default_factory=list)  # each worker's, as the engine closed
 
@@ -102,7 +102,12 @@ def summary_table(summary: dict[str, Any]) -> Table:
             "wall time (this run)",
             f"{run['wall_s']:.1f} s for {run['questions']} questions ({run['startup_s']:.1f} s start-up)",
         ),
-        ("questions per second", f"{run['questions_per_s']:.2f} ({run['engine']}, {run['workers']} workers)"),
+        (
+            "questions per second",
+            f"{run['questions_per_s']:.2f} ({run['engine']}, {run['workers']} workers)"
+            if run["questions"]
+            else "none asked: every question had its report (no workers started)",
+        ),
         (
             "retries / first attempts",
             f"{budget['retries']} / {budget['first_attempts']} = {budget['retry_ratio']:.1%}",
