@@ -39,7 +39,7 @@ from coordinator.report import (
 )
 from coordinator.tools import Catalog, demo_catalog
 from sources.contract import ErrorCategory
-from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
+from subagents.claude import MISSING_KEY, ClaudeSettings, TokenBudget, model_api_category
 
 if TYPE_CHECKING:
     import anthropic
@@ -189,7 +189,7 @@ async def claude_plan(
     summary = PlanningSummary(planner="claude")
     catalog = catalog or demo_catalog()
     if not settings.api_key:  # the model cannot be asked at all
-        return _fallback(query, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION, catalog)
+        return _fallback(query, summary, MISSING_KEY, ErrorCategory.PERMISSION, catalog)
     spending = budget or TokenBudget(settings.token_budget)
 
     async def converse(client: anthropic.AsyncAnthropic) -> tuple[Plan, PlanningSummary]:
@@ -290,7 +290,7 @@ async def claude_brief(
     """
     summary = SynthesisSummary(writer="claude")
     if not settings.api_key:
-        return _keep_answer(report, summary, "no ANTHROPIC_API_KEY is set", ErrorCategory.PERMISSION)
+        return _keep_answer(report, summary, MISSING_KEY, ErrorCategory.PERMISSION)
     spending = budget or TokenBudget(settings.token_budget)
     if spending.exhausted:
         return _keep_answer(report, summary, f"the token budget is spent ({spending.describe()})", None)

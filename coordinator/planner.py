@@ -37,12 +37,15 @@ from coordinator.reading import Mention, QueryError, Reading, read_query
 from coordinator.spans import Span
 from coordinator.spans import clauses as clauses_of
 from coordinator.tools import (
+    ARGUMENT_PHRASES,
     GIVES,
     LOOKUPS,
     PATH_KINDS,
     SUBJECT_KINDS,
     TASK_NAMES,
+    TOPIC_WORDS,
     WHY,
+    WHY_LOOKED_UP,
     Argument,
     Catalog,
     demo_catalog,
@@ -436,8 +439,39 @@ class _Planner:
             depends = tuple(dict.fromkeys(upstream.id for upstream in call.needs.values()))
             source, tool = call.tool.split(".")
             tasks.append(PlannedTask(call.id, source, tool, arguments, purpose=call.purpose,
-                                     depends_on=depends, why=_why(call.tool, arguments)))  # fmt: skip
+                                     depends_on=depends, why=self._why(call)))  # fmt: skip
         return tasks
+
+    def _why(self, call: _Call) -> str:
+        """Why ``call`` is planned, in words: its tool's sentence, its arguments said as they read."""
+        kinds = {name: argument.kind for name, argument in self.tools[call.tool].items()}
+        said = {
+            name: self._said(call, name, value, kinds.get(name, "other"))
+            for name, value in call.arguments.items()
+        }
+        return _why(call.tool, said, kinds, looked_up=set(call.needs))
+
+    def _said(self, call: _Call, name: str, value: Any, kind: str) -> str:
+        """An argument's value as a why says it: an amount in pounds; a value a lookup gives as what it
+        is, "the customer" (the plan's one customer), "Jane Doe" (one of several), "ORD-10023's customer"."""
+        if isinstance(value, Ref):
+            upstream = call.needs[name]
+            if value.field != "id":
+                return f"{self._about(upstream)}'s {value.field.removesuffix('_id').replace('_', ' ')}"
+            kind_given = next(given for given, field in GIVES[upstream.tool].items() if field == "id")
+            alike = [c for c in self.calls if GIVES.get(c.tool, {}).get(kind_given) == "id"]
+            return f"the {kind_given.removesuffix('_id')}" if len(alike) == 1 else self._about(upstream)
+        if kind == "amount" and isinstance(value, int | float) and not isinstance(value, bool):
+            return pounds(value)
+        return str(value)
+
+    def _about(self, lookup: _Call) -> str:
+        """What a lookup looks up, in words: what it was given ("jane.doe@example.com"), or, when that
+        came from another lookup, what that one gives ("ORD-10023's customer")."""
+        for name, value in lookup.arguments.items():
+            if isinstance(value, Ref):
+                return self._said(lookup, name, value, "other")
+        return lookup.subject
 
 
 # The words for one order ("my order", "the shipment", "I ordered it (ORD-10023)"): with an order
@@ -557,26 +591,87 @@ def _pair_amounts(reading: Reading) -> tuple[list[tuple[Mention, Mention]], list
     return sorted(pairs, key=lambda pair: pair[0].start), free
 
 
-def _why(tool: str, arguments: dict[str, Any]) -> str:
-    shown = {name: _shown(value) for name, value in arguments.items()}
+def _why(tool: str, said: dict[str, str], kinds: dict[str, str], *, looked_up: set[str]) -> str:
+    """The why of a call of ``tool`` whose arguments are ``said`` (name -> value in words): its
+    sentence (``WHY``) with the arguments it names in it, the others after it as their kinds say
+    (``ARGUMENT_PHRASES``): "support tickets of the customer, open ones", "refund policies",
+    "the orders of CUST-00042, with SKU-4417-BLK, placed from 2026-10-01 to 2026-10-31"."""
     source, name = tool.split(".")
-    template = WHY.get(tool, f"{name} from {source}")  # a registered tool: its name, its arguments after
-    named = set(re.findall(r"\{(\w+)\}", template))
-    text = template.format_map({name: shown.get(name, "?") for name in named})
-    filters = [f"{name.replace('_', ' ')} {value}" for name, value in shown.items() if name not in named]
-    return f"{text} ({', '.join(filters)})" if filters else text
+    said_so = [argument for argument in sorted(looked_up) if (tool, argument) in WHY_LOOKED_UP]
+    template = (  # a registered tool's: its name and its source, its arguments after
+        WHY_LOOKED_UP[(tool, said_so[0])] if said_so else WHY.get(tool, f"{_words(name)} from {source}")
+    )
+    named = set(re.findall(r"\{(\w+)\}", template)) | set(said_so[:1])
+    values = dict(said)
+    if "topic" in named:  # the search text's topic words lead ("refund policies"); the rest is searched
+        searched = next((argument for argument in said if kinds.get(argument) == "text"), None)
+        values["topic"], rest = _topic(said[searched]) if searched else ("", "")
+        if searched:
+            values[searched] = rest
+    text = " ".join(template.format_map({key: values.get(key, "?") for key in named}).split())
+    subjects, qualifiers = [text], []
+    dates = {argument: value for argument, value in values.items() if kinds.get(argument) == "date" and value}
+    for argument, value in values.items():
+        kind = kinds.get(argument, "other")
+        if argument in named or argument not in said or not value or kind == "date":
+            continue
+        if kind == "links":
+            qualifiers.append("directly" if value == "1" else f"up to {value} links away")
+        elif kind == "text":
+            subjects.append(ARGUMENT_PHRASES[kind].format(_searched(value)))
+        elif kind in ARGUMENT_PHRASES:
+            phrase = ARGUMENT_PHRASES[kind].format(value)
+            (subjects if kind in SUBJECT_KINDS else qualifiers).append(phrase)
+        elif kind == "other":
+            qualifiers.append(f"{_words(argument)} {value}")
+        else:  # a kind of a registered source's (a path, a time zone): what the call is for
+            subjects.append(f"for {value}")
+    if dates:  # a range of dates is one phrase, and the last
+        qualifiers.append(_dated(dates))
+    return ", ".join([" ".join(subjects), *qualifiers])
 
 
-def _shown(value: Any) -> str:
-    if isinstance(value, Ref):
-        return (
-            f"the {value.task}'s {value.field.removesuffix('_id')}"
-            if value.field != "id"
-            else f"the {value.task}"
-        )
-    if isinstance(value, float):
-        return pounds(value)
-    return str(value)
+# At most this many of a search's words are quoted in its why (the call shows them all).
+_MOST_SEARCHED = 6
+
+
+def _searched(text: str) -> str:
+    words = text.split()
+    return " ".join(words[:_MOST_SEARCHED]) + (" …" if len(words) > _MOST_SEARCHED else "")
+
+
+def _topic(text: str) -> tuple[str, str]:
+    """A search text's topic words (``TOPIC_WORDS``, in any form: "refunds"), and its other words."""
+    words = text.split()
+    topics = sorted({topic for topic in TOPIC_WORDS for word in words if _form_of(word.lower(), topic)})
+    rest = [word for word in words if not any(_form_of(word.lower(), topic) for topic in TOPIC_WORDS)]
+    return " ".join(topics), " ".join(rest)
+
+
+def _form_of(word: str, topic: str) -> bool:
+    return word == topic or (word.startswith(topic) and word[len(topic) :] in ("s", "ed", "ing", "able"))
+
+
+def _dated(dates: dict[str, str]) -> str:
+    """Date bounds as one phrase: "placed on 2026-10-20", "placed from A to B", "placed since A"."""
+    lower = {name: value for name, value in dates.items() if _LOWER_BOUND.search(name)}
+    upper = {name: value for name, value in dates.items() if name not in lower}
+    stem = " ".join(_words(_UPPER_BOUND.sub("_", _LOWER_BOUND.sub("_", next(iter(dates))))).split())
+    after, before = next(iter(lower.values()), None), next(iter(upper.values()), None)
+    if after and before:
+        when = f"on {after}" if after == before else f"from {after} to {before}"
+    else:
+        when = f"since {after}" if after else f"up to {before}"
+    return f"{stem} {when}".strip()
+
+
+# The words of a date argument's name that say which bound it is (the planner's ``_date`` reads them so).
+_LOWER_BOUND = re.compile(r"(?:^|_)(?:after|since|from)(?:_|$)")
+_UPPER_BOUND = re.compile(r"(?:^|_)(?:before|until|to)(?:_|$)")
+
+
+def _words(name: str) -> str:
+    return name.replace("_", " ").strip()
 
 
 def _slug(text: str) -> str:

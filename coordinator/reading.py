@@ -279,9 +279,15 @@ def _links(match: re.Match[str]) -> int:
     return _count(match["count"] or match["depth"])
 
 
+# An amount in another currency, whole as it was typed (what the refusal quotes): "$450", "US$1,250.50",
+# "€12,50", "USD 45", "450 €", "45 dollars", "$5k". A number ends on a digit: "$450." quotes "$450". The
+# number before a symbol or word starts a number ("10031 $" of "ORD-10031 $45" is none).
+_NUMBER = r"\d(?:[\d,.]*\d)?"
+_CURRENCY_CODE = r"(?:USD|EUR|JPY|AUD|CAD|INR|CHF)"
 _OTHER_CURRENCY = re.compile(
-    r"[$€¥₹]\s?\d|\b(?:USD|EUR|JPY|AUD|CAD|INR|CHF)\s?\d|"
-    r"\d[\d,.]*\s?(?:USD|EUR|JPY|AUD|CAD|INR|CHF|dollars?|euros?|bucks|yen|rupees?|cents?)\b",
+    rf"(?:\b(?:US|AU|CA|NZ|HK|A|C|S))?[$€¥₹]\s?{_NUMBER}(?:k\b)?"
+    rf"|\b{_CURRENCY_CODE}\s?{_NUMBER}(?:k\b)?"
+    rf"|(?<![\w.,-]){_NUMBER}k?\s?(?:[$€¥₹]|(?:{_CURRENCY_CODE}|dollars?|euros?|bucks|yen|rupees?|cents?)\b)",
     re.I,
 )
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -14,6 +16,7 @@ from rich.text import Text
 
 from coordinator.plan import Plan
 from coordinator.report import ResearchReport, TaskSummary
+from coordinator.sentences import describe, plain, record_id
 from subagents.decisions import Decision
 
 if TYPE_CHECKING:  # the subagent's module imports the mcp SDK, which rendering a report never needs
@@ -61,28 +64,51 @@ def _escaped(char: str) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
-_WIDE_COLUMNS = 100  # the progress table names each task's tool from this width up
+# The task table's columns. Where they do not all fit (80 columns: a pipe, CI, a small terminal), the
+# source goes: the least useful, as each tool's name says its source (customer_lookup, search_orders)
+# and the report's citations name it. The task, its tool and its state are never cut nor wrapped;
+# the last step wraps if it must.
+_TASK_COLUMNS = ("task", "source", "tool", "state", "last step")
+_LEAST_USEFUL = "source"
+# The last step's width the choice counts on, whatever it says now: "escalated: business (2 attempts)".
+# The live table keeps its columns while its last steps change.
+_LAST_STEP_WIDTH = 32
 
 
 class LiveProgress:
-    """A subagent observer that keeps one line per task up to date on the terminal."""
+    """A subagent observer that keeps one line per task up to date on the terminal.
 
-    def __init__(self, plan: Plan, console: Console) -> None:
+    A task still running shows how long its current step has taken, counted as the table is drawn
+    (four times a second): a source that hangs shows its seconds going up, never a still screen."""
+
+    def __init__(self, plan: Plan, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
         self._plan = plan
+        self._clock = clock
+        self._console = console
         self._status: dict[str, tuple[str, str]] = {
             task.id: ("waiting", f"after {', '.join(task.depends_on)}" if task.depends_on else "")
             for task in plan.order()
         }
-        self._live = Live(console=console, refresh_per_second=8, transient=False)
-        self._live.update(self._table())
+        self._since: dict[str, float] = {}  # when each running task's current step began
+        self._live = Live(console=console, refresh_per_second=4, transient=False, get_renderable=self._table)
 
     def _table(self) -> Table:
-        rows = [(task.id, task.source, task.tool, *self._status[task.id]) for task in self._plan.order()]
-        return _task_table(rows, self._live.console.width)
+        rows = [(task.id, task.source, task.tool, *self._shown(task.id)) for task in self._plan.order()]
+        return _task_table(rows, self._console.width)
+
+    def _shown(self, task_id: str) -> tuple[str, str]:
+        state, detail = self._status[task_id]
+        if state != "running" or task_id not in self._since:
+            return state, detail
+        waited = self._clock() - self._since[task_id]
+        return state, f"{detail}, {waited:.0f} s" if waited >= 1 else detail
 
     def _set(self, task_id: str, state: str, detail: str) -> None:
         self._status[task_id] = (state, detail)
-        self._live.update(self._table())
+        if state == "running":
+            self._since[task_id] = self._clock()
+        if self._live.is_started:  # drawn now; before it starts or once stopped, drawn when it stops
+            self._live.refresh()
 
     def __enter__(self) -> LiveProgress:
         self._live.__enter__()
@@ -140,21 +166,29 @@ def print_task_table(report: ResearchReport, console: Console) -> None:
 
 
 def _task_table(rows: Sequence[tuple[str, str, str, str, str]], width: int) -> Table:
-    """One row per task: id, source, tool, state, last step. At 80 columns (a pipe, CI, a small
-    terminal) the tool's name would wrap every row: the task and its source say enough there."""
-    wide = width >= _WIDE_COLUMNS
-    columns = (
-        ["task", "source", "tool", "state", "last step"] if wide else ["task", "source", "state", "last step"]
-    )
+    """One row per task: id, source, tool, state, last step, within ``width`` columns."""
+    columns: tuple[str, ...] = _TASK_COLUMNS
+    if _task_table_width(rows, columns) > width:
+        columns = tuple(column for column in columns if column != _LEAST_USEFUL)
     table = Table(*columns, box=None, pad_edge=False)
+    for column in table.columns:
+        column.no_wrap = column.header != "last step"
     for task_id, source, tool, state, detail in rows:
-        cells = [task_id, source, tool] if wide else [task_id, source]
-        table.add_row(
-            *(Text(shown(cell)) for cell in cells),
-            Text(state, style=_STATE_STYLE.get(state, "")),
-            Text(shown(detail)),
-        )
+        cells = {"task": Text(shown(task_id)), "source": Text(shown(source)), "tool": Text(shown(tool))}
+        cells |= {"state": Text(state, style=_STATE_STYLE.get(state, "")), "last step": Text(shown(detail))}
+        table.add_row(*(cells[column] for column in columns))
     return table
+
+
+def _task_table_width(rows: Sequence[tuple[str, str, str, str, str]], columns: Sequence[str]) -> int:
+    """How wide the table is with these columns: each its widest cell (the last step as wide as
+    ``_LAST_STEP_WIDTH``, the state as its longest word), two spaces between them."""
+    widths = {
+        name: max([len(name), *(cell_len(shown(row[at])) for row in rows)])
+        for at, name in enumerate(_TASK_COLUMNS[:3])
+    }
+    widths |= {"state": max(len(state) for state in _STATE_STYLE), "last step": _LAST_STEP_WIDTH}
+    return sum(widths[column] for column in columns) + 2 * (len(columns) - 1)
 
 
 def _turns(task: TaskSummary) -> int:
@@ -199,12 +233,11 @@ def print_report(report: ResearchReport, console: Console) -> None:
     for gap in report.gaps:
         head = shown(f"  {gap.task} ({gap.source}): {gap.state}, {gap.error_category or 'no category'}")
         console.print(Text.assemble((head, _STATE_STYLE[gap.state]), " -> ", (shown(gap.way_out), "bold")))
-        tried = json.dumps(gap.attempted_query.arguments, ensure_ascii=False)
-        console.print(Text(shown(f"    tried: {gap.attempted_query.tool} {tried}"), style="dim"))
+        tried = _called(gap.attempted_query.tool, gap.attempted_query.arguments)
+        console.print(Text(shown(f"    tried: {tried}"), style="dim"))
         console.print(Text(f"    why:   {shown(gap.message)}", style="dim"))
-        if gap.partial_results:
-            kept = json.dumps(gap.partial_results, ensure_ascii=False)
-            console.print(Text(f"    kept:  {shown(kept)}", style="dim"))
+        for line in _kept(gap.attempted_query.tool, gap.partial_results):
+            console.print(Text(f"    kept:  {shown(line)}", style="dim"))
     if report.escalations:
         console.print(
             Text(f"\n{len(report.escalations)} escalation(s) need a human: see the gaps above.", style="bold")
@@ -226,3 +259,27 @@ def print_report(report: ResearchReport, console: Console) -> None:
     for note in report.notes:
         console.print(Text(f"\nnote: {shown(note)}", style="dim"))
     console.print(Text(f"\ntrace {report.trace_id}", style="dim"))
+
+
+def _called(tool: str, arguments: dict[str, Any]) -> str:
+    """A call as ``research plan`` writes one: ``refund_eligibility(order_id="ORD-10023", amount=750.0)``."""
+    shown_arguments = ", ".join(
+        f"{name}={json.dumps(value, ensure_ascii=False) if not isinstance(value, dict | list) else plain(value, nested=True)}"
+        for name, value in arguments.items()
+    )
+    return f"{tool}({shown_arguments})"
+
+
+# At most this many of a gap's partial results are read out, then how many more there are.
+_MOST_KEPT = 3
+
+
+def _kept(tool: str, records: list[Any]) -> list[str]:
+    """A gap's partial results as sentences, one line each (the first few): never as JSON."""
+    lines = []
+    for record in records[:_MOST_KEPT]:
+        cited = record_id(record)
+        lines.append(describe(tool, record) if cited == "-" else f"{cited}: {describe(tool, record)}")
+    if len(records) > _MOST_KEPT:
+        lines.append(f"and {len(records) - _MOST_KEPT} more")
+    return lines

@@ -9,7 +9,7 @@ gaps and the query's token budget; whatever the model cannot do, the code does a
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,8 +24,8 @@ from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
 from coordinator.runtime import build_runtime
 from coordinator.synthesize import synthesize
 from coordinator.tools import Catalog, demo_catalog
-from sources.catalogue import default_url
 from sources.faults import FaultSettings
+from sources.fleet import Fleet, FleetError
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker, Grant
 from subagents.classify import CONTRACT, Classifier
@@ -47,7 +47,15 @@ from traces.spans import (
     trace_id_of,
 )
 
-__all__ = ["DEFAULT_GRANTS", "PLANNING_SHARE", "ResearchOptions", "make_plan", "research", "targets_for"]
+__all__ = [
+    "DEFAULT_GRANTS",
+    "PLANNING_SHARE",
+    "ResearchOptions",
+    "fleet_target",
+    "make_plan",
+    "research",
+    "targets_for",
+]
 
 
 # What the broker may grant, and for which purpose: financial records for refund research only.
@@ -58,9 +66,9 @@ DEFAULT_GRANTS = (Grant("billing:read", "refund research"),)
 class ResearchOptions:
     deadline_s: float = 30.0
     transport: str = "stdio"  # "stdio": spawn each source; "http": use sources already serving
-    urls: Mapping[str, str] = field(
-        default_factory=dict
-    )  # per-source HTTP URLs (default: the fleet's, or 8101-8105)
+    # Per-source HTTP URLs; a source not given one is dialled where the fleet's state (its
+    # fleet.json) says it is when its session opens, never on a default port.
+    urls: Mapping[str, str] = field(default_factory=dict)
     faults: Mapping[str, FaultSettings] = field(default_factory=dict)  # per-source faults (stdio only)
     policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
     grants: tuple[Grant, ...] = DEFAULT_GRANTS
@@ -119,9 +127,11 @@ async def _catalog(options: ResearchOptions, settings: SourceSettings | None, wi
 
 
 def targets_for(settings: SourceSettings, options: ResearchOptions) -> dict[str, Target]:
-    """Where each source in effect is found: a demo source forked (or at its HTTP URL), a registered
-    one spawned from its command (or at its URL), its faults injected client-side, as it has no layer."""
+    """Where each source in effect is found: a demo source forked (or over HTTP at the URL given, else
+    where the fleet of ``settings``' data folder has it), a registered one spawned from its command (or
+    at its URL), its faults injected client-side, as it has no layer."""
     entries = (options.registry or Registry(None)).sources()
+    fleet = Fleet(settings)
     targets: dict[str, Target] = {}
     for source, entry in entries.items():
         faults = options.faults.get(source, FaultSettings())
@@ -132,10 +142,28 @@ def targets_for(settings: SourceSettings, options: ResearchOptions) -> dict[str,
             target = registered_target(entry, settings.data_dir / "logs")
             targets[source] = with_client_faults(target, faults) if faults.active else target
         elif options.transport == "http":
-            targets[source] = http_target(options.urls.get(source, default_url(source)))
+            url = options.urls.get(source)
+            targets[source] = http_target(url) if url else fleet_target(fleet, source)
         else:
             targets[source] = forked_target(source, settings.with_faults(faults))
     return targets
+
+
+def fleet_target(fleet: Fleet, source: str) -> Callable[[], str]:
+    """A source of the running fleet, looked up in its state each time a session opens: a member
+    healed or moved is found where it is now, and a fleet without it is nothing to connect to."""
+
+    def where() -> str:
+        try:
+            return fleet.url(source)
+        except FleetError as exc:  # no fleet, or none with this source
+            raise ConnectionRefusedError(str(exc)) from None
+        except ValueError as exc:
+            raise ConnectionRefusedError(
+                f"the fleet's state {fleet.state_file} is not readable: {exc}"
+            ) from None
+
+    return where
 
 
 async def research(

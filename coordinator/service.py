@@ -12,7 +12,11 @@ comes back; the command imports neither the SDK nor the sources.
                   200 {"status": "partial", "trace_id": "...", "output": "<the report, as asked>"}
                   400 {"error": "..."}  the query or a field is not usable (the asker's usage error)
     GET  /health  {"service": "coordinator", "pid": 1234, "queries_in_flight": 0,
-                   "sessions_opened": {"customers": 1, ...}}
+                   "sessions_opened": {"customers": 1, ...},
+                   "dialled": {"customers": ["http://127.0.0.1:8101/mcp"], ...}}
+
+Each source is dialled where the fleet's state (``fleet.json``, ``sources.fleet``) has it when its
+session opens, never on a default port: ``dialled`` lists the URLs each was opened on.
 
 ``output`` says how the asker prints: ``{"json": true}`` for the report's JSON, otherwise the
 rendered report for its terminal (``width``, ``terminal``, ``color_system``), so that the asker need
@@ -46,8 +50,8 @@ from coordinator.ask_service import NAME
 from coordinator.planner import QueryError, plan_query
 from coordinator.render import print_report, print_task_table
 from coordinator.report import ResearchReport
-from coordinator.research import DEFAULT_GRANTS, ResearchOptions, research
-from sources.catalogue import SOURCES, default_url
+from coordinator.research import DEFAULT_GRANTS, ResearchOptions, fleet_target, research
+from sources.catalogue import SOURCES
 from sources.control import refuse_unless_trusted
 from sources.fleet import Fleet
 from sources.fleet_secret import FLEET_SECRET_ENV
@@ -67,10 +71,20 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
     guard = LocalGuard()  # the breakers every query shares
     held: dict[str, Connections] = {}
     in_flight: set[anyio.CancelScope] = set()
+    dialled: dict[str, list[str]] = {source: [] for source in SOURCES}  # the URLs each session opened on
 
     def where(source: str) -> Target:
-        # Read each time a session opens, so that a source healed elsewhere is found again.
-        return lambda: fleet.urls().get(source) or default_url(source)
+        # Where the fleet's state has it, read each time a session opens (a source healed is found
+        # again); never a default port, where another fleet, or anything, may listen.
+        find = fleet_target(fleet, source)
+
+        def dial() -> str:
+            url = find()
+            if url not in dialled[source]:
+                dialled[source].append(url)
+            return url
+
+        return dial
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -94,6 +108,7 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
                 "sessions_opened": {source: connections[source].opened for source in SOURCES}
                 if connections
                 else {},
+                "dialled": dialled,
             }
         )
 

@@ -30,12 +30,15 @@ from sources.formats import (
 )
 
 __all__ = [
+    "ARGUMENT_PHRASES",
     "GIVES",
     "LOOKUPS",
     "PATH_KINDS",
     "SUBJECT_KINDS",
     "TASK_NAMES",
+    "TOPIC_WORDS",
     "WHY",
+    "WHY_LOOKED_UP",
     "Argument",
     "Catalog",
     "demo_catalog",
@@ -84,18 +87,41 @@ TASK_NAMES = {
     "kb.search_policies": "policies",
     "kb.related_policies": "related",
 }
-# Why each tool is planned, in words; arguments the sentence does not name are added as filters.
+# Why each tool is planned, in words: what the call looks for, each argument it names ({name}) as its
+# value reads (an amount in pounds; a looked-up value as what it is: "the customer", "ORD-10023's
+# customer"); {topic} is the topic words of its search text ("refund"). An argument it does not name
+# follows as ARGUMENT_PHRASES say: "support tickets of the customer, open ones".
 WHY = {
-    "customers.customer_lookup": "resolve {identifier}",
+    "customers.customer_lookup": "who {identifier} is",
     "customers.find_customers": "customers named {name}",
     "orders.get_order": "order {order_id}",
     "orders.search_orders": "the orders of {customer_id}",
     "billing.list_invoices": "the invoices of {customer_id}",
     "billing.refund_eligibility": "whether {amount} may be refunded on {order_id}",
     "tickets.search_tickets": "support tickets",
-    "kb.search_policies": "policies on {query}",
+    "kb.search_policies": "{topic} policies",
     "kb.related_policies": "policies linked to {article_id}",
 }
+# The why of a call whose argument comes from a lookup, where that reads better than the value's
+# name: a refund of an order's own total is a refund in full.
+WHY_LOOKED_UP = {("billing.refund_eligibility", "amount"): "whether {order_id} may be refunded in full"}
+# An argument a why does not name, by its kind ({} is its value): those that say what is looked for
+# follow the words at once ("support tickets on ORD-10023"), the others after a comma ("..., open
+# ones"). Dates and links are said by the planner (a pair of dates is one range); a registered
+# source's kind is "for" its value, and an argument of no kind its name and value.
+ARGUMENT_PHRASES = {
+    "customer_id": "of {}",
+    "customer": "of {}",
+    "order_id": "on {}",
+    "article_id": "linked to {}",
+    "name": "named {}",
+    "text": 'matching "{}"',
+    "choice": "{} ones",
+    "sku": "with {}",
+    "amount": "of {}",
+}
+# The words every search for a topic holds ("refund" for "money back"): a why puts them first.
+TOPIC_WORDS = frozenset(intent.default_topic for intent in INTENTS if intent.default_topic)
 
 
 @functools.cache

@@ -32,7 +32,6 @@ __all__ = [
     "RECORD_FIELDS_FILE",
     "SOURCES",
     "TOOLS",
-    "default_url",
     "input_schemas",
     "live_input_schemas",
     "live_record_fields",
@@ -49,7 +48,8 @@ TOOLS: dict[str, frozenset[str]] = {
     "kb": frozenset({"search_policies", "related_policies"}),
 }
 
-# Where `research sources up` starts each source over HTTP, and where `--transport http` looks.
+# Where `research sources up` starts each source over HTTP unless `--port` moves it. No one dials
+# these: `--transport http` and the coordinator service find each source in the fleet's state.
 DEFAULT_PORTS = {"customers": 8101, "orders": 8102, "billing": 8103, "tickets": 8104, "kb": 8105}
 
 INPUT_SCHEMAS_FILE = Path(__file__).with_name("tools.json")
@@ -58,10 +58,6 @@ INPUT_SCHEMAS_FILE = Path(__file__).with_name("tools.json")
 RECORD_FIELDS_FILE = Path(__file__).with_name("records.json")
 
 InputSchemas = dict[str, dict[str, dict[str, Any]]]  # source -> tool -> the tool's inputSchema
-
-
-def default_url(source: str) -> str:
-    return f"http://127.0.0.1:{DEFAULT_PORTS[source]}/mcp"
 
 
 @functools.cache

@@ -3,12 +3,14 @@
 `research sources up` starts them all at once (fixed default ports, overridable), and beside them any
 service the caller names (the coordinator service: ``coordinator.service``, named by the command,
 never imported here), waits until each answers its health route, and records pids and ports in a
-state file; `status` reads it and probes
-each; `down` stops them all at once: SIGTERM to every source, a bounded wait, SIGKILL to any still
-there. Chaos acts on the fleet: `kill` sends SIGKILL, `heal` restarts a dead source where it was or
-clears a live one's faults (`heal_all`: every member, the dead restarted all at once), and
-`hang`/`slow`/`flaky`/`garbage` add faults at run time through a source's `/chaos` route (only on a
-fleet started with chaos control).
+state file, ``fleet.json``: the one place where anyone finds a member (the coordinator service
+dials the sources it lists, never a default port). The sources are recorded there the moment they
+are started, before any service is, so a service never reads an older fleet's state, or none.
+`status` reads it and probes each; `down` stops them all at once: SIGTERM to every source, a
+bounded wait, SIGKILL to any still there. Chaos acts on the fleet: `kill` sends SIGKILL, `heal`
+restarts a dead source where it was or clears a live one's faults (`heal_all`: every member, the
+dead restarted all at once), and `hang`/`slow`/`flaky`/`garbage` add faults at run time through a
+source's `/chaos` route (only on a fleet started with chaos control).
 
 A stopped source counts as gone once it is dead or a zombie: the fleet's sources outlive the command
 that started them, so another process (init, or whatever reaps orphans) collects their exit status,
@@ -108,6 +110,12 @@ class _Launched:
     log_path: Path
     module: str
 
+    def member(self, chaos_control: bool) -> Member:
+        return Member(
+            self.source, self.port, self.process.pid, time.time(), chaos_control and not self.module,
+            self.module,
+        )  # fmt: skip
+
 
 class Fleet:
     def __init__(self, settings: SourceSettings) -> None:
@@ -131,6 +139,14 @@ class Fleet:
     def urls(self) -> dict[str, str]:
         """The sources' MCP endpoints."""
         return {source: member.url for source, member in self.members().items() if not member.module}
+
+    def url(self, source: str) -> str:
+        """Where this fleet's ``source`` answers, read from the state now (a member healed or moved is
+        found where it is); ``FleetError`` when the fleet has no such source."""
+        member = self._member(source)
+        if member.module:
+            raise FleetError(f"{source} is a service of the fleet, not a source")
+        return member.url
 
     def secret(self) -> str:
         """The fleet's secret, which its services and chaos routes ask for."""
@@ -169,10 +185,7 @@ class Fleet:
         while time.monotonic() < deadline:
             text = launched.log_path.read_text(errors="replace")
             if READY_PREFIX in text:
-                member = Member(
-                    source, launched.port, process.pid, time.time(), chaos_control and not launched.module,
-                    launched.module,
-                )  # fmt: skip
+                member = launched.member(chaos_control)
                 if self.health(member) is not None:  # bound and serving: it answers
                     return member
             if process.poll() is not None:
@@ -188,11 +201,15 @@ class Fleet:
         chaos_control: bool,
         services: Mapping[str, tuple[str, int]] | None = None,
     ) -> dict[str, Member]:
-        """Start these sources and services all at once and wait until each answers; on a failure, stop them all."""
+        """Start these sources and services all at once and wait until each answers; on a failure, stop them all.
+
+        The sources are recorded in the state file as soon as they are started, before any service is:
+        a service reads where they are from there (and would otherwise find an older fleet, or none)."""
         launched: list[_Launched] = []
         try:
             for source, port in ports.items():
                 launched.append(self._launch(source, port, chaos_control))
+            self._save({each.source: each.member(chaos_control) for each in launched})
             for name, (module, port) in (services or {}).items():
                 launched.append(self._launch(name, port, chaos_control, module))
             deadline = time.monotonic() + _READY_TIMEOUT_S
@@ -222,7 +239,11 @@ class Fleet:
         make_secret(
             self.secret_file
         )  # a new secret for each fleet: whoever held the last one holds nothing now
-        started = self._spawn(chosen, chaos_control, services)
+        try:
+            started = self._spawn(chosen, chaos_control, services)
+        except BaseException:  # all stopped: the state of the sources as started is no fleet's
+            self.state_file.unlink(missing_ok=True)
+            raise
         self._save(started)
         return started
 

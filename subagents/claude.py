@@ -23,7 +23,12 @@ from sources.environment import Environment, variable
 if TYPE_CHECKING:
     import anthropic
 
-__all__ = ["ClaudeSettings", "TokenBudget", "model_api_category"]
+__all__ = ["MISSING_KEY", "SET_THE_KEY", "ClaudeSettings", "TokenBudget", "model_api_category"]
+
+# What Claude mode cannot do without, and how to give it: what a command asked for Claude says when
+# the model cannot be asked at all (and what the lead agent's and the brief's fallbacks record).
+MISSING_KEY = "no ANTHROPIC_API_KEY is set"
+SET_THE_KEY = "export ANTHROPIC_API_KEY=<your key>"
 
 
 @dataclass(frozen=True)

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
 import random
+import selectors
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
+import psutil
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client, StdioServerParameters
@@ -27,8 +30,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from coordinator.ask_service import DEFAULT_PORT as SERVICE_PORT
 from sources import billing, customers, kb, orders, tickets
 from sources.auth import CREDENTIAL_META_KEY, issue_credential
+from sources.catalogue import DEFAULT_PORTS
 from sources.keys import private_pem, public_pem
 from sources.serve import READY_PREFIX
 from sources.settings import SourceSettings
@@ -41,6 +46,8 @@ TEST_KEY = Ed25519PrivateKey.generate()
 MODULES = {"customers": customers, "orders": orders, "billing": billing, "tickets": tickets, "kb": kb}
 CALL_TIMEOUT = 10.0
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The fleet's default ports: the coordinator service's and the five sources' (8100-8105).
+DEFAULT_FLEET_PORTS = (SERVICE_PORT, *DEFAULT_PORTS.values())
 
 
 def _quick_backoff_seed(retries: int = RecoveryPolicy().max_retries, within_s: float = 0.2) -> int:
@@ -218,6 +225,102 @@ def http_sources(
     finally:
         for running in started.values():
             running.stop()
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different loopback ports that nothing listens on now, bound by the system (port 0) and
+    handed over: for a fleet, whose `--port` takes a number. Never one of the fleet's defaults
+    (8100-8105), which another program may hold."""
+    with contextlib.ExitStack() as held:  # all bound at once: different ports; closed on the way out
+        ports: list[int] = []
+        while len(ports) < count:
+            probe = held.enter_context(socket.socket())
+            probe.bind(("127.0.0.1", 0))
+            if (port := int(probe.getsockname()[1])) not in DEFAULT_FLEET_PORTS:
+                ports.append(port)
+        return ports
+
+
+def private_settings(settings: SourceSettings, data_dir: Path) -> SourceSettings:
+    """``settings`` with a data folder of its own (its world generated there): for a test that starts
+    a fleet, whose state, secret and logs live in the data folder."""
+    ensure_world(data_dir, settings.seed)
+    return dataclasses.replace(settings, data_dir=data_dir)
+
+
+@dataclasses.dataclass(frozen=True)
+class Dial:
+    """A connection to a default port: which, and the process that made it with its data folder
+    (``RESEARCH_DATA_DIR``), read while it was connected; None where it could not be known."""
+
+    port: int
+    pid: int | None
+    data_dir: str | None
+
+
+class DefaultPortsHeld:
+    """The fleet's default ports (8100-8105) held as another program on this machine holds them: each
+    one this process can bind listens, and each connection to it is recorded (who dialled) and closed
+    at once, never answered; one that another process holds already (a fleet of the user's, another
+    copy of the suite) stays held by it. A test starting a fleet on ports of its own then shows that
+    none of its processes dials a default port (``dialled_from``)."""
+
+    def __init__(self) -> None:
+        self.dials: list[Dial] = []
+        self.listeners: list[socket.socket] = []
+        self._stopped = threading.Event()
+        for port in DEFAULT_FLEET_PORTS:
+            try:
+                listener = socket.create_server(("127.0.0.1", port))
+            except OSError:  # in use already: held by another process
+                continue
+            listener.setblocking(False)
+            self.listeners.append(listener)
+        self._thread = threading.Thread(target=self._hold, daemon=True)
+        self._thread.start()
+
+    def dialled_from(self, data_dir: Path) -> list[Dial]:
+        """The dials made by processes of this data folder, or by processes that could not be told."""
+        return [dial for dial in self.dials if dial.data_dir in (None, str(data_dir))]
+
+    def _hold(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            for listener in self.listeners:
+                selector.register(listener, selectors.EVENT_READ)
+            while not self._stopped.is_set():
+                for key, _ in selector.select(timeout=0.05):
+                    listener = cast("socket.socket", key.fileobj)
+                    with contextlib.suppress(OSError):
+                        accepted, peer = listener.accept()
+                        with accepted:  # closed once the dialler is known: refused, in effect
+                            self.dials.append(_dial(int(listener.getsockname()[1]), peer))
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)
+        for listener in self.listeners:
+            listener.close()
+
+
+def _dial(port: int, peer: tuple[str, int]) -> Dial:
+    """Who is at the other end of a loopback connection (its local address is ``peer``)."""
+    try:
+        pid = next(
+            (each.pid for each in psutil.net_connections("tcp4") if each.laddr == peer and each.pid), None
+        )
+        data_dir = psutil.Process(pid).environ().get("RESEARCH_DATA_DIR") if pid else None
+    except psutil.Error:
+        return Dial(port, None, None)
+    return Dial(port, pid, data_dir)
+
+
+@contextlib.contextmanager
+def default_ports_held() -> Iterator[DefaultPortsHeld]:
+    held = DefaultPortsHeld()
+    try:
+        yield held
+    finally:
+        held.close()
 
 
 # One tracer provider for the whole test process, exporting to memory: the SDK allows one per

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -23,10 +24,11 @@ pytestmark = pytest.mark.subprocess
 
 
 def research(
-    settings: SourceSettings, *args: str, cwd: Path = PROJECT_ROOT
+    settings: SourceSettings, *args: str, cwd: Path = PROJECT_ROOT, columns: int = 200
 ) -> subprocess.CompletedProcess[str]:
-    """Run `research ARGS...` to its end, as a user does (from ``cwd``: its ./research.toml is read)."""
-    environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
+    """Run `research ARGS...` to its end, as a user does (from ``cwd``: its ./research.toml is read),
+    in a terminal ``columns`` wide."""
+    environment = {**os.environ, **settings.child_environment(), "COLUMNS": str(columns)}
     return subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", *args],
         env=environment, cwd=cwd, capture_output=True, text=True, timeout=120,
@@ -128,6 +130,45 @@ def test_help_lists_the_choices_and_no_type_of_a_flag(settings: SourceSettings) 
     assert shown.returncode == 0 and "<bool>" not in shown.stdout
     assert "<stdio|http>" in shown.stdout and "<auto|claude|none>" in shown.stdout
     assert all(len(line) <= 200 for line in shown.stdout.splitlines())
+
+
+# A type as typer labels it, not a list of choices ("<stdio|http>" lists what to type): "<str>",
+# "<list[str]>", "<float range>", "<JsonObject>", "<path>".
+TYPE_LABEL = re.compile(r"<(?![a-z-]+(?:\|[a-z-]+)+>)[^>\s]*(?: range)?>")
+
+
+def test_ask_help_names_each_value_in_words_at_80_columns(settings: SourceSettings) -> None:
+    shown = research(settings, "ask", "--help", columns=80)
+    assert shown.returncode == 0, shown.stderr
+    assert re.match(r"Usage: \S+ ask \[OPTIONS\] QUERY\n", shown.stdout), shown.stdout  # \S+: the program
+    assert "\n  QUERY  The question" in shown.stdout
+    for option in ("--grant SCOPE", "--faults SOURCE:SETTINGS", "--deadline SECONDS", "--seed N"):
+        assert f"  {option}  " in shown.stdout, option
+    assert TYPE_LABEL.findall(shown.stdout) == [] and "{query}" not in shown.stdout
+    assert all(len(line) <= 80 for line in shown.stdout.splitlines())
+
+
+def _commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for name, command in group.commands.items():
+        found += _commands(command, (*path, name)) if hasattr(command, "commands") else [(*path, name)]
+    return found
+
+
+def test_every_command_s_help_names_each_value_in_words() -> None:
+    from typer.main import get_command
+    from typer.testing import CliRunner
+
+    from coordinator.cli import app
+
+    commands = _commands(get_command(app))
+    assert ("traces", "show") in commands and len(commands) > 20
+    for command in commands:
+        shown = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+        assert shown.exit_code == 0, (command, shown.output)
+        usage = shown.output.splitlines()[0]
+        assert "{" not in usage and "<" not in usage, usage  # QUERY, [TRACE_ID]: never {query}
+        assert TYPE_LABEL.findall(shown.output) == [], (command, shown.output)
 
 
 def test_an_unreachable_url_is_one_line(settings: SourceSettings) -> None:
@@ -251,6 +292,22 @@ def test_ask_without_json_prints_the_report(settings: SourceSettings) -> None:
     done = research(settings, "ask", "Who is CUST-00077? Any open tickets?")
     assert done.returncode == 0, done.stderr
     assert "COMPLETE" in done.stdout and "[tickets:search_tickets:none]" in done.stdout
+
+
+def test_ask_at_80_columns_fits_them_and_keeps_each_task_s_tool(settings: SourceSettings) -> None:
+    done = research(settings, "ask", STORY, columns=80)
+    assert done.returncode == 3, done.stderr
+    lines = done.stderr.splitlines()
+    (header,) = [at for at, line in enumerate(lines) if line.split()[:1] == ["task"]]
+    assert lines[header].split() == ["task", "tool", "state", "last", "step"]  # the source went, not the tool
+    rows = {line.split()[0]: line.split()[1:] for line in lines[header + 1 :] if line.strip()}
+    assert {task: words[0] for task, words in rows.items()} == {
+        "customer": "customer_lookup", "orders": "search_orders", "policies": "search_policies",
+        "refund": "refund_eligibility", "tickets": "search_tickets",
+    }  # fmt: skip
+    assert rows["refund"][1:] == ["escalated", "escalated:", "business", "(2", "attempts)"]  # one line each
+    too_wide = [line for line in (done.stdout + done.stderr).splitlines() if len(line) > 80]
+    assert too_wide == [], too_wide
 
 
 @pytest.mark.parametrize(
@@ -393,6 +450,43 @@ def test_plan_refuses_in_one_line_what_it_cannot_research(
     assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
 
 
+@pytest.mark.parametrize("command", ["plan", "ask"])
+def test_another_currency_is_refused_quoting_the_amount_as_typed(
+    settings: SourceSettings, command: str
+) -> None:
+    refused = research(settings, command, "refund $450 on ORD-10031", columns=80)
+    assert refused.returncode == 2 and refused.stdout == ""
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith("error: '$450' is not an amount in pounds: billing works in GBP only"), line
+
+
+def test_claude_mode_without_a_key_says_so_and_the_report_says_the_run_was_deterministic(
+    settings: SourceSettings,
+) -> None:
+    assert "ANTHROPIC_API_KEY" not in os.environ  # the autouse guard's doing
+    done = research(settings, "ask", "refund £45 on ORD-10031", "--llm", "claude", columns=80)
+    assert done.returncode == 0, done.stderr
+    (said,) = [line for line in done.stderr.splitlines() if "ANTHROPIC_API_KEY" in line]
+    assert said == done.stderr.splitlines()[0]  # before the run, in one line
+    assert said.startswith(
+        "warning: --llm claude, but no ANTHROPIC_API_KEY is set: this run is deterministic"
+    )
+    assert "export ANTHROPIC_API_KEY=" in said
+    assert "Claude: 0 of" not in done.stdout and "tokens" not in done.stdout
+    assert "note: a deterministic run: --llm claude, but no ANTHROPIC_API_KEY is set" in " ".join(
+        done.stdout.split()
+    )
+    as_json = research(settings, "ask", "refund £45 on ORD-10031", "--llm", "claude", "--json", columns=80)
+    report = json.loads(as_json.stdout)
+    assert (
+        report["planning"]["planner"] == "deterministic" and report["synthesis"]["writer"] == "deterministic"
+    )
+    assert report["tokens"] is None and all(task["model"] is None for task in report["tasks"])
+    assert any(note.startswith("a deterministic run: --llm claude") for note in report["notes"])
+    planned = research(settings, "plan", "refund £45 on ORD-10031", "--llm", "claude", columns=80)
+    assert planned.returncode == 0 and planned.stderr.splitlines() == [said], planned.stderr
+
+
 def test_ask_a_refund_in_everyday_words_is_checked_and_complete(settings: SourceSettings) -> None:
     done = research(settings, "ask", "refund 45 quid on ORD-10031?", "--json")
     assert done.returncode == 0, done.stderr
@@ -473,3 +567,32 @@ def test_sources_list_reads_the_catalogue_and_starts_no_source(
     assert {source.strip(): set(tools.strip().split(", ")) for source, tools in rows} == {
         source: set(tools) for source, tools in input_schemas().items()
     }
+
+
+def test_a_task_still_running_shows_its_seconds_going_up() -> None:
+    """While a query waits on a hung source, its line in the live table says for how long, counted
+    each time the table is drawn: the screen is never still for 30 s."""
+    from rich.console import Console
+
+    from coordinator.planner import plan_query
+    from coordinator.render import LiveProgress
+    from subagents.task import Task
+
+    now = [100.0]
+    console = Console(width=80, record=True, force_terminal=False)
+    progress = LiveProgress(plan_query("open tickets of CUST-00042"), console, clock=lambda: now[0])
+    task = Task("tickets", "tickets", "search_tickets", {"customer_id": "CUST-00042"})
+    progress.attempt(task, 1, dict(task.arguments))
+    now[0] += 12.4
+
+    def line_of(tickets: str) -> str:
+        console.print(progress._table())  # what the live display draws at this instant
+        return next(
+            line for line in console.export_text().splitlines() if line.lstrip("│ ").startswith(tickets)
+        )
+
+    assert "attempt 1, 12 s" in line_of("tickets")
+    now[0] += 20
+    assert "attempt 1, 32 s" in line_of("tickets")
+    progress.ended("tickets", "ok", 1, ())
+    assert " s" not in line_of("tickets").split("ok", 1)[1]

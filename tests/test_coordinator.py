@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -11,11 +15,14 @@ import pytest
 from coordinator.plan import Plan, PlannedTask, Ref
 from coordinator.planner import plan_query
 from coordinator.report import ResearchReport
-from coordinator.research import DEFAULT_GRANTS, ResearchOptions, research
+from coordinator.research import DEFAULT_GRANTS, ResearchOptions, research, targets_for
 from coordinator.run import DEADLINE_GRACE_S
 from sources.faults import FaultSettings
+from sources.fleet import Fleet, Member
+from sources.private_files import publish_file
 from sources.settings import SourceSettings
 from subagents.broker import Grant
+from subagents.classify import SourceUnavailable, classify_exception
 from subagents.connection import Target, stdio_target
 from subagents.subagent import MonotonicClock
 from tests.conftest import MODULES
@@ -236,6 +243,30 @@ async def test_over_http_with_nothing_running_every_source_is_a_gap(settings: So
         "tickets": "blocked",
     }
     assert all(gap.next_step == "retry later" for gap in report.gaps)
+
+
+async def test_over_http_a_source_without_a_url_is_dialled_where_the_fleet_has_it(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    """Where the fleet's state says, read when a session opens, never the default port (on which
+    anything may listen): with no fleet, or none with the source, there is nothing to connect to."""
+    private = dataclasses.replace(settings, data_dir=tmp_path)
+    targets = targets_for(private, ResearchOptions(transport="http", urls={"kb": "http://127.0.0.1:9/mcp"}))
+    assert targets["kb"]() == "http://127.0.0.1:9/mcp"  # a URL given is used as given
+    with pytest.raises(ConnectionRefusedError, match="research sources up"):
+        targets["tickets"]()  # no fleet at all
+    moved = Member("tickets", 43104, os.getpid(), time.time(), chaos_control=False)
+    publish_file(Fleet(private).state_file, json.dumps({"tickets": dataclasses.asdict(moved)}), replace=True)
+    assert targets["tickets"]() == "http://127.0.0.1:43104/mcp"  # as the fleet has it now
+    with pytest.raises(ConnectionRefusedError) as refused:
+        targets["orders"]()
+    # The task's gap: the source could not be reached, and why, in the fleet's words.
+    outcome = classify_exception(SourceUnavailable("orders", refused.value))
+    assert outcome.error is not None and outcome.error_type == "connection_refused"
+    assert outcome.error.description == (
+        "The orders source could not be reached: Nothing accepted the connection to the source. "
+        "(no source 'orders' in the fleet (tickets))"
+    )
 
 
 async def test_an_erased_customer_named_by_id_has_no_other_task_run_on_their_data(

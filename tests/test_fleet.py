@@ -8,6 +8,7 @@ import socket
 import stat
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx2
 import psutil
@@ -17,7 +18,15 @@ from sources import serve
 from sources.catalogue import SOURCES
 from sources.fleet import Fleet
 from sources.settings import SourceSettings
-from tests.conftest import QUICK_BACKOFF_SEED, HttpSource
+from tests.conftest import (
+    DEFAULT_FLEET_PORTS,
+    QUICK_BACKOFF_SEED,
+    DefaultPortsHeld,
+    HttpSource,
+    default_ports_held,
+    free_ports,
+    private_settings,
+)
 from tests.test_cli import research
 from tests.test_shutdown import hung_http_call, open_session, open_stream
 
@@ -28,25 +37,28 @@ QUERY = (
 )
 
 
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    for probe in sockets:
-        probe.bind(("127.0.0.1", 0))
-    ports = [int(probe.getsockname()[1]) for probe in sockets]
-    for probe in sockets:
-        probe.close()
-    return ports
-
-
 FLEET = (*SOURCES, "coordinator")  # the sources and the coordinator service
+
+
+@pytest.fixture
+def settings(settings: SourceSettings, tmp_path: Path) -> SourceSettings:
+    """The session's settings with a data folder of this test's own: its fleet's state, secret and logs."""
+    return private_settings(settings, tmp_path / "data")
 
 
 @pytest.fixture
 def fleet(settings: SourceSettings) -> Iterator[list[str]]:
     """`--port` options putting every member of a fleet on a free port; the fleet is stopped after."""
-    ports = [f"--port={name}={port}" for name, port in zip(FLEET, _free_ports(len(FLEET)), strict=True)]
+    ports = [f"--port={name}={port}" for name, port in zip(FLEET, free_ports(len(FLEET)), strict=True)]
     yield ports
     Fleet(settings).down()
+
+
+@pytest.fixture
+def held() -> Iterator[DefaultPortsHeld]:
+    """The default ports (8100-8105) held by someone else the whole test."""
+    with default_ports_held() as holding:
+        yield holding
 
 
 def ask(settings: SourceSettings) -> dict:
@@ -147,6 +159,48 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
         psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids
     )
     assert not Fleet(settings).state_file.exists()
+
+
+def test_a_moved_fleet_is_dialled_where_it_moved_while_others_hold_the_default_ports(
+    settings: SourceSettings, fleet: list[str], held: DefaultPortsHeld
+) -> None:
+    """`sources up --port ...` with 8100-8105 taken: the coordinator service researches on the fleet's
+    own sources, so a source killed is the one gap, and nothing ever dials a default port (where a
+    fleet of someone else's would answer, a source killed here looked alive and billing refused this
+    fleet's credentials)."""
+    up = research(settings, "sources", "up", "--chaos", *fleet)
+    assert up.returncode == 0, up.stderr
+    moved = {member.port for member in Fleet(settings).members().values()}
+    assert len(moved) == len(FLEET) and not moved & set(DEFAULT_FLEET_PORTS)
+
+    def asked() -> dict:
+        done = research(
+            settings, "ask", QUERY, "--transport", "http", "--json", "--seed", str(QUICK_BACKOFF_SEED),
+            "--deadline", "20",
+        )  # fmt: skip
+        assert done.returncode in (0, 3), done.stderr
+        assert "researching in this process" not in done.stderr, done.stderr  # the service answered
+        return json.loads(done.stdout)
+
+    before = asked()
+    assert before["status"] == "complete", before["gaps"]
+    assert {task["state"] for task in before["tasks"]} == {"ok"}, before["tasks"]
+
+    killed = research(settings, "chaos", "kill", "tickets")
+    assert killed.returncode == 0, killed.stderr
+    after = asked()
+    states = {task["id"]: task["state"] for task in after["tasks"]}
+    assert states.pop("tickets") != "ok" and set(states.values()) == {"ok"}, after["tasks"]
+    (gap,) = after["gaps"]
+    assert gap["source"] == "tickets" and gap["errorCategory"] == "transient", gap
+    assert {finding["source"] for finding in after["findings"]} == set(SOURCES) - {"tickets"}
+    assert "signature" not in json.dumps(after), after["gaps"]  # no other fleet's billing refused us
+    # The service opened each session where the fleet has the source, and nothing of this fleet's
+    # dialled a default port (the ones this test holds; another process may hold the others).
+    service = Fleet(settings).members()["coordinator"]
+    dialled = httpx2.get(f"{service.base}/health", timeout=5).json()["dialled"]
+    assert dialled == {source: [url] for source, url in Fleet(settings).urls().items()}
+    assert held.dialled_from(settings.data_dir) == []
 
 
 def chaos_status(settings: SourceSettings) -> dict[str, dict]:

@@ -74,6 +74,27 @@ def test_bad_queries_say_what_to_do(query: str, fragment: str) -> None:
     assert fragment in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("query", "typed"),
+    [
+        ("refund $450 on ORD-10031", "$450"),
+        ("refund US$450 on ORD-10031", "US$450"),
+        ("refund $ 1,250.50, on ORD-10031", "$ 1,250.50"),
+        ("refund €12,50 on ORD-10031.", "€12,50"),
+        ("refund USD 450 on ORD-10031", "USD 450"),
+        ("refund $5k on ORD-10031", "$5k"),
+        ("refund 450$ on ORD-10031", "450$"),
+        ("refund 450 € on ORD-10031", "450 €"),
+        ("refund 45.50 dollars on ORD-10031", "45.50 dollars"),
+        ("refund ORD-10031 $45.", "$45"),
+    ],
+)
+def test_another_currency_is_refused_quoting_the_amount_as_typed(query: str, typed: str) -> None:
+    with pytest.raises(QueryError) as caught:
+        plan_query(query)
+    assert str(caught.value).startswith(f"'{typed}' is not an amount in pounds: billing works in GBP only")
+
+
 def _task(task_id: str, depends_on: tuple[str, ...] = (), **fields: object) -> PlannedTask:
     values: dict = {
         "source": "orders",

@@ -30,8 +30,7 @@ import pytest
 from sources.catalogue import DEFAULT_PORTS, SOURCES
 from sources.serve import READY_PREFIX
 from sources.settings import SourceSettings
-from tests.conftest import PROJECT_ROOT
-from tests.test_fleet import _free_ports
+from tests.conftest import PROJECT_ROOT, default_ports_held, free_ports, private_settings
 
 pytestmark = pytest.mark.subprocess
 
@@ -226,6 +225,12 @@ class Session:
 
 
 @pytest.fixture(scope="module")
+def settings(settings: SourceSettings, tmp_path_factory: pytest.TempPathFactory) -> SourceSettings:
+    """The session's settings with a data folder of the module's own: the README's fleet, traces, keys."""
+    return private_settings(settings, tmp_path_factory.mktemp("readme-data"))
+
+
+@pytest.fixture(scope="module")
 def session(settings: SourceSettings) -> Iterator[Session]:
     assert (VENV_BIN / "research").exists(), "run `make` first: the README's commands need .venv"
     environment = {
@@ -238,12 +243,15 @@ def session(settings: SourceSettings) -> Iterator[Session]:
     environment.pop("ANTHROPIC_API_KEY", None)
     environment["ANTHROPIC_BASE_URL"] = "http://127.0.0.1:9"
     members = (*SOURCES, "coordinator")
-    ports = dict(zip(members, _free_ports(len(members)), strict=True))
+    ports = dict(zip(members, free_ports(len(members)), strict=True))
     running = Session(environment, ports)
-    try:
-        yield running
-    finally:  # whatever happened, no fleet is left running
-        run(running, "research sources down")
+    # The README's fleet is moved off the default ports, which someone else holds the whole time.
+    with default_ports_held() as held:
+        try:
+            yield running
+        finally:  # whatever happened, no fleet is left running
+            run(running, "research sources down")
+    assert held.dialled_from(settings.data_dir) == []  # the README's fleet moved: nothing dials the defaults
 
 
 def run(session: Session, command: str) -> subprocess.CompletedProcess[str]:
@@ -316,7 +324,7 @@ def check_server(command: Command, session: Session) -> None:
     line, port = command.text, words[words.index("--port") + 1] if "--port" in words else "0"
     if port != "0":
         # The README names a default port, which a running fleet may hold: the test uses a free one.
-        line = line.replace(f"--port {port}", f"--port {(port := str(_free_ports(1)[0]))}")
+        line = line.replace(f"--port {port}", f"--port {(port := str(free_ports(1)[0]))}")
     process = subprocess.Popen(
         [SH, "-c", line], env=session.environment, cwd=PROJECT_ROOT, stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,

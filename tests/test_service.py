@@ -18,8 +18,9 @@ from sources.catalogue import SOURCES
 from sources.fleet import Fleet, Member
 from sources.fleet_secret import FLEET_SECRET_HEADER
 from sources.settings import SourceSettings
+from tests.conftest import DefaultPortsHeld, default_ports_held, free_ports, private_settings
 from tests.test_cli import research, research_process
-from tests.test_fleet import FLEET, _free_ports
+from tests.test_fleet import FLEET
 
 pytestmark = pytest.mark.subprocess
 
@@ -30,15 +31,30 @@ BOUND_S = 20.0  # every wait below ends well within this, or the test fails rath
 
 
 @pytest.fixture(scope="module")
-def service(settings: SourceSettings) -> Iterator[Member]:
-    """One fleet for the module (each test leaves it as it found it), on free ports."""
-    ports = [f"--port={name}={port}" for name, port in zip(FLEET, _free_ports(len(FLEET)), strict=True)]
+def settings(settings: SourceSettings, tmp_path_factory: pytest.TempPathFactory) -> SourceSettings:
+    """The session's settings with a data folder of the module's own: its fleet's state, secret and logs."""
+    return private_settings(settings, tmp_path_factory.mktemp("service-data"))
+
+
+@pytest.fixture(scope="module")
+def held() -> Iterator[DefaultPortsHeld]:
+    """The default ports (8100-8105) held by someone else while the module's fleet runs."""
+    with default_ports_held() as holding:
+        yield holding
+
+
+@pytest.fixture(scope="module")
+def service(settings: SourceSettings, held: DefaultPortsHeld) -> Iterator[Member]:
+    """One fleet for the module (each test leaves it as it found it), on free ports, with the default
+    ports held by someone else: what it answers is its own fleet's, and nothing dials them."""
+    ports = [f"--port={name}={port}" for name, port in zip(FLEET, free_ports(len(FLEET)), strict=True)]
     up = research(settings, "sources", "up", "--chaos", *ports)
     assert up.returncode == 0, up.stderr
     member = Fleet(settings).members()["coordinator"]
     assert member.alive() and member.module == "coordinator.service"
     yield member
     Fleet(settings).down()
+    assert held.dialled_from(settings.data_dir) == []  # never a default port, but the fleet's own
 
 
 def health(member: Member) -> dict[str, Any]:
@@ -69,6 +85,9 @@ def test_the_service_answers_as_the_command_does_and_keeps_its_sessions(
     assert first.returncode == second.returncode == 0, first.stderr
     assert "researching in this process" not in first.stderr + second.stderr  # the service answered
     assert set(opened) == set(SOURCES) and health(service)["sessions_opened"] == opened  # warm: reused
+    # Each session opened where the fleet has its source (moved off the default ports, held by another).
+    moved = Fleet(settings).urls()
+    assert health(service)["dialled"] == {source: [url] for source, url in moved.items()}
 
     killed = research(settings, "chaos", "kill", "coordinator")
     assert killed.returncode == 0, killed.stderr

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import SpanKind, StatusCode
 from rich.console import Console
 from typer.testing import CliRunner
@@ -29,7 +33,7 @@ from subagents.broker import CredentialBroker, Grant
 from subagents.connection import Connections
 from subagents.guard import LocalGuard
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
-from tests.conftest import MODULES, TEST_KEY, credential
+from tests.conftest import MODULES, PROJECT_ROOT, TEST_KEY, credential
 from tests.fakes import FakeClock
 from traces import attributes as names
 from traces.files import file_exporter, load_traces
@@ -326,3 +330,77 @@ def test_the_sampler_drops_notifications_without_a_trace_context_only() -> None:
         ("research", True),
         ("tools/call search_orders", True),  # a request without one is still recorded
     ]
+
+
+class _FixedTraceIds(RandomIdGenerator):
+    """Trace ids chosen by the test (one per root span, in order); span ids random."""
+
+    def __init__(self, trace_ids: list[str]) -> None:
+        self._ids = iter(trace_ids)
+
+    def generate_trace_id(self) -> int:
+        return int(next(self._ids), 16)
+
+
+# Two ids the same for their first 10 hex digits: 11 tell them apart (more than the 8 a list shows at
+# the least), and every id is cut to 11 in a narrow terminal.
+TWINS = ("cb7b121aaa0" + "1" * 21, "cb7b121aaa7" + "2" * 21)
+LONER = "5e" + "3" * 30
+
+
+def _queries_traced(traces_dir: Path, trace_ids: tuple[str, ...]) -> None:
+    """One query's root span per id, written to the local files as a run writes them."""
+    provider = TracerProvider(
+        resource=Resource.create({names.SERVICE_NAME: "research-coordinator"}),
+        id_generator=_FixedTraceIds(list(trace_ids)),
+    )
+    provider.add_span_processor(SimpleSpanProcessor(file_exporter(traces_dir, "research-coordinator")))
+    for number, _ in enumerate(trace_ids):
+        attributes = {
+            names.KIND: "query",
+            names.QUERY: f"orders of CUST-0004{number}",
+            names.STATUS: "complete",
+        }
+        provider.get_tracer("test").start_span("research", attributes=attributes, context=Context()).end()
+    provider.shutdown()
+
+
+def _traces_at(columns: int, traces_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`research traces ARGS...` as a user runs it, in a terminal ``columns`` wide."""
+    environment = {**os.environ, "RESEARCH_TRACES_DIR": str(traces_dir), "COLUMNS": str(columns)}
+    return subprocess.run(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", "traces", *args],
+        env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("columns", [80, 120])
+def test_traces_list_never_cuts_an_id_below_what_is_unique_and_show_takes_it(
+    tmp_path: Path, columns: int
+) -> None:
+    _queries_traced(tmp_path, (*TWINS, LONER))
+    listed = _traces_at(columns, tmp_path, "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert all(len(line) <= columns for line in lines), listed.stdout  # fits: nothing wraps at the terminal
+    shown = [row.split("│")[1].strip() for row in lines if re.match(r"│ [0-9a-f]", row)]
+    assert sorted(shown) == sorted([TWINS[0][:11], TWINS[1][:11], LONER[:11]]), listed.stdout
+    for prefix in shown:  # what the list shows is what `show` takes
+        tree = _traces_at(columns, tmp_path, "show", prefix)
+        assert tree.returncode == 0, tree.stderr
+        (full,) = [each for each in (*TWINS, LONER) if each.startswith(prefix)]
+        assert f"trace {full}" in tree.stdout and "coordinator research" in tree.stdout
+    assert f"trace {LONER}" in _traces_at(columns, tmp_path, "show", "5E").stdout  # any prefix of its own
+
+
+@pytest.mark.subprocess
+def test_traces_show_refuses_an_ambiguous_prefix_in_one_line_naming_the_matches(tmp_path: Path) -> None:
+    _queries_traced(tmp_path, (*TWINS, LONER))
+    refused = _traces_at(80, tmp_path, "show", "cb7b121")
+    assert refused.returncode == 2 and refused.stdout == ""
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith("error: 'cb7b121' begins 2 traces: ") and all(twin in line for twin in TWINS), line
+    assert LONER not in line and "give more of the id" in line
+    missing = _traces_at(80, tmp_path, "show", "cb7b121f")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: no trace 'cb7b121f'")

@@ -9,12 +9,26 @@ request of a command that had no root span) is ``other``, labelled by its root s
 
 from __future__ import annotations
 
+import itertools
+import string
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from traces import attributes as names
 
-__all__ = ["KINDS", "TraceSummary", "latest_trace_id", "roots", "service_of", "summaries", "summarize"]
+__all__ = [
+    "KINDS",
+    "SHORTEST_ID",
+    "TraceSummary",
+    "latest_trace_id",
+    "roots",
+    "service_of",
+    "starting_with",
+    "summaries",
+    "summarize",
+    "unique_length",
+]
 
 KINDS = ("query", "task", "call", "other")
 _SHORT_SERVICE = {"research-coordinator": "coordinator"}
@@ -98,3 +112,35 @@ def latest_trace_id(traces: dict[str, list[dict[str, Any]]], kind: str | None = 
     """The newest trace of ``kind`` (a query, unless asked otherwise; None: of any kind)."""
     newest = summaries(traces, kind=kind, limit=1)
     return newest[0].trace_id if newest else None
+
+
+SHORTEST_ID = 8  # what `research traces list` cuts an id to at the least, as git shows 7 of a commit's
+
+
+def unique_length(trace_ids: Iterable[str], least: int = SHORTEST_ID) -> int:
+    """The length at which every id's prefix is its own and no other's (at least ``least``): how far
+    a list may cut the ids so that each still names one trace (`research traces show PREFIX`)."""
+    ordered = sorted(trace_ids)
+    longest = max((len(each) for each in ordered), default=0)
+    # Of ids in order, the one sharing the longest prefix with an id is a neighbour of it.
+    shared = (_shared(one, other) + 1 for one, other in itertools.pairwise(ordered))
+    return min(max(least, max(shared, default=0)), longest) if ordered else least
+
+
+def _shared(one: str, other: str) -> int:
+    """How many characters ``one`` and ``other`` begin with alike."""
+    return next(
+        (at for at, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), min(len(one), len(other))
+    )
+
+
+def starting_with(trace_ids: Iterable[str], given: str) -> list[str]:
+    """The ids ``given`` names: the one it spells out, else those it begins (an id as the files have
+    it, 32 hex; ``given`` in either case, with or without 0x). Nothing for what is no prefix of hex digits."""
+    prefix = given.strip().lower().removeprefix("0x")
+    if not prefix or any(char not in string.hexdigits for char in prefix):
+        return []
+    ids = list(trace_ids)
+    if prefix in ids:
+        return [prefix]
+    return sorted(each for each in ids if each.startswith(prefix))

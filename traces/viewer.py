@@ -33,22 +33,60 @@ def _span_id(value: Any) -> str:
     return str(value or "").removeprefix("0x")
 
 
-def trace_table(summaries: list[TraceSummary]) -> Table:
-    """One row per trace, in the order given: what it was (kind and label), when, how it ended."""
-    table = Table("trace id", "started", "kind", "what", "status", "services", "spans", "decisions")
-    for summary in summaries:
-        cells = [
-            summary.trace_id,
-            summary.started[:19].replace("T", " "),
-            summary.kind,
-            summary.label[:60],
-            summary.status,
-            str(summary.services),
-            str(summary.spans),
-            str(summary.decisions),
-        ]
-        table.add_row(*(Text(cell) for cell in cells))  # Text: "[redacted email]" is data, not markup
+# The columns of `research traces list`, and the order in which a narrow terminal drops them: the
+# counts of services and spans first (the tree shows them), then the year and seconds of the start.
+_COLUMNS = ("trace id", "started", "kind", "what", "status", "services", "spans", "decisions")
+_DROPPED_FIRST = ("services", "spans")
+_WHAT_AT_LEAST = 20  # the label's width below which dropping another column is better than wrapping it
+
+
+def trace_table(summaries: list[TraceSummary], *, width: int = 200, id_length: int = 32) -> Table:
+    """One row per trace, in the order given: what it was (kind and label), when, how it ended.
+
+    Within ``width`` columns: the ids whole where they fit, else cut to ``id_length`` (what keeps each
+    one its own: ``traces.summary.unique_length``) and never shorter; then the least useful columns
+    go. Only the label wraps."""
+    rows = [_cells(summary) for summary in summaries]
+    fewer = [tuple(c for c in _COLUMNS if c not in _DROPPED_FIRST[:n]) for n in (1, 2)]
+    layouts: list[tuple[int, tuple[str, ...], bool]] = [(32, _COLUMNS, False), (id_length, _COLUMNS, False)]
+    layouts += [*((id_length, columns, False) for columns in fewer), (id_length, fewer[-1], True)]
+    label = min(_WHAT_AT_LEAST, max((len(row["what"]) for row in rows), default=0))
+    for cut, columns, short_time in layouts:  # the first that fits; the narrowest when none does
+        if _fixed_width(rows, columns, cut, short_time) + label <= width:
+            break
+    table = Table(*columns)
+    for column in table.columns:  # all but the label never cut nor wrapped: a cut id names no trace
+        column.no_wrap = column.header != "what"
+    for row in rows:
+        cells = {**row, "trace id": row["trace id"][:cut]}
+        if short_time:
+            cells["started"] = cells["started"][5:16]  # MM-DD HH:MM
+        table.add_row(*(Text(cells[column]) for column in columns))  # Text: "[redacted email]" is data
     return table
+
+
+def _cells(summary: TraceSummary) -> dict[str, str]:
+    return {
+        "trace id": summary.trace_id,
+        "started": summary.started[:19].replace("T", " "),
+        "kind": summary.kind,
+        "what": summary.label[:60],
+        "status": summary.status,
+        "services": str(summary.services),
+        "spans": str(summary.spans),
+        "decisions": str(summary.decisions),
+    }
+
+
+def _fixed_width(rows: list[dict[str, str]], columns: tuple[str, ...], cut: int, short_time: bool) -> int:
+    """The width of the table but its label: each column's widest cell, its padding and the borders."""
+    cut_to = {"trace id": cut, "started": 11 if short_time else 19}
+    widths = [
+        max([len(column), *(min(len(row[column]), cut_to.get(column, 999)) for row in rows)])
+        for column in columns
+        if column != "what"
+    ]
+    return sum(widths) + 3 * len(columns) + 1  # a space either side of each cell, a border between and around
 
 
 def _label(span: dict[str, Any]) -> Text:

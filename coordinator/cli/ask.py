@@ -23,7 +23,7 @@ from coordinator.cli.common import (
     SeedOption,
     Transport,
     app,
-    claude_for,
+    claude_or_deterministic,
     exit_now,
     load_registry,
     registry_catalog,
@@ -55,7 +55,7 @@ QueryArgument = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print the report as JSON (the stable interface for scripts).")
 ]
-DeadlineOption = Annotated[float, typer.Option(help="Seconds for the whole query.")]
+DeadlineOption = Annotated[float, typer.Option(metavar="SECONDS", help="Seconds for the whole query.")]
 TransportOption = Annotated[
     Transport,
     typer.Option(
@@ -97,6 +97,7 @@ class _Asked(NamedTuple):
     kills: tuple[tuple[str, float], ...]  # --chaos kill:SOURCE@TIME
     seed: int | None
     claude: ClaudeSettings | None
+    claude_missing: bool  # --llm claude, and Claude cannot be asked (no key): deterministic, said so
     grants: tuple[str, ...]
     json_output: bool
     otlp: bool
@@ -110,7 +111,8 @@ class _Asked(NamedTuple):
         researched here (the demo sources at the fleet's URLs, the others as their entries say)."""
         untouched = not (
             self.faults or self.kills or self.otlp or self.trace_payloads or self.registry.entries
-        )
+            or self.claude_missing  # its report says why it is deterministic
+        )  # fmt: skip
         return self.transport == Transport.http and self.claude is None and untouched
 
 
@@ -134,11 +136,13 @@ def ask(
 
     Example: research ask "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
     """
+    claude = claude_or_deterministic(llm)
     asked = _Asked(
         query=_query_text(query), deadline=_positive_deadline(deadline), transport=transport,
         faults=_merged_faults(faults or [], chaos), kills=chaos.kills if chaos is not None else (),
-        seed=seed, claude=claude_for(llm), grants=tuple(grant or ()), json_output=json_output, otlp=otlp,
-        trace_payloads=trace_payloads, registry=load_registry(),
+        seed=seed, claude=claude, claude_missing=llm == Llm.claude and claude is None,
+        grants=tuple(grant or ()), json_output=json_output, otlp=otlp, trace_payloads=trace_payloads,
+        registry=load_registry(),
     )  # fmt: skip
     if asked.for_the_service:
         _ask_the_coordinator_service(asked)  # returns when there is no service to answer
@@ -297,10 +301,18 @@ async def _research_and_print(
                 budget=budget, connections=connections,
             )  # fmt: skip
             chaos_group.cancel_scope.cancel()
+        if asked.claude_missing:
+            report = report.model_copy(update={"notes": [*report.notes, _no_model_note()]})
         progress.finished(report)
         progress.close()
         _print_report(report, asked.json_output)
     return report
+
+
+def _no_model_note() -> str:
+    from subagents.claude import MISSING_KEY  # loaded already
+
+    return f"a deterministic run: --llm claude, but {MISSING_KEY}; the plan, the calls and the answer are the code's"
 
 
 def _print_report(report: ResearchReport, json_output: bool) -> None:

@@ -20,7 +20,7 @@ from coordinator.cli.common import (
     Llm,
     LlmOption,
     app,
-    claude_for,
+    claude_or_deterministic,
     fleet_call,
     usage_error,
 )
@@ -39,25 +39,25 @@ QuestionsArgument = Annotated[
         help='JSON lines, one {"id": ..., "query": ...} a line (optional "deadline", "grant"), or one question a line.'
     ),
 ]
-EngineOption = Annotated[str, typer.Option("--engine", help="local (this process) or ray.")]
+EngineOption = Annotated[str, typer.Option("--engine", metavar="ENGINE", help="local (this process) or ray.")]
 
 
 @app.command()
 def batch(
     questions: QuestionsArgument,
-    out: Annotated[Path, typer.Option("--out", help="The folder for the reports, traces and summary.json.")],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="The folder for the reports, traces and summary.json.")],
     engine: EngineOption = "local",
-    address: Annotated[str | None, typer.Option("--address", help="A Ray cluster (ray://host:10001); local Ray by default.")] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Questions in flight at once.")] = 8,
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Ray worker processes.")] = 2,
-    deadline: Annotated[float, typer.Option("--deadline", min=0.1, help="Seconds per question.")] = 30.0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the back-off jitter (per question).")] = 0,
-    retry_budget: Annotated[float, typer.Option("--retry-budget", min=0.0, max=1.0, help="Retries at most this share of first attempts, per source, fleet-wide.")] = 0.1,
-    bulkhead: Annotated[int, typer.Option("--bulkhead", min=1, help="Concurrent calls per source, fleet-wide.")] = 8,
+    address: Annotated[str | None, typer.Option("--address", metavar="ADDRESS", help="A Ray cluster (ray://host:10001); local Ray by default.")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, metavar="N", help="Questions in flight at once.")] = 8,
+    workers: Annotated[int, typer.Option("--workers", min=1, metavar="N", help="Ray worker processes.")] = 2,
+    deadline: Annotated[float, typer.Option("--deadline", min=0.1, metavar="SECONDS", help="Seconds per question.")] = 30.0,
+    seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the back-off jitter (per question).")] = 0,
+    retry_budget: Annotated[float, typer.Option("--retry-budget", min=0.0, max=1.0, metavar="SHARE", help="Retries at most this share of first attempts, per source, fleet-wide.")] = 0.1,
+    bulkhead: Annotated[int, typer.Option("--bulkhead", min=1, metavar="N", help="Concurrent calls per source, fleet-wide.")] = 8,
     faults: FaultsOption = None,
     url: Annotated[list[SourceUrl] | None, typer.Option("--url", parser=source_url, metavar="SOURCE=URL", help="SOURCE=URL of a running source (all five); by default the running fleet, or one started for the batch.")] = None,
     llm: LlmOption = Llm.none,
-    total_tokens: Annotated[int | None, typer.Option("--total-tokens", min=1, help="Claude mode: the whole batch's token budget.")] = None,
+    total_tokens: Annotated[int | None, typer.Option("--total-tokens", min=1, metavar="TOKENS", help="Claude mode: the whole batch's token budget.")] = None,
 ) -> None:  # fmt: skip
     """Research every question of a file; one report (as `ask --json`) and one trace each, in DIR.
 
@@ -69,7 +69,7 @@ def batch(
 
     asked = Batch(
         questions, out, engine, address, concurrency, workers, deadline, seed, retry_budget, bulkhead,
-        {each.source: each.settings for each in faults or []}, dict(url or []), claude=claude_for(llm),
+        {each.source: each.settings for each in faults or []}, dict(url or []), claude=claude_or_deterministic(llm),
         total_tokens=total_tokens,
     )  # fmt: skip
     summary = _run(asked)

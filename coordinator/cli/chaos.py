@@ -159,9 +159,12 @@ def chaos_hang(
 @chaos_app.command("slow")
 def chaos_slow(
     source: Annotated[str, typer.Argument(parser=known_source, help="The source to slow down.")],
-    ms: Annotated[float, typer.Option("--ms", min=0, help="Added latency per call, in milliseconds.")] = 1000,
+    ms: Annotated[
+        float, typer.Option("--ms", min=0, metavar="MS", help="Added latency per call, in milliseconds.")
+    ] = 1000,
     jitter: Annotated[
-        float, typer.Option("--jitter", min=0, help="Latency varies by up to this much either way.")
+        float,
+        typer.Option("--jitter", min=0, metavar="MS", help="Latency varies by up to this much either way."),
     ] = 0,
 ) -> None:
     """Add latency (with jitter) to every call of a source.
@@ -177,10 +180,14 @@ def chaos_slow(
 def chaos_flaky(
     source: Annotated[str, typer.Argument(parser=known_source, help="The source to make flaky.")],
     rate: Annotated[
-        float, typer.Option("--rate", min=0, max=1, help="Probability of a transient failure per call.")
+        float,
+        typer.Option(
+            "--rate", min=0, max=1, metavar="RATE", help="Probability of a transient failure per call."
+        ),
     ] = 0.5,
     seed: Annotated[
-        int | None, typer.Option(help="Seed of the fault dice (by default, the one in force: 0 at first).")
+        int | None,
+        typer.Option(metavar="N", help="Seed of the fault dice (by default, the one in force: 0 at first)."),
     ] = None,
 ) -> None:
     """Fail a share of a source's calls with a transient error.
@@ -197,7 +204,9 @@ def chaos_garbage(
     source: Annotated[
         str, typer.Argument(parser=known_source, help="The source whose answers get corrupted.")
     ],
-    rate: Annotated[float, typer.Option("--rate", min=0, max=1, help="Probability per call.")] = 1.0,
+    rate: Annotated[
+        float, typer.Option("--rate", min=0, max=1, metavar="RATE", help="Probability per call.")
+    ] = 1.0,
 ) -> None:
     """Corrupt a source's answers on the wire.
 
@@ -211,19 +220,23 @@ def chaos_garbage(
 @chaos_app.command("run")
 def chaos_run(
     scenarios: Annotated[
-        int, typer.Option("--scenarios", min=1, help="How many random scenarios to run.")
+        int, typer.Option("--scenarios", min=1, metavar="N", help="How many random scenarios to run.")
     ] = 20,
     seed: Annotated[
-        int, typer.Option(help="Seed of the scenario dice: the same seed, the same scenarios.")
+        int, typer.Option(metavar="N", help="Seed of the scenario dice: the same seed, the same scenarios.")
     ] = 1,
     replay: Annotated[
-        int | None, typer.Option(help="Run exactly the one scenario with this seed (printed on a violation).")
+        int | None,
+        typer.Option(
+            metavar="SEED", help="Run exactly the one scenario with this seed (printed on a violation)."
+        ),
     ] = None,
     soak: Annotated[
         int | None,
         typer.Option(
+            metavar="N",
             help="Instead: run this many queries through this one process against the HTTP fleet, and report "
-            "memory, open files and child processes."
+            "memory, open files and child processes.",
         ),
     ] = None,
     # The same option as everywhere, but none by default: a run asks a model hundreds of times.

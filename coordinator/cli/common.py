@@ -17,10 +17,13 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperArgument, TyperCommand
 
 from coordinator.cli.params import JsonObject, SourceFaults, any_source, json_object, source_faults
 
 if TYPE_CHECKING:
+    from typer.models import CommandFunctionType
+
     from coordinator.registry import Registry
     from coordinator.tools import Catalog
     from sources.fleet import Fleet
@@ -28,7 +31,46 @@ if TYPE_CHECKING:
     from subagents.claude import ClaudeSettings
 
 
-class _OneLineUsageErrors(typer.Typer):
+class _ArgumentInWords(TyperArgument):
+    """An argument as click names it in help: ``QUERY`` in the usage line and the list (``[TRACE_ID]``
+    when optional), never typer's ``{query}`` nor its type (``<str>``); what it takes, its help says.
+    Its error messages name it as before ("Missing argument 'query'")."""
+
+    def _in_words(self) -> str:
+        name = (self.metavar or self.name or "").upper()
+        return f"{name}..." if self.nargs != 1 else name
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        return [self._in_words() if self.required else f"[{self._in_words()}]"]
+
+    def get_help_record(self, ctx: Any) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        return None if record is None else (self._in_words(), record[1])
+
+
+class _HelpInWords(TyperCommand):
+    """A command whose help names every value in words: each option by its metavar (``--grant SCOPE``,
+    ``--faults SOURCE:SETTINGS``: the commands give one to every option that takes a value, but a
+    choice's, which lists the choices), each argument as ``_ArgumentInWords`` does."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if type(param) is TyperArgument:
+                param.__class__ = _ArgumentInWords  # what typer built, shown in words (no state added)
+
+
+class _Commands(typer.Typer):
+    """A command group whose commands' help is in words (``_HelpInWords``)."""
+
+    def command(
+        self, name: str | None = None, **kwargs: Any
+    ) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        kwargs.setdefault("cls", _HelpInWords)
+        return super().command(name, **kwargs)
+
+
+class _OneLineUsageErrors(_Commands):
     """The command line: a usage error the parser finds (an unknown option, a value not among the
     choices) is one line on stderr and exit 2, like the usage errors the commands find themselves."""
 
@@ -79,7 +121,7 @@ app = _OneLineUsageErrors(
     no_args_is_help=True,
     rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
 )
-sources_app = typer.Typer(
+sources_app = _Commands(
     help="The five MCP sources: list them, call one.\n\nExample: research sources call customers customer_lookup "
     '\'{"identifier": "CUST-00042"}\'',
     no_args_is_help=True,
@@ -154,7 +196,7 @@ def registry_catalog(registry: Registry, within_s: float) -> Catalog:
     return anyio.run(lambda: catalog_of(registry, data_dir_from(), timeout_s=max(within_s, 0.1)))
 
 
-traces_app = typer.Typer(
+traces_app = _Commands(
     help="Traces written by research runs to the local files.\n\nExample: research traces show latest",
     no_args_is_help=True,
     rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
@@ -163,7 +205,7 @@ app.add_typer(traces_app, name="traces")
 
 JAEGER_UI = "http://localhost:16686"
 
-chaos_app = typer.Typer(
+chaos_app = _Commands(
     help="Break a running fleet on purpose: kill, hang, slow, flaky, garbage, heal, status.\n\n"
     "Example: research sources up --chaos && research chaos kill customers",
     no_args_is_help=True,
@@ -225,7 +267,9 @@ LlmOption = Annotated[Llm, typer.Option("--llm", help=LLM_HELP)]
 SeedOption = Annotated[
     int | None,
     typer.Option(
-        "--seed", help="Seed of this run's own randomness (the back-off jitter): the same seed replays it."
+        "--seed",
+        metavar="N",
+        help="Seed of this run's own randomness (the back-off jitter): the same seed replays it.",
     ),
 ]
 FaultsOption = Annotated[
@@ -256,6 +300,7 @@ GrantOption = Annotated[
     list[str] | None,
     typer.Option(
         "--grant",
+        metavar="SCOPE",
         help="Let the credential broker grant this scope when a source asks for it, e.g. billing:read (repeatable).",
     ),
 ]
@@ -274,6 +319,22 @@ def claude_for(llm: Llm | str) -> ClaudeSettings | None:
         return ClaudeSettings.from_environment()
     except ValueError as exc:
         raise usage_error(str(exc)) from None
+
+
+def claude_or_deterministic(llm: Llm | str) -> ClaudeSettings | None:
+    """``claude_for``, for a command that runs without Claude too: ``--llm claude`` where the model
+    cannot be asked (no key) runs the deterministic mode, said on stderr in one line: what is
+    missing and how to set it. (`auto` without a key is the deterministic mode, as asked.)"""
+    claude = claude_for(llm)
+    if claude is None or claude.api_key:
+        return claude
+    from subagents.claude import MISSING_KEY, SET_THE_KEY  # loaded already, by claude_for
+
+    typer.echo(
+        f"warning: --llm claude, but {MISSING_KEY}: this run is deterministic; to use Claude, {SET_THE_KEY}",
+        err=True,
+    )
+    return None
 
 
 def start_tracing(

@@ -34,13 +34,17 @@ _ROWS = (
 
 @app.command("compare")
 def compare_command(
-    scenarios: Annotated[int, typer.Option("--scenarios", min=1, help="How many random scenarios.")] = 50,
+    scenarios: Annotated[
+        int, typer.Option("--scenarios", min=1, metavar="N", help="How many random scenarios.")
+    ] = 50,
     seed: Annotated[
-        int, typer.Option(help="Seed of the scenario dice: the same seed, the same scenarios.")
+        int, typer.Option(metavar="N", help="Seed of the scenario dice: the same seed, the same scenarios.")
     ] = 1,
     llm: LlmOption = Llm.none,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
-    plot: Annotated[Path | None, typer.Option("--plot", help="Write a bar chart (PNG) to this file.")] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", metavar="FILE", help="Write a bar chart (PNG) to this file.")
+    ] = None,
 ) -> None:
     """Run the same chaos scenarios through generic errors ("Operation failed") and through the contract.
 

@@ -17,7 +17,7 @@ from coordinator.cli.common import (
     Llm,
     LlmOption,
     app,
-    claude_for,
+    claude_or_deterministic,
     load_registry,
     registry_catalog,
     usage_error,
@@ -50,7 +50,7 @@ def show_plan(
 
     Example: research plan "refund 45 quid on ORD-10031?"
     """
-    claude = claude_for(llm)
+    claude = claude_or_deterministic(llm)
     from coordinator.plan import PLANNING_SHARE
     from coordinator.planner import QueryError, plan_query  # here, not at the top: start-up time
 

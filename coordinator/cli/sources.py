@@ -106,7 +106,9 @@ def call_source(
     arguments: ArgumentsArgument = None,
     scope: Annotated[
         list[str] | None,
-        typer.Option("--scope", help="Call with a credential holding this scope (repeatable)."),
+        typer.Option(
+            "--scope", metavar="SCOPE", help="Call with a credential holding this scope (repeatable)."
+        ),
     ] = None,
     url: Annotated[
         str | None,

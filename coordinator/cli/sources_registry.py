@@ -31,7 +31,8 @@ _CHECK_TIMEOUT_S = 20.0  # a first `npx -y` may download and unpack its package
 CommandOption = Annotated[
     str | None,
     typer.Option(
-        help='Start it over stdio with this command, e.g. "npx -y @modelcontextprotocol/server-filesystem ./docs".'
+        metavar="COMMAND",
+        help='Start it over stdio with this command, e.g. "npx -y @modelcontextprotocol/server-filesystem ./docs".',
     ),
 ]
 UrlOption = Annotated[
@@ -39,10 +40,10 @@ UrlOption = Annotated[
     typer.Option(parser=http_url, metavar="URL", help="Or reach it over streamable HTTP at this URL."),
 ]
 ScopeOption = Annotated[
-    list[str] | None, typer.Option("--scope", help="A scope its tools need (repeatable).")
+    list[str] | None, typer.Option("--scope", metavar="SCOPE", help="A scope its tools need (repeatable).")
 ]
 TimeoutOption = Annotated[
-    float | None, typer.Option(help="Seconds per call (default: the policy's).", min=0.1)
+    float | None, typer.Option(metavar="SECONDS", help="Seconds per call (default: the policy's).", min=0.1)
 ]
 PlanOption = Annotated[
     list[str] | None,

@@ -18,7 +18,7 @@ from coordinator.cli.common import (
     SeedOption,
     SourceArgument,
     app,
-    claude_for,
+    claude_or_deterministic,
     load_registry,
     start_tracing,
     usage_error,
@@ -57,12 +57,15 @@ def run_task(
     tool: Annotated[str, typer.Argument(help="The tool to call, e.g. search_orders.")],
     arguments: ArgumentsArgument = None,
     purpose: Annotated[
-        str, typer.Option(help="What the task is for; the broker grants scopes by purpose.")
+        str,
+        typer.Option(metavar="PURPOSE", help="What the task is for; the broker grants scopes by purpose."),
     ] = "research",
     grant: GrantOption = None,
     faults: FaultsOption = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per call.", min=0.1)] = 5.0,
-    deadline: Annotated[float, typer.Option(help="Seconds for the whole task.", min=0.1)] = 30.0,
+    timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Seconds per call.", min=0.1)] = 5.0,
+    deadline: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Seconds for the whole task.", min=0.1)
+    ] = 30.0,
     seed: SeedOption = None,
     llm: LlmOption = Llm.auto,
 ) -> None:
@@ -89,7 +92,7 @@ def run_task(
     settings = start_tracing(SourceSettings.from_environment().with_faults(source_faults))
     call = _Call(
         source=source, tool=tool, arguments=dict(arguments or {}), purpose=purpose, grants=tuple(grant or ()),
-        timeout=timeout, deadline=deadline, seed=seed, claude=claude_for(llm),
+        timeout=timeout, deadline=deadline, seed=seed, claude=claude_or_deterministic(llm),
     )  # fmt: skip
     report = anyio.run(_run, call, settings, registry, entry)
     Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))

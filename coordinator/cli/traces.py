@@ -35,17 +35,20 @@ def _none_yet(kind: str | None) -> str:
 @traces_app.command("list")
 def list_traces(
     kind: Annotated[TraceKind | None, typer.Option("--kind", parser=trace_kind, help=_KIND_HELP)] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="Show at most this many traces.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, metavar="N", help="Show at most this many traces.")
+    ] = 20,
     json_output: Annotated[bool, typer.Option("--json", help="Print a JSON list, for scripts.")] = False,
 ) -> None:
     """List the traces in the local trace files, newest first: what each was, when, how it ended.
 
     Example: research traces list --kind query --limit 5
     """
-    from traces.summary import summaries
+    from traces.summary import summaries, unique_length
     from traces.viewer import trace_table
 
-    found: list[TraceSummary] = summaries(_load(), kind=kind)
+    loaded = _load()
+    found: list[TraceSummary] = summaries(loaded, kind=kind)
     if not found:
         typer.echo(_none_yet(kind), err=True)
         raise typer.Exit(1)
@@ -55,7 +58,9 @@ def list_traces(
 
         typer.echo(json.dumps([dataclasses.asdict(summary) for summary in found[:limit]], indent=2))
     else:
-        Console().print(trace_table(found[:limit]))
+        console = Console()
+        # An id is cut no shorter than what names it alone among all the traces `traces show` reads.
+        console.print(trace_table(found[:limit], width=console.width, id_length=unique_length(loaded)))
     if len(found) > limit:
         traces = f"{kind} traces" if kind else "traces"
         typer.echo(f"the newest {limit} of {len(found)} {traces}; --limit N shows more", err=True)
@@ -64,7 +69,11 @@ def list_traces(
 @traces_app.command("show")
 def show_trace(
     trace_id: Annotated[
-        str, typer.Argument(help="A trace id (32 hex), or 'latest': the newest trace of --kind.")
+        str,
+        typer.Argument(
+            help="A trace id (32 hex) or any prefix of it that is its own (as `traces list` shows it), "
+            "or 'latest': the newest trace of --kind."
+        ),
     ] = "latest",
     kind: Annotated[
         TraceKind, typer.Option("--kind", parser=trace_kind, help="What 'latest' means. " + _KIND_HELP)
@@ -74,13 +83,19 @@ def show_trace(
 
     Example: research traces show latest
     """
-    from traces.summary import latest_trace_id
+    from traces.summary import latest_trace_id, starting_with
     from traces.viewer import render_trace
 
     traces = _load()
     latest = trace_id == "latest"
-    wanted = latest_trace_id(traces, kind) if latest else trace_id.lower().removeprefix("0x")
-    if wanted is None or wanted not in traces:
+    if latest:
+        newest = latest_trace_id(traces, kind)
+        matches = [newest] if newest is not None else []
+    else:
+        matches = starting_with(traces, trace_id)  # the id, or the traces it is a prefix of
+    if len(matches) > 1:
+        raise usage_error(f"{_ambiguous(trace_id, matches)}; give more of the id")
+    if not matches:
         if not traces:
             known = _none_yet(None)
         elif latest:
@@ -89,4 +104,15 @@ def show_trace(
             known = "see `research traces list`"
         what = f"no {kind} trace" if latest else f"no trace {trace_id!r}"
         raise usage_error(f"{what} in the local trace files; {known}")
+    (wanted,) = matches
     Console().print(render_trace(wanted, traces[wanted]))
+
+
+_NAMED_AT_MOST = 4  # the ids an ambiguous prefix's refusal names; the list shows the rest
+
+
+def _ambiguous(given: str, matches: list[str]) -> str:
+    named = ", ".join(matches[:_NAMED_AT_MOST])
+    more = len(matches) - _NAMED_AT_MOST
+    rest = f" and {more} more (`research traces list` shows them)" if more > 0 else ""
+    return f"{given!r} begins {len(matches)} traces: {named}{rest}"
