@@ -359,12 +359,13 @@ def _asks(word: str) -> bool:
 
 def _held_words(tasks: list[PlannedTask]) -> set[str]:
     """The words naming the fields of the records the planned tasks return, and the values those fields
-    take ("delivered", "total", "cancelled")."""
+    take ("delivered", "total", "cancelled"), and the words of the tools' own names."""
     from sources.catalogue import record_fields
 
     fields = record_fields()
     words: set[str] = set()
     for task in tasks:
+        words.update(task.tool.split("_"))  # what a tool is named for it gives: get_current_time, the time
         for name, field in fields.get(task.source, {}).get(task.tool, {}).items():
             for term in (name, *field["values"]):  # "status", and "cancelled", a value it takes
                 words.update(term.split("_"))

@@ -59,9 +59,18 @@ class Match:
 
 @functools.cache
 def _model() -> Any:
+    import logging
     from pathlib import Path
 
+    # Importing wordllama calls logging.basicConfig(level=INFO): the root logger would then print
+    # every library's INFO lines (each HTTP request of the SDKs) on stderr. Put the root back as it was.
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
     import wordllama
+
+    root.setLevel(level)
+    for handler in [handler for handler in root.handlers if handler not in handlers]:
+        root.removeHandler(handler)
 
     # The package's own folder holds its weights and tokenizer; its default load() looks elsewhere and
     # would try a download.

@@ -34,7 +34,7 @@ from coordinator.accounting import account_for_words
 from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
 from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.reading import Mention, QueryError, Reading, read_query
-from coordinator.spans import Span
+from coordinator.spans import ASKS, Span
 from coordinator.spans import clauses as clauses_of
 from coordinator.tools import (
     ARGUMENT_PHRASES,
@@ -117,8 +117,9 @@ class _Planner:
             if subject.label not in paired_orders
         }
         self.intents -= _answered_by_lookups(reading)
-        if self.orders and set(reading.words) & intent_named("orders").words <= _ONE_ORDER:
-            # "the knock box in my order has a crack" beside "#10019": the order named is the one meant.
+        if self.orders and _asked_words(reading) & intent_named("orders").words <= _ONE_ORDER:
+            # "the knock box in my order has a crack" beside "#10019": the order named is the one meant;
+            # so is a story's "I ordered it (ORD-10023)": only what asks can ask for other orders.
             self.intents.discard("orders")
         if "orders" in reading.inferred and self.order_lookups:
             # "can you check where this is up to?" after naming ORD-10002: read by meaning, an ask about
@@ -474,9 +475,13 @@ class _Planner:
         return lookup.subject
 
 
-# The words for one order ("my order", "the shipment", "I ordered it (ORD-10023)"): with an order
-# named, that order is meant.
-_ONE_ORDER = frozenset({"order", "purchase", "shipment", "ordered", "bought", "purchased"})
+def _asked_words(reading: Reading) -> set[str]:
+    """The words of the spans that ask (not a story's, not courtesy)."""
+    return {token.word for span in reading.spans if span.role == ASKS for token in span.tokens}
+
+
+# The words for one order ("my order", "the shipment"): with an order named, that order is meant.
+_ONE_ORDER = frozenset({"order", "purchase", "shipment"})
 
 # Arguments that qualify a call rather than say what it is about.
 _QUALIFIERS = frozenset({"text", "choice", "other", "date", "amount", "sku", "links"})

@@ -119,3 +119,18 @@ def test_help_and_a_usage_error_never_load_the_matcher() -> None:
 def test_a_query_the_keywords_read_whole_never_loads_the_matcher() -> None:
     read = read_query("orders and open tickets of CUST-00042 since last month")
     assert all(span.match is None for span in read.spans)
+
+
+def test_loading_the_matcher_leaves_the_logging_as_it_was() -> None:
+    """wordllama configures the root logger at INFO when imported; the matcher puts it back, so no
+    library's INFO lines (each HTTP request an SDK makes) reach stderr."""
+    code = (
+        "import logging; before = (logging.getLogger().level, len(logging.getLogger().handlers)); "
+        "from coordinator.meaning import nearest_intent; nearest_intent('been in touch', ['touch']); "
+        "after = (logging.getLogger().level, len(logging.getLogger().handlers)); "
+        "logging.getLogger('httpx2').info('HTTP Request: POST'); print(before == after)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "True" and "HTTP Request" not in done.stderr, done.stderr

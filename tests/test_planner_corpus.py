@@ -432,3 +432,15 @@ def test_generated_queries_use_every_mention_and_wait_only_for_what_they_use(par
 def test_any_text_is_planned_or_refused_in_words(text: str) -> None:
     plan, refusal = _plan_or_refusal(text)
     assert plan is not None or (refusal and "\n" not in refusal and "Traceback" not in refusal)
+
+
+def test_an_order_named_for_a_refund_does_not_stand_for_what_someone_ordered() -> None:
+    """ "ordered" asks of orders where it is asked ("what has jane ordered since October"), even beside
+    a refund's order; told in a story ("I ordered it (ORD-10023)"), the order named is the one meant."""
+    asked = plan_query("refund on ORD-10031 of £45 and what has jane.doe@example.com ordered since October")
+    assert asked.tasks["orders"].arguments["placed_after"] == "2026-10-01" and asked.unplanned == ()
+    told = plan_query(
+        "Hello,\n\nI ordered the Barista Pro on 12 October (ORD-10023) and it turned up cracked. "
+        "I would like a refund of the full £750, please.\n\nKind regards"
+    )
+    assert sorted(task.tool for task in told.tasks.values()) == ["refund_eligibility", "search_policies"]

@@ -2,7 +2,8 @@
 
 The README's shell blocks (```sh) and its transcripts (``` blocks whose lines start with `$ `) are
 read from the file itself; each command is run through `sh` from the project root with `.venv/bin`
-first on PATH (the README's "put the venv on PATH"), in the tests' private data folder. Which
+first on PATH (the README's "put the venv on PATH"), in the tests' private data folder, on a terminal
+80 columns wide (a newcomer's: the README shows its output wrapped as it is there). Which
 commands run is decided by an explicit allow-list of prefixes: read-only or self-contained commands
 run; a fleet runs on free ports and is stopped at the end; a server (`python -m sources.NAME`) is
 started, seen ready and stopped; anything else (`make`, `docker`, long runs) is listed as skipped.
@@ -237,7 +238,7 @@ def session(settings: SourceSettings) -> Iterator[Session]:
         **os.environ,
         **settings.child_environment(),
         "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        "COLUMNS": "200",  # a wide terminal: no line of the README's output is wrapped
+        "COLUMNS": "80",  # a newcomer's terminal: the README shows what 80 columns print, wrapped as there
     }
     # Never the real Messages API: no key (the autouse guard removes it only inside each test).
     environment.pop("ANTHROPIC_API_KEY", None)

@@ -83,12 +83,20 @@ def _print_plan(plan: Plan, console: Console) -> None:
     ``shown`` (a control or bidi character in it is printed escaped)."""
     from coordinator.render import shown
 
-    table = Table("task", "call", "waits for", "why", box=None, pad_edge=False)
-    for task in plan.describe()["tasks"]:
+    tasks = plan.describe()["tasks"]
+    waits = any(task["depends_on"] for task in tasks)  # the column only where a task waits
+    table = Table(box=None, pad_edge=False)
+    table.add_column("task")
+    table.add_column("call", overflow="fold")  # a call is shown whole, folded where it must be: never cut
+    if waits:
+        table.add_column("waits for")
+    table.add_column("why")
+    for task in tasks:
         arguments = ", ".join(
             f"{name}={json.dumps(value, ensure_ascii=False)}" for name, value in task["arguments"].items()
         )
-        cells = (task["id"], f"{task['source']}.{task['tool']}({arguments})", ", ".join(task["depends_on"]) or "-", task["why"])  # fmt: skip
+        call = f"{task['source']}.{task['tool']}({arguments})"
+        cells = [task["id"], call, *([", ".join(task["depends_on"]) or "-"] if waits else []), task["why"]]
         table.add_row(*(Text(shown(cell)) for cell in cells))
     console.print(table)
     for item in plan.unplanned:
