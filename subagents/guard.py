@@ -3,10 +3,11 @@
 Three rules, each about a source rather than one task, so they hold across everything that calls it:
 
 - the **breaker** (``subagents.breaker``): while a source keeps failing, nobody calls it;
-- the **retry budget**: transient retries stay within a share (10 % by default) of first attempts, per
-  source, so a degraded source sheds load instead of being hammered by every caller's retries (the
-  retry budget of Finagle and of Google's SRE book, without their time window: a budget lives as long
-  as the batch or process that holds it, which is the window);
+- the **retry budget**: transient retries stay within a share (10 % by default) of the first attempts
+  of the last window (10 s), per source, plus a small reserve (1 retry a second, 10 at the start), so
+  a degraded source sheds load instead of being hammered by every caller's retries, while a cold
+  fleet (a source warming up) or a quiet one still gets the few retries it needs (the retry budget of
+  Finagle, a share over a TTL plus a minimum of retries a second; gRPC's throttle starts full too);
 - the **bulkhead**: a cap on concurrent calls per source, so one slow source cannot take every worker.
 
 Written here, not taken from a library: the resilience libraries keep such rules inside one process
@@ -22,9 +23,11 @@ cancelled, which a remote counter cannot promise; a fleet-wide cap is divided am
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Protocol
 
 import anyio
@@ -32,7 +35,9 @@ import anyio
 from subagents.breaker import Breakers, BreakerState
 
 __all__ = [
+    "DEFAULT_RETRY_RESERVE_PER_S",
     "DEFAULT_RETRY_SHARE",
+    "DEFAULT_RETRY_WINDOW_S",
     "Bulkheads",
     "Guard",
     "LocalGuard",
@@ -41,7 +46,16 @@ __all__ = [
     "Verdict",
 ]
 
-DEFAULT_RETRY_SHARE = 0.1  # retries at most 10 % of first attempts: the usual production rule
+DEFAULT_RETRY_SHARE = 0.1  # retries at most 10 % of recent first attempts: the usual production rule
+DEFAULT_RETRY_WINDOW_S = 10.0  # how long a first attempt's share stays spendable (Finagle's TTL)
+DEFAULT_RETRY_RESERVE_PER_S = 1.0  # retries a second beyond the share, per source; a window's worth at start
+
+# The credit of first attempts made within a tenth of the window of one another is kept as one deposit,
+# dated by the oldest of them (so it expires a little early, never late): the budget's memory is
+# bounded by the window, whatever the traffic.
+_SLICES = 10
+# The reserve is a rate times time, a float: one a hair under a whole retry is a whole retry.
+_EPSILON = 1e-9
 
 
 @dataclass(frozen=True)
@@ -53,29 +67,121 @@ class Verdict:
 
 
 @dataclass
-class RetryBudget:
-    """Retries per source within ``share`` of its first attempts, counted as they are spent.
+class _Deposit:
+    at: float
+    retries: Fraction  # what is left of the share of the first attempts made at ``at``
 
-    A retry is allowed while ``retries + 1 <= share * first_attempts``: the ratio never passes the
-    share, at any moment, whatever the order of callers. ``share`` None: no budget (one query alone).
+
+@dataclass
+class _Account:
+    """One source's budget as of ``latest``: the credit of its recent first attempts, and its reserve."""
+
+    latest: float
+    reserve: float
+    credit: deque[_Deposit] = field(default_factory=deque)  # oldest first
+
+
+@dataclass
+class RetryBudget:
+    """Retries per source: ``share`` of its first attempts of the last ``window_s``, plus a reserve.
+
+    - **Credit**: each first attempt deposits ``share`` of a retry, spendable for ``window_s``
+      (Finagle's ``RetryBudget`` TTL): a retry is paid by first attempts of the window before it,
+      and a first attempt pays for at most ``share`` of a retry, ever.
+    - **Reserve**: ``reserve_per_s`` retries a second accrue, up to a window's worth
+      (``reserve_per_s * window_s``), and it starts full, as gRPC's retry throttle starts with a full
+      bucket: a cold fleet rides out a source warming up, a quiet one still has a retry to make.
+
+    A retry takes a whole retry of credit (the oldest first: it expires first), else one of the
+    reserve, else it is refused and counted. A server's ``retryAfterMs`` sets when the retry goes out
+    (``RecoveryPolicy.backoff_s``); it is spent here all the same, when it is decided. So at every
+    moment, whatever the order of the callers, for each source:
+
+        retries <= share * first_attempts + reserve_per_s * (window_s + seconds since first seen)
+
+    the long-run ratio at most ``share + reserve_per_s / (first attempts a second)``; and a source
+    whose first attempts stop (its breaker open, nobody asking) retries at the reserve's rate at most.
+    ``share`` None: no budget (one query alone). ``now`` is the callers' clock; the budget never lets
+    its own time run backwards (a caller a little behind another is taken as at the latest time).
     """
 
     share: float | None = DEFAULT_RETRY_SHARE
+    reserve_per_s: float = DEFAULT_RETRY_RESERVE_PER_S
+    window_s: float = DEFAULT_RETRY_WINDOW_S
     first_attempts: dict[str, int] = field(default_factory=dict)
     retries: dict[str, int] = field(default_factory=dict)
     refused: dict[str, int] = field(default_factory=dict)
+    _accounts: dict[str, _Account] = field(default_factory=dict, repr=False)
+    _deposit: Fraction = field(init=False, repr=False)
 
-    def first_attempt(self, source: str) -> None:
+    def __post_init__(self) -> None:
+        if self.share is not None and not self.share >= 0:
+            raise ValueError(
+                f"a retry budget's share is a fraction of first attempts, 0 or more; got {self.share}"
+            )
+        if not self.reserve_per_s >= 0:
+            raise ValueError(
+                f"a retry budget's reserve is retries a second, 0 or more; got {self.reserve_per_s}"
+            )
+        if not self.window_s > 0:
+            raise ValueError(f"a retry budget's window is seconds, more than 0; got {self.window_s}")
+        # Exact: ten first attempts at 10 % are one whole retry, not 0.9999999999999999 of one.
+        self._deposit = Fraction(self.share or 0).limit_denominator(1_000_000)
+
+    @property
+    def reserve_cap(self) -> float:
+        """The most the reserve holds (and what it holds at the start): a window's worth."""
+        return self.reserve_per_s * self.window_s
+
+    def _account(self, source: str, now: float) -> _Account:
+        """``source``'s account brought to ``now``: its reserve topped up, its expired credit dropped."""
+        account = self._accounts.get(source)
+        if account is None:
+            account = self._accounts[source] = _Account(latest=now, reserve=self.reserve_cap)
+        if now > account.latest:
+            topped_up = account.reserve + self.reserve_per_s * (now - account.latest)
+            account.reserve = min(self.reserve_cap, topped_up)
+            account.latest = now
+        while account.credit and account.credit[0].at <= account.latest - self.window_s:
+            account.credit.popleft()
+        return account
+
+    def first_attempt(self, source: str, now: float) -> None:
         self.first_attempts[source] = self.first_attempts.get(source, 0) + 1
+        if self.share is None:
+            return
+        account = self._account(source, now)
+        if self._deposit == 0:
+            return
+        credit = account.credit
+        if credit and account.latest - credit[-1].at < self.window_s / _SLICES:
+            credit[-1].retries += self._deposit
+        else:
+            credit.append(_Deposit(account.latest, self._deposit))
 
-    def spend(self, source: str) -> bool:
+    def spend(self, source: str, now: float) -> bool:
         """Take one retry for ``source`` if the budget has it; False (and counted) if not."""
-        spent = self.retries.get(source, 0)
-        if self.share is not None and spent + 1 > self.share * self.first_attempts.get(source, 0):
+        if self.share is not None and not self._take(self._account(source, now)):
             self.refused[source] = self.refused.get(source, 0) + 1
             return False
-        self.retries[source] = spent + 1
+        self.retries[source] = self.retries.get(source, 0) + 1
         return True
+
+    def _take(self, account: _Account) -> bool:
+        credit = account.credit
+        if sum((deposit.retries for deposit in credit), Fraction(0)) >= 1:
+            owed = Fraction(1)
+            while owed:
+                taken = min(owed, credit[0].retries)
+                credit[0].retries -= taken
+                owed -= taken
+                if credit[0].retries == 0:
+                    credit.popleft()
+            return True
+        if account.reserve >= 1 - _EPSILON:
+            account.reserve -= 1
+            return True
+        return False
 
 
 @dataclass
@@ -101,7 +207,7 @@ class SourceState:
         if not breaker.allow(now):
             return Verdict(False, breaker.retry_in_s(now))
         if first:
-            self.budget.first_attempt(source)
+            self.budget.first_attempt(source, now)
         return Verdict(True)
 
     def record(self, source: str, failed: bool, now: float) -> Verdict:
@@ -115,8 +221,8 @@ class SourceState:
     def abandon(self, source: str) -> None:
         self.breakers[source].abandon()
 
-    def spend_retry(self, source: str) -> bool:
-        return self.budget.spend(source)
+    def spend_retry(self, source: str, now: float) -> bool:
+        return self.budget.spend(source, now)
 
     def counts(self) -> dict[str, dict[str, int]]:
         """First attempts, retries and refused retries per source (for progress and summaries)."""
@@ -139,7 +245,7 @@ class Guard(Protocol):
 
     def abandon(self, source: str) -> None: ...
 
-    async def spend_retry(self, source: str) -> bool: ...
+    async def spend_retry(self, source: str, now: float) -> bool: ...
 
     def slot(self, source: str) -> AbstractAsyncContextManager[None]:
         """Held for the duration of one call: the source's bulkhead."""
@@ -193,8 +299,8 @@ class LocalGuard:
     def abandon(self, source: str) -> None:
         self.state.abandon(source)
 
-    async def spend_retry(self, source: str) -> bool:
-        return self.state.spend_retry(source)
+    async def spend_retry(self, source: str, now: float) -> bool:
+        return self.state.spend_retry(source, now)
 
     def slot(self, source: str) -> AbstractAsyncContextManager[None]:
         return self.bulkheads.slot(source)

@@ -302,7 +302,9 @@ class Subagent:
         runtime = self.runtime
         failed = recovery.Failed(error, outcome.error_type, runtime.clock.now(), not after.allowed)
         step = recovery.after_failure(runtime.policy, self.state, failed, runtime.rng)
-        if isinstance(step, recovery.Retry) and not await runtime.guard.spend_retry(self.task.source):
+        if isinstance(step, recovery.Retry) and not await runtime.guard.spend_retry(
+            self.task.source, runtime.clock.now()
+        ):
             step = recovery.retry_budget_spent(self.task.source, error)
         match step:
             case recovery.Retry(delay_s=delay, reason=reason):

@@ -60,7 +60,7 @@ class GuardHost:
         self.state.abandon(source)
 
     def spend_retry(self, source: str) -> bool:
-        return self.state.spend_retry(source)
+        return self.state.spend_retry(source, time.monotonic())
 
     def counts(self) -> dict[str, dict[str, int]]:
         return self.state.counts()
@@ -82,7 +82,7 @@ class RayGuard:
     def abandon(self, source: str) -> None:
         self.host.abandon.remote(source)  # sent, not awaited: the caller is unwinding a cancelled call
 
-    async def spend_retry(self, source: str) -> bool:
+    async def spend_retry(self, source: str, now: float) -> bool:
         allowed: bool = await self.host.spend_retry.remote(source)
         return allowed
 

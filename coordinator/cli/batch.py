@@ -52,7 +52,7 @@ def batch(
     workers: Annotated[int, typer.Option("--workers", min=1, metavar="N", help="Ray worker processes.")] = 2,
     deadline: Annotated[float, typer.Option("--deadline", min=0.1, metavar="SECONDS", help="Seconds per question.")] = 30.0,
     seed: Annotated[int, typer.Option("--seed", metavar="N", help="Seed of the back-off jitter (per question).")] = 0,
-    retry_budget: Annotated[float, typer.Option("--retry-budget", min=0.0, max=1.0, metavar="SHARE", help="Retries at most this share of first attempts, per source, fleet-wide.")] = 0.1,
+    retry_budget: Annotated[float, typer.Option("--retry-budget", min=0.0, max=1.0, metavar="SHARE", help="Retries at most this share of the last 10 s of first attempts, per source, fleet-wide, plus a reserve of 1 a second (10 at the start).")] = 0.1,
     bulkhead: Annotated[int, typer.Option("--bulkhead", min=1, metavar="N", help="Concurrent calls per source, fleet-wide.")] = 8,
     faults: FaultsOption = None,
     url: Annotated[list[SourceUrl] | None, typer.Option("--url", parser=source_url, metavar="SOURCE=URL", help="SOURCE=URL of a running source (all five); by default the running fleet, or one started for the batch.")] = None,
