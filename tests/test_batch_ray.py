@@ -1,15 +1,24 @@
 """`research batch --engine ray` on a local Ray, started once for this module: the workers share one
 guard actor (breakers and retry budget), write a report and a trace per question, and keep the
-fleet-wide retry budget under a source that fails half its calls. Skipped only where Ray is not
-installed (`pip install '.[ray]'`; `make test` installs it)."""
+fleet-wide retry budget under a source that fails half its calls. Then on a real two-node cluster
+(`ray start --head`, a second `ray start --address`, as the README's "On a cluster" shows), whose
+second node dies mid-batch. Skipped only where Ray is not installed (`pip install '.[ray]'`;
+`make test` installs it)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import secrets
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +35,7 @@ from subagents.guard import (  # noqa: E402
     DEFAULT_RETRY_SHARE,
     DEFAULT_RETRY_WINDOW_S,
 )
+from tests.conftest import free_ports  # noqa: E402
 from tests.test_batch import (  # noqa: E402
     QUESTIONS,
     SLOW,
@@ -39,8 +49,9 @@ from tests.test_batch import (  # noqa: E402
 pytestmark = pytest.mark.subprocess
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
+    """A local Ray in this process, that `--address auto` joins (the cluster test has its own)."""
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
@@ -71,6 +82,7 @@ def on_ray(settings: SourceSettings, questions: Path, out: Path, *args: str) -> 
     return summary
 
 
+@pytest.mark.usefixtures("local_ray")
 def test_ray_workers_share_one_retry_budget_under_a_source_failing_half_its_calls(
     settings: SourceSettings, tmp_path: Path
 ) -> None:
@@ -108,6 +120,7 @@ def test_ray_workers_share_one_retry_budget_under_a_source_failing_half_its_call
     assert any(reason.startswith("the retry budget for orders is spent") for reason in reasons)
 
 
+@pytest.mark.usefixtures("local_ray")
 def test_a_killed_worker_loses_no_question_and_ctrl_c_leaves_no_worker(
     settings: SourceSettings, tmp_path: Path
 ) -> None:
@@ -144,3 +157,186 @@ def _batch_workers() -> list[int]:
             if any("BatchWorker" in part for part in process.info["cmdline"] or []):
                 found.append(process.pid)
     return found
+
+
+# --- a real cluster: two nodes of `ray start`, the second killed mid-batch ---------------------------
+
+RAY = (sys.executable, "-c", "from ray.scripts.scripts import main; main()")  # the `ray` command, this venv's
+CLUSTER_S = 110.0  # the whole test: two nodes started, the batch, its rerun and the nodes stopped
+
+
+@dataclass
+class Node:
+    """One `ray start --block` (the node's processes live while it does) and its output."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+    killed: tuple[psutil.Process, ...] = ()
+
+    def processes(self) -> list[psutil.Process]:
+        """The command, the raylet and its agents, and the workers the raylet started."""
+        with contextlib.suppress(psutil.Error):
+            command = psutil.Process(self.process.pid)
+            return [command, *command.children(recursive=True)]
+        return []
+
+    def workers(self) -> list[int]:
+        """The pids of the batch's Ray workers on this node."""
+        found = []
+        for each in self.processes():
+            with contextlib.suppress(psutil.Error):
+                if any("BatchWorker" in part for part in each.cmdline()):
+                    found.append(each.pid)
+        return found
+
+    def kill(self) -> None:
+        """The node dies at once, as a machine losing power: every process of it, SIGKILL."""
+        self.killed = (*self.killed, *self.processes())
+        for each in self.killed:
+            with contextlib.suppress(psutil.Error):
+                each.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)  # the command is this test's child: reaped here
+
+    def gone(self) -> bool:
+        """Whether none of the processes killed runs (an orphan nobody reaped yet is a zombie)."""
+        for each in self.killed:
+            with contextlib.suppress(psutil.Error):
+                if each.is_running() and each.status() != psutil.STATUS_ZOMBIE:
+                    return False
+        return True
+
+
+def start_node(args: list[str], log: Path, environment: dict[str, str], until: float) -> Node:
+    """`ray start ARGS --block` in a session of its own; returned once Ray says the node is up (it
+    is then registered with the head). Each node's agent gets a free port: two nodes share a host."""
+    (agent_port,) = free_ports(1)
+    owned = ("--block", "--disable-usage-stats", f"--dashboard-agent-listen-port={agent_port}")
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [*RAY, "start", *args, *owned], stdout=output, stderr=subprocess.STDOUT, env=environment,
+            start_new_session=True,
+        )  # fmt: skip
+    node = Node(process, log)
+    while "Ray runtime started" not in log.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > until:
+            node.kill()
+            raise AssertionError(f"`ray start {' '.join(args)}` did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(0.1)  # polling the command's output: bounded by `until`
+    return node
+
+
+@dataclass
+class Cluster:
+    address: str  # the head's, as `--address` takes it
+    nodes: list[Node]  # the head, then the second node
+    token: dict[str, str]  # the environment that joins it: token authentication of its own
+
+
+@contextlib.contextmanager
+def two_node_cluster(until: float) -> Iterator[Cluster]:
+    """A head and a second node on this machine, one CPU each (so one worker each). Every process
+    of both nodes is ended on the way out."""
+    temp = Path(tempfile.mkdtemp(prefix="rc-ray-"))  # short: Ray's socket paths are under it
+    token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    environment = {**os.environ, **token}
+    (port,) = free_ports(1)
+    cluster = Cluster(f"127.0.0.1:{port}", [], token)
+    try:
+        head = ["--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false", f"--temp-dir={temp}"]
+        cluster.nodes.append(start_node(head, temp / "head.log", environment, until))
+        second = [f"--address={cluster.address}", "--num-cpus=1"]
+        cluster.nodes.append(start_node(second, temp / "second.log", environment, until))
+        yield cluster
+    finally:
+        for node in reversed(cluster.nodes):
+            node.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def researched_on(out: Path, pid: int) -> bool:
+    """Whether a report the batch wrote was researched by the worker ``pid`` (its spans are there)."""
+    traced = out / "traces" / f"research-coordinator-{pid}.jsonl"
+    if not traced.exists():
+        return False
+    trace_ids = {
+        json.loads(line)["context"]["trace_id"].removeprefix("0x")
+        for line in traced.read_text().splitlines()
+        if line.strip()
+    }
+    for path in (out / "reports").glob("*.json"):
+        with contextlib.suppress(ValueError):  # a report is whole or absent; read as it is renamed
+            if json.loads(path.read_text())["trace_id"] in trace_ids:
+                return True
+    return False
+
+
+def test_a_two_node_cluster_answers_every_question_once_when_its_second_node_dies(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    """`ray start --head`, a second `ray start --address`, a batch with `--address`: its two workers
+    answer on both nodes; the second node is killed mid-batch and the engine asks its questions in
+    flight again on the head's worker, so each question has one answer and one report."""
+    until = time.monotonic() + CLUSTER_S
+    queries = [QUESTIONS[number % 3] for number in range(40)]
+    questions = write_questions(tmp_path, queries)
+    out = tmp_path / "out"
+    with two_node_cluster(until) as cluster:
+        second = cluster.nodes[1]
+        command = (
+            str(questions), "--out", str(out), "--engine", "ray", "--workers", "2",
+            "--address", cluster.address, "--concurrency", "4", "--faults", "customers:latency=150ms,seed=1",
+        )  # fmt: skip
+        process = batch_command(settings, *command, environment=cluster.token)
+        try:
+            while not second.workers():  # the second node's worker, started for the batch
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < until, "no worker started on the second node"
+                time.sleep(0.1)
+            (worker,) = second.workers()
+            while not researched_on(out, worker):  # a question answered there, its report written
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < until, "the second node answered no question in time"
+                time.sleep(0.05)
+            second.kill()  # mid-batch, with its worker's questions in flight
+            at_death = len(list((out / "reports").glob("*.json")))
+            stdout, stderr = process.communicate(timeout=max(1.0, until - time.monotonic()))
+        finally:
+            if process.poll() is None:
+                process.kill()
+            Fleet(settings).down()
+    assert process.returncode in (0, 3), stderr
+    assert "Traceback" not in stderr and "questions by node" in stdout, stdout + stderr
+    assert at_death < len(queries)  # the batch went on without the second node
+    summary = json.loads((out / "summary.json").read_text())
+    run = summary["this_run"]
+    # Both nodes answered: the head's worker and the second node's, each a node id of its own.
+    by_node = run["questions_by_node"]
+    assert len(by_node) == 2 and all(count >= 1 for count in by_node.values()), run
+    assert set(run["worker_nodes"]) == set(by_node), run
+    # The dead node's questions in flight were asked again on the head's worker (the engine does
+    # that: nothing a deterministic question calls writes), so every question is answered once:
+    # one answer each, one report each, none failed, each answer from exactly one node.
+    assert run["asked_again"] >= 1, run
+    assert run["questions"] == len(queries) == sum(by_node.values()), run
+    assert summary["answered"] + summary["partial"] == len(queries) and summary["failed"] == 0
+    assert list((out / "failed").iterdir()) == []
+    reports = sorted(path.stem for path in (out / "reports").glob("*.json"))
+    assert reports == [f"q{number:03d}" for number in range(1, len(queries) + 1)]
+    trace_ids = [
+        ResearchReport.model_validate_json((out / "reports" / f"{id}.json").read_text()).trace_id
+        for id in reports
+    ]
+    assert len(set(trace_ids)) == len(queries)
+    assert summary["invariant_violations"] == 0
+    # The second node's worker cannot come back (the head has no CPU free): only the head's closed.
+    assert len(run["memory_per_worker_mb"]) == 1, run
+    until_gone = time.monotonic() + 10  # and nothing of the cluster is left running
+    while not all(node.gone() for node in cluster.nodes) and time.monotonic() < until_gone:
+        time.sleep(0.1)
+    assert all(node.gone() for node in cluster.nodes)
+    # The same command again has nothing left to ask.
+    again = run_batch_command(settings, *command)
+    assert again.returncode == 0 or again.returncode == 3, again.stderr
+    rerun = json.loads((out / "summary.json").read_text())["this_run"]
+    assert rerun["questions"] == 0 and rerun["workers"] == 0, rerun

@@ -11,7 +11,16 @@ at once (an async actor). Every call any worker makes asks the one ``GuardHost``
 and the retry budget are the fleet's, not a worker's, so four workers retrying a degraded source
 spend one budget between them. The bulkhead is each worker's share of the fleet-wide cap (see
 ``subagents.guard`` for why it stays in the process). Local Ray by default; ``address`` joins a
-cluster (``ray://host:10001`` or ``auto``), where the workers need this project installed.
+cluster (``auto`` or the head's ``HOST:6379`` from a node of it), where the workers need this
+project installed and must reach the fleet's URLs.
+
+On a cluster the workers are spread over its nodes (one per node while nodes have room), and the
+guard stays on the driver's node: a node that dies takes its workers, never the fleet's budget.
+Each answer says the node it came from (``questions_by_node``); ``worker_nodes`` is where each
+worker last answered. A node that dies mid-batch: its workers' questions in flight fail with
+``RayActorError`` and are asked again on another worker (``answer``); the dead workers are set
+aside, new questions going to the others, until Ray has started them again (on a node with room)
+and they answer once more.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from typing import Any
 
 import psutil
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from coordinator.batch.questions import Question
 from coordinator.batch.work import Answer, Asking, Setup, answer, asking_at
@@ -37,8 +47,10 @@ __all__ = ["RayEngine"]
 
 
 # A worker or the guard that dies is started again by Ray (its state anew: a restarted guard's budget
-# counts from zero); the questions in flight on a dead worker are `failed`, and a rerun asks them.
+# counts from zero); the questions in flight on a dead worker are asked again on another (``answer``).
 _RESTARTS = 3
+_PROBE_S = 1.0  # how often a worker set aside is asked whether it is up again
+_CLOSE_S = 30.0  # a worker that has not closed by then is left to Ray (its memory is not reported)
 
 
 @ray.remote(num_cpus=0, max_restarts=_RESTARTS)
@@ -99,6 +111,7 @@ class BatchWorker:
             "research-coordinator", traces_dir=setup.settings.traces_path, run_id=setup.settings.run_id
         )
         self.setup = setup
+        self.node_id: str = ray.get_runtime_context().get_node_id()
         # The guard is found by its name: an actor handle among a restartable actor's constructor
         # arguments lives in the object store, and Ray warns that a restart may then fail.
         self.guard = RayGuard(ray.get_actor(host), Bulkheads(bulkhead))
@@ -115,22 +128,28 @@ class BatchWorker:
             self._ready.set()
             await self._closing.wait()
 
-    async def answer(self, question: Question) -> Answer:
+    def node(self) -> str:
+        """The id of the Ray node this worker runs on."""
+        return self.node_id
+
+    async def answer(self, question: Question) -> tuple[Answer, str]:
+        """The question's answer, and the node it was found on."""
         if self._ready is None:  # the first question opens the sessions every later one uses
             self._ready = asyncio.Event()
             self._holder = asyncio.ensure_future(self._hold())
         await self._ready.wait()
         assert self._asking is not None
-        return await answer(question, self._asking)
+        return await answer(question, self._asking), self.node_id
 
-    async def close(self) -> int:
-        """Close the sessions and flush this worker's spans; its memory (RSS, bytes) before closing."""
+    async def close(self) -> tuple[int, str]:
+        """Close the sessions and flush this worker's spans; its memory (RSS, bytes) before closing,
+        and its node."""
         rss = psutil.Process(os.getpid()).memory_info().rss
         self._closing.set()
         if self._holder is not None:
             await self._holder
         flush_spans(5000)
-        return int(rss)
+        return int(rss), self.node_id
 
 
 class RayEngine:
@@ -145,10 +164,16 @@ class RayEngine:
         self.bulkhead = None if bulkhead is None else max(1, bulkhead // workers)
         self.address = address
         self.memory_rss: list[int] = []
+        self.worker_nodes: list[str | None] = [None] * workers  # where each worker last answered
+        self.questions_by_node: dict[str, int] = {}  # the answers each node's workers gave
+        self.asked_again = 0  # questions asked once more because their worker died under them
         self._started_ray = False
         self._pool: list[Any] = []
         self._busy: list[int] = []
+        self._aside: set[int] = set()  # workers that died, until they answer again
+        self._probes: set[asyncio.Task[None]] = set()
         self._host: Any = None
+        self._counts: dict[str, dict[str, int]] = {}
 
     async def __aenter__(self) -> RayEngine:
         if not ray.is_initialized():
@@ -163,53 +188,109 @@ class RayEngine:
             self._started_ray = True
         # ray.remote turned the classes into actor classes, whose .remote() mypy cannot see.
         host = f"research-batch-guard-{uuid.uuid4().hex}"
-        self._host = GuardHost.options(name=host).remote(self.retry_share, self.fleet_bulkhead)  # type: ignore[attr-defined]  # an actor class
-        self._pool = [
-            BatchWorker.remote(self.setup, host, self.bulkhead)  # type: ignore[attr-defined]  # an actor class
-            for _ in range(self.workers)
-        ]
+        # The guard on this node, the driver's (if it dies, so does the batch): not soft, which Ray
+        # takes as leave to place a CPU-less actor on any node, one that may die under the batch.
+        # The workers spread over the nodes, where Ray's default would pack them onto this one.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self._host = GuardHost.options(name=host, scheduling_strategy=here).remote(  # type: ignore[attr-defined]  # an actor class
+            self.retry_share, self.fleet_bulkhead
+        )
+        spread = BatchWorker.options(scheduling_strategy="SPREAD")  # type: ignore[attr-defined]  # an actor class
+        self._pool = [spread.remote(self.setup, host, self.bulkhead) for _ in range(self.workers)]
         self._busy = [0] * self.workers
         return self
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        for probe in self._probes:
+            probe.cancel()
         try:
             if kind is None:  # an interrupted batch leaves at once: its workers end with Ray
-                self.memory_rss = list(
-                    await asyncio.gather(*(worker.close.remote() for worker in self._pool))
-                )
+                # A worker set aside has no sessions to close (and may never be started again).
+                up = [index for index in range(self.workers) if index not in self._aside]
+                closed = await asyncio.gather(*(self._close(index) for index in up))
+                self.memory_rss = [rss for rss, _ in filter(None, closed)]
         finally:
             if self._started_ray:
                 ray.shutdown()
 
+    async def _close(self, index: int) -> tuple[int, str] | None:
+        try:
+            rss, node = await asyncio.wait_for(_awaited(self._pool[index].close.remote()), _CLOSE_S)
+        except (TimeoutError, ray.exceptions.RayActorError):  # died as the batch ended
+            return None
+        self.worker_nodes[index] = node
+        return int(rss), str(node)
+
     async def answer(self, question: Question) -> Answer:
-        """The question answered by the least busy worker; if that worker dies (or is restarting), by
-        another one, once, in the deterministic mode: its planner plans no tool that writes, so asking
-        again changes nothing. A model might have planned one (a refund): there it is ``failed``."""
+        """The question answered by the least busy worker that is up; if that worker dies (its node
+        with it, or it is restarting), by another one, once, in the deterministic mode: its planner
+        plans no tool that writes, so asking again changes nothing. A model might have planned one
+        (a refund): there it is ``failed``, and the same command again asks it. Either way the
+        question has one answer, so one report."""
         tried: set[int] = set()
         attempts = min(2, self.workers) if self.setup.claude is None else 1
         while True:
-            # By hand rather than ray.util.ActorPool: its get_next() blocks a thread, and the lanes await.
-            index = min(
-                (each for each in range(self.workers) if each not in tried), key=self._busy.__getitem__
-            )
+            index = self._least_busy(tried)
             self._busy[index] += 1
             try:
-                answered: Answer = await self._pool[index].answer.remote(question)
-                return answered
+                got: tuple[Answer, str] = await self._pool[index].answer.remote(question)
             except ray.exceptions.RayActorError as exc:  # the worker died, or is being started again
                 tried.add(index)
+                self._set_aside(index)
                 if len(tried) == attempts:
                     return _failed(question, exc)
+                self.asked_again += 1
+                continue
             except ray.exceptions.RayError as exc:  # our code raised in the worker: a bug, said in one line
                 return _failed(question, exc)
             finally:
                 self._busy[index] -= 1
+            answered, node = got
+            self.worker_nodes[index] = node
+            self.questions_by_node[node] = self.questions_by_node.get(node, 0) + 1
+            return answered
+
+    def _least_busy(self, tried: set[int]) -> int:
+        """By hand rather than ray.util.ActorPool: its get_next() blocks a thread, and the lanes await.
+        A worker set aside is chosen only when every other one was tried or is aside too."""
+        untried = [each for each in range(self.workers) if each not in tried]
+        up = [each for each in untried if each not in self._aside] or untried
+        return min(up, key=self._busy.__getitem__)
+
+    def _set_aside(self, index: int) -> None:
+        if index not in self._aside:
+            self._aside.add(index)
+            probe = asyncio.ensure_future(self._probe(index))
+            self._probes.add(probe)
+            probe.add_done_callback(self._probes.discard)
+
+    async def _probe(self, index: int) -> None:
+        """Until the worker answers again: Ray starts it anew where there is room (a call waits for
+        that); until Ray knows it dead, a call to it fails, and is made again a moment later."""
+        while True:
+            try:
+                node: str = await self._pool[index].node.remote()
+            except ray.exceptions.RayActorError:
+                await asyncio.sleep(_PROBE_S)
+                continue
+            self.worker_nodes[index] = node
+            self._aside.discard(index)
+            return
 
     async def budget(self) -> dict[str, dict[str, int]]:
-        counts: dict[str, dict[str, int]] = await self._host.counts.remote()
+        try:
+            counts: dict[str, dict[str, int]] = await self._host.counts.remote()
+        except ray.exceptions.RayActorError:  # the guard is being started again: its counts as last read
+            return self._counts
+        self._counts = counts
         return counts
+
+
+async def _awaited(ref: Any) -> Any:
+    """An object ref's value, as a coroutine (what ``asyncio.wait_for`` takes)."""
+    return await ref
 
 
 def _failed(question: Question, exc: BaseException) -> Answer:

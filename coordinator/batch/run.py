@@ -221,17 +221,23 @@ async def _ask_all(
             tally.budget = await engine.budget()
             progress.answered(answer, tally)
 
-    async with engine:
-        asking_from = time.monotonic()  # the fleet and the workers are up: the questions' own time
-        try:
-            async with anyio.create_task_group() as lanes:
-                for _ in range(min(batch.concurrency, len(pending))):
-                    lanes.start_soon(lane)
-        finally:
-            tally.asking_s = time.monotonic() - asking_from
-            with anyio.CancelScope(shield=True):
-                tally.budget = await engine.budget()
-    tally.memory_rss = engine.memory_rss
+    try:
+        async with engine:
+            asking_from = time.monotonic()  # the fleet and the workers are up: the questions' own time
+            try:
+                async with anyio.create_task_group() as lanes:
+                    for _ in range(min(batch.concurrency, len(pending))):
+                        lanes.start_soon(lane)
+            finally:
+                tally.asking_s = time.monotonic() - asking_from
+                with anyio.CancelScope(shield=True):
+                    tally.budget = await engine.budget()
+    finally:  # what the engine knows of its workers, an interrupted batch's too
+        tally.memory_rss = engine.memory_rss
+        # The Ray engine's (coordinator.batch.ray_engine); the local one runs on no node of Ray.
+        tally.worker_nodes = list(getattr(engine, "worker_nodes", []))
+        tally.questions_by_node = dict(getattr(engine, "questions_by_node", {}))
+        tally.asked_again = int(getattr(engine, "asked_again", 0))
 
 
 def _keep(folder: BatchDir, answer: Answer) -> None:

@@ -1,5 +1,6 @@
 """A batch's figures: what its folder holds (every report, this run's and earlier runs'), this run's
-wall time and throughput, and the fleet's retry budget as it was spent."""
+wall time and throughput (and on Ray, the nodes its answers came from), and the fleet's retry budget
+as it was spent."""
 
 from __future__ import annotations
 
@@ -24,6 +25,11 @@ class Tally:
     workers: int = 0  # the engine's, once one is started: none when every question had its report
     asking_s: float | None = None  # the time with the fleet and the workers up
     memory_rss: list[int] = field(default_factory=list)  # each worker's, as the engine closed
+    # On Ray: the node each worker last answered on (None: it never did), the answers each node gave,
+    # and the questions asked again on another worker because theirs died under them.
+    worker_nodes: list[str | None] = field(default_factory=list)
+    questions_by_node: dict[str, int] = field(default_factory=dict)
+    asked_again: int = 0
 
     def add(self, status: str, violations: int) -> None:
         self.counts[status] = self.counts.get(status, 0) + 1
@@ -75,6 +81,9 @@ def summarize(
             "startup_s": round(wall_s - asking_s, 3),
             "questions_per_s": round(ran / asking_s, 3) if asking_s > 0 else 0.0,
             "memory_per_worker_mb": [round(rss / 2**20, 1) for rss in memory_rss or []],
+            "worker_nodes": list(tally.worker_nodes),
+            "questions_by_node": dict(sorted(tally.questions_by_node.items())),
+            "asked_again": tally.asked_again,
         },
         "retry_budget": {
             "first_attempts": tally.spent("first_attempts"),
@@ -115,8 +124,25 @@ def summary_table(summary: dict[str, Any]) -> Table:
         ("retries refused by the budget", str(budget["retries_refused"])),
         ("invariant violations", str(summary["invariant_violations"])),
     ]
+    on_ray = []  # after the questions per second: which nodes answered, and what a death cost
+    if run["questions_by_node"]:
+        on_ray.append(("questions by node", _by_node(run["questions_by_node"])))
+    if run["asked_again"]:
+        on_ray.append(("asked again (worker died)", str(run["asked_again"])))
+    rows[7:7] = on_ray
     if summary["not_started"]:
         rows.append(("not started (token budget spent)", str(summary["not_started"])))
     for name, value in rows:
         table.add_row(name, value)
     return table
+
+
+_NODES_SHOWN = 4  # in the table; more are counted
+_NODE_ID_SHOWN = 8  # of a node id's 56 hex digits: enough to tell a cluster's nodes apart
+
+
+def _by_node(by_node: dict[str, int]) -> str:
+    """The nodes by the start of their ids (summary.json has them whole), each with its answers."""
+    if len(by_node) > _NODES_SHOWN:
+        return f"{sum(by_node.values())} on {len(by_node)} nodes (summary.json names them)"
+    return ", ".join(f"{node[:_NODE_ID_SHOWN]} {count}" for node, count in by_node.items())

@@ -47,7 +47,7 @@ def batch(
     questions: QuestionsArgument,
     out: Annotated[Path, typer.Option("--out", metavar="DIR", help="The folder for the reports, traces and summary.json.")],
     engine: EngineOption = "local",
-    address: Annotated[str | None, typer.Option("--address", metavar="ADDRESS", help="A Ray cluster (ray://host:10001); local Ray by default.")] = None,
+    address: Annotated[str | None, typer.Option("--address", metavar="ADDRESS", help="A Ray cluster to join: its head's HEAD_IP:6379 (see `ray start --head`), or auto; local Ray by default.")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, metavar="N", help="Questions in flight at once.")] = 8,
     workers: Annotated[int, typer.Option("--workers", min=1, metavar="N", help="Ray worker processes.")] = 2,
     deadline: Annotated[float, typer.Option("--deadline", min=0.1, metavar="SECONDS", help="Seconds per question.")] = 30.0,
