@@ -256,6 +256,10 @@ class Findings:
     named: frozenset[str]
     question: str = ""
     found: set[str] = field(default_factory=set)
+    _asked: set[str] = field(init=False, repr=False)  # the question's words, read once
+
+    def __post_init__(self) -> None:
+        self._asked = _words(self.question)
 
     def unknown_in(self, call: ToolCall) -> set[str]:
         """The ids among ``call``'s arguments this run may not act on (none: it may)."""
@@ -266,8 +270,9 @@ class Findings:
             return False
         if _identifiers(call.arguments.values()):
             return True
-        asked = _words(self.question)
-        return all(_words(value) <= asked for value in call.arguments.values() if isinstance(value, str))
+        return all(
+            _words(value) <= self._asked for value in call.arguments.values() if isinstance(value, str)
+        )
 
     def __call__(self, call: ToolCall, outcome: Outcome) -> Outcome:
         if not self._about_what_was_asked(call):
