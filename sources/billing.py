@@ -236,6 +236,7 @@ def create_server(
         settings,
         wire=wire,
         instructions="Invoices and refunds. Financial records need scope billing:read; refunds need billing:refund.",
+        written=True,  # refunds are written here while other calls read
     )
     store = source.store
 

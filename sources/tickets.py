@@ -60,7 +60,7 @@ class RateLimiter:
         self._tokens = float(self._capacity)
         self._clock = clock
         self._last = clock()
-        self._lock = threading.Lock()  # tool bodies run on worker threads
+        self._lock = threading.Lock()  # a source's tool bodies may run on worker threads
 
     def wait_ms(self) -> int:
         """Take a token and return 0, or take none and return how long until one is free."""

@@ -12,8 +12,9 @@ list of:
 | `none`    | nowhere                                                                         |
 
 Spans are batched on a background thread and flushed on exit (batch delay `OTEL_BSP_SCHEDULE_DELAY`,
-default here 250 ms). A source exports each span as soon as it ends (``eager``: a batch of one, still
-off the event loop), so a source killed outright has already exported everything it finished.
+default here 250 ms). A source exports each span as soon as the answer it belongs to is sent
+(``eager``: batches of one, a millisecond after they end, see ``traces.after_answer``), still off the
+event loop, so a source killed outright has already exported everything it finished.
 
 OTLP fails fast and quietly when no collector is listening (see ``traces.otlp``): one warning line,
 from the process that owns the terminal, and ``otlp_delivered()`` says whether the collector took
@@ -38,6 +39,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, ParentBased, S
 from opentelemetry.trace import Link, SpanKind
 from opentelemetry.util.types import Attributes
 
+from traces.after_answer import ExportAfterTheAnswer
 from traces.attributes import RUN_ID, SERVICE_NAME, SERVICE_VERSION
 from traces.client_status import ClientSpanStatus
 from traces.files import file_exporter
@@ -171,7 +173,7 @@ def configure_tracing(
             schedule_delay_millis=delay,
             max_export_batch_size=1 if eager else 512,  # one: the worker wakes for every finished span
         )
-        provider.add_span_processor(ClientSpanStatus(batch))
+        provider.add_span_processor(ClientSpanStatus(ExportAfterTheAnswer(batch) if eager else batch))
     trace.set_tracer_provider(provider)
     return provider
 
