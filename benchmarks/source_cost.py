@@ -20,17 +20,19 @@ on/off at most 1.10 per tool; spawn to ``initialize`` at most ``import mcp.serve
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import tempfile
 import time
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 from mcp import Client, StdioServerParameters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +44,8 @@ from subagents.connection import stdio_parameters  # noqa: E402
 
 READ_GOAL, ANY_GOAL, TRACING_GOAL, START_GOAL_S = 1.3, 1.5, 1.10, 0.3
 NOOP = "noop"
+TWIN = "same answer"  # the recorded answers, from a bare SDK tool (see serve_twins)
+ASYNC_NOOP, ASYNC_NOOP_TOOL = "async no-op (mcp SDK)", "async_noop"
 IMPORT_LABEL = 'python -c "import mcp.server"'
 
 
@@ -50,6 +54,7 @@ class Case:
     source: str
     tool: str
     arguments: dict[str, Any]
+    record: str  # the tool's record model, in sources.<source>: its output schema is ResultPage[record]
     scope: str | None = None
     writes: bool = False
 
@@ -59,22 +64,29 @@ class Case:
 
 
 CASES = (
-    Case("customers", "customer_lookup", {"identifier": "jane.doe@example.com"}),
-    Case("customers", "find_customers", {"name": "Jane Doe"}),
-    Case("orders", "search_orders", {"customer_id": "CUST-00042"}),
-    Case("orders", "get_order", {"order_id": "ORD-10023"}),
-    Case("billing", "list_invoices", {"customer_id": "CUST-00042"}, scope="billing:read"),
-    Case("billing", "refund_eligibility", {"order_id": "ORD-10023", "amount": 45.0}, scope="billing:read"),
+    Case("customers", "customer_lookup", {"identifier": "jane.doe@example.com"}, "Customer"),
+    Case("customers", "find_customers", {"name": "Jane Doe"}, "Customer"),
+    Case("orders", "search_orders", {"customer_id": "CUST-00042"}, "Order"),
+    Case("orders", "get_order", {"order_id": "ORD-10023"}, "Order"),
+    Case("billing", "list_invoices", {"customer_id": "CUST-00042"}, "Invoice", scope="billing:read"),
+    Case(
+        "billing",
+        "refund_eligibility",
+        {"order_id": "ORD-10023", "amount": 45.0},
+        "RefundAssessment",
+        scope="billing:read",
+    ),
     Case(
         "billing",
         "issue_refund",
         {"order_id": "ORD-10023", "amount": 5.0, "idempotency_key": "bench-source-cost-01"},
+        "Refund",
         scope="billing:refund",
         writes=True,
     ),
-    Case("kb", "search_policies", {"query": "damaged item refund"}),
-    Case("kb", "related_policies", {"article_id": "KB-REFUNDS"}),
-    Case("tickets", "search_tickets", {"customer_id": "CUST-00042"}),
+    Case("kb", "search_policies", {"query": "damaged item refund"}, "Policy"),
+    Case("kb", "related_policies", {"article_id": "KB-REFUNDS"}, "RelatedPolicy"),
+    Case("tickets", "search_tickets", {"customer_id": "CUST-00042"}, "Ticket"),
 )
 SOURCES = tuple(dict.fromkeys(case.source for case in CASES))
 
@@ -92,27 +104,83 @@ def serve_noop() -> None:
     server.run()
 
 
+def serve_twins(answers_file: str) -> None:
+    """Each tool's recorded answer, from the SDK's server with the same output schema and nothing of
+    the source's own: what the SDK and its client cost to carry that answer (validating it both ends)."""
+    import importlib
+    import inspect
+    from typing import Annotated
+
+    from mcp.server import MCPServer
+    from mcp.types import CallToolResult
+
+    from sources.contract import ResultPage
+
+    server = MCPServer(TWIN)
+    answers = json.loads(Path(answers_file).read_text(encoding="utf-8"))
+    for case in CASES:
+        record = getattr(importlib.import_module(f"sources.{case.source}"), case.record)
+        answer = CallToolResult.model_validate(answers[case.name])
+
+        async def twin(answer: CallToolResult = answer) -> CallToolResult:
+            return answer
+
+        twin.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            return_annotation=Annotated[CallToolResult, ResultPage[record]]  # type: ignore[valid-type]
+        )
+        server.add_tool(twin, name=twin_name(case))
+
+    @server.tool(name=ASYNC_NOOP_TOOL)
+    async def async_noop() -> str:  # the floor: no hop to a worker thread, as a plain def takes
+        return ""
+
+    server.run()
+
+
 def noop_parameters(env: dict[str, str]) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=[__file__, "--serve-noop"], env=env)
+
+
+def twin_name(case: Case) -> str:
+    return case.name.replace(".", "_")
+
+
+def twin_parameters(env: dict[str, str], answers_file: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=[__file__, "--serve-twins", str(answers_file)], env=env
+    )
 
 
 def quantile(samples: list[float], q: float) -> float:
     return statistics.quantiles(samples, n=100)[int(q * 100) - 1]
 
 
-async def per_call(settings: SourceSettings, calls: int) -> dict[str, list[float]]:
-    """Samples in seconds, by "NAME traced"/"NAME untraced" and NOOP."""
+@dataclass
+class Measured:
+    """One kind of call: the wall time of each, and the CPU time its server spent per call, by block."""
+
+    walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
+
+
+async def per_call(settings: SourceSettings, calls: int, block: int) -> dict[str, Measured]:
+    """By "NAME traced", "NAME untraced", "NAME same answer", NOOP and ASYNC_NOOP."""
     key = settings.signing_key()
-    untraced_env = {"OTEL_SDK_DISABLED": "true"}
-    samples: dict[str, list[float]] = {NOOP: []}
     async with AsyncExitStack() as stack:
-        noop = await stack.enter_async_context(Client(noop_parameters(settings.child_environment())))
-        clients: dict[tuple[str, str], Client] = {}
+        clients: dict[str, tuple[Client, psutil.Process]] = {}
+
+        async def start(name: str, parameters: StdioServerParameters) -> None:
+            before = {child.pid for child in psutil.Process().children()}
+            client = await stack.enter_async_context(Client(parameters))
+            (server,) = [child for child in psutil.Process().children() if child.pid not in before]
+            clients[name] = (client, server)
+
+        await start(NOOP, noop_parameters(settings.child_environment()))
         for source in SOURCES:
-            for variant, extra in (("traced", {}), ("untraced", untraced_env)):
+            for variant, extra in (("traced", {}), ("untraced", {"OTEL_SDK_DISABLED": "true"})):
                 parameters = stdio_parameters(source, settings)
                 parameters.env = {**(parameters.env or {}), **extra}
-                clients[source, variant] = await stack.enter_async_context(Client(parameters))
+                await start(f"{source} {variant}", parameters)
         metas = {  # a credential as a subagent is granted it, for the calls that need a scope
             case.name: {
                 CREDENTIAL_META_KEY: issue_credential(key, "benchmark", {case.scope}, source=case.source)
@@ -121,28 +189,66 @@ async def per_call(settings: SourceSettings, calls: int) -> dict[str, list[float
             else None
             for case in CASES
         }
+        # Each tool's answer, recorded once, for the bare SDK tools that return it (the same schema).
+        answers = {}
+        for case in CASES:
+            client = clients[f"{case.source} traced"][0]
+            result = await client.call_tool(case.tool, case.arguments, meta=metas[case.name])  # type: ignore[arg-type]
+            answers[case.name] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        answers_file = settings.data_dir / "answers.json"
+        answers_file.write_text(json.dumps(answers), encoding="utf-8")
+        await start(TWIN, twin_parameters(settings.child_environment(), answers_file))
+        twins = clients[TWIN][0]
+        published = {tool.name: tool.output_schema for tool in (await twins.list_tools()).tools}
+        for case in CASES:
+            listed = (await clients[f"{case.source} traced"][0].list_tools()).tools
+            (tool,) = [each for each in listed if each.name == case.tool]
+            assert published[twin_name(case)] == tool.output_schema, f"{case.name}: another output schema"
 
-        async def call(client: Client, case: Case | None) -> float:
-            started = time.perf_counter()
-            if case is None:
-                result = await noop.call_tool("noop", {})
-            else:
-                result = await client.call_tool(case.tool, case.arguments, meta=metas[case.name])  # type: ignore[arg-type]
-            elapsed = time.perf_counter() - started
-            if result.is_error:
-                raise SystemExit(f"{case.name if case else NOOP} failed: {result.content}")
-            return elapsed
+        # Each kind of call: its client, the tool, its arguments and its _meta.
+        plan: dict[str, tuple[str, str, dict[str, Any], Any]] = {
+            NOOP: (NOOP, "noop", {}, None),
+            ASYNC_NOOP: (TWIN, ASYNC_NOOP_TOOL, {}, None),
+        }
+        for case in CASES:
+            for variant in ("traced", "untraced"):
+                plan[f"{case.name} {variant}"] = (
+                    f"{case.source} {variant}",
+                    case.tool,
+                    case.arguments,
+                    metas[case.name],
+                )
+            plan[f"{case.name} {TWIN}"] = (TWIN, twin_name(case), {}, None)
+        measured = {name: Measured() for name in plan}
 
-        for round_ in range(calls + 20):  # the first 20 rounds warm the caches and are not counted
-            for case in (None, *CASES):
-                variants = ("",) if case is None else ("traced", "untraced")
-                for variant in variants:
-                    client = noop if case is None else clients[case.source, variant]
-                    elapsed = await call(client, case)
-                    if round_ >= 20:
-                        name = NOOP if case is None else f"{case.name} {variant}"
-                        samples.setdefault(name, []).append(elapsed)
-    return samples
+        def cpu_seconds(server: psutil.Process) -> float:
+            """The CPU time of every thread of ``server`` so far: from the scheduler's nanosecond count
+            where Linux keeps one (/proc/PID/task/*/schedstat), else psutil's (clock ticks, 10 ms)."""
+            try:
+                return sum(
+                    int(path.read_text().split()[0]) / 1e9
+                    for path in Path(f"/proc/{server.pid}/task").glob("*/schedstat")
+                )
+            except (OSError, ValueError):
+                times = server.cpu_times()
+                return float(times.user + times.system)
+
+        for round_ in range(calls // block + 2):  # the first two rounds warm the caches, not counted
+            for name, (process, tool, arguments, meta) in plan.items():
+                client, server = clients[process]
+                cpu = cpu_seconds(server)
+                walls = []
+                for _ in range(block):
+                    started = time.perf_counter()
+                    result = await client.call_tool(tool, arguments, meta=meta)
+                    walls.append(time.perf_counter() - started)
+                    if result.is_error:
+                        raise SystemExit(f"{name} failed: {result.content}")
+                spent = cpu_seconds(server) - cpu
+                if round_ >= 2:
+                    measured[name].walls.extend(walls)
+                    measured[name].cpus.append(spent / block)
+    return measured
 
 
 async def cold_starts(settings: SourceSettings, starts: int) -> dict[str, list[float]]:
@@ -165,25 +271,48 @@ async def cold_starts(settings: SourceSettings, starts: int) -> dict[str, list[f
     return found
 
 
-def report_calls(samples: dict[str, list[float]], calls: int) -> None:
-    base = statistics.median(samples[NOOP])
-    print(f"{calls} calls each over stdio; p50 and p90 in ms; ratios of the p50s")
-    print(f"{'tool':32} {'p50':>7} {'p90':>7} {'x no-op':>8} {'off p50':>8} {'on/off':>7}")
-    print(f"{'no-op tool (mcp SDK)':32} {base * 1000:7.2f} {quantile(samples[NOOP], 0.9) * 1000:7.2f}")
-    worst_read = worst_any = worst_tracing = 0.0
-    for case in CASES:
-        on, off = samples[f"{case.name} traced"], samples[f"{case.name} untraced"]
-        ratio, tracing = statistics.median(on) / base, statistics.median(on) / statistics.median(off)
-        worst_any, worst_tracing = max(worst_any, ratio), max(worst_tracing, tracing)
-        if not case.writes:
-            worst_read = max(worst_read, ratio)
+def report_calls(measured: dict[str, Measured], calls: int, block: int) -> None:
+    p50 = {name: statistics.median(found.walls) for name, found in measured.items()}
+    cpu = {name: statistics.mean(found.cpus) for name, found in measured.items()}
+    base = p50[NOOP]
+    print(f"{calls} calls of each over stdio, {block} back to back at a time; wall p50 and p90 in ms,")
+    print("the server's CPU per call in ms; ratios of the p50s; on/off: tracing on against off")
+    print(
+        f"{'tool':27} {'p50':>5} {'p90':>5} {'x no-op':>7} {'same':>5} {'x same':>6} {'on/off':>6} {'cpu':>5} {'on/off':>6}"
+    )
+    for name, label in ((NOOP, "no-op tool (mcp SDK)"), (ASYNC_NOOP, ASYNC_NOOP)):
+        found = measured[name].walls
         print(
-            f"{case.name + (' (writes)' if case.writes else ''):32} {statistics.median(on) * 1000:7.2f} "
-            f"{quantile(on, 0.9) * 1000:7.2f} {ratio:7.2f}x {statistics.median(off) * 1000:8.2f} {tracing:7.2f}"
+            f"{label:27} {p50[name] * 1000:5.2f} {quantile(found, 0.9) * 1000:5.2f} "
+            f"{p50[name] / base:6.2f}x {'':5} {'':6} {'':6} {cpu[name] * 1000:5.2f}"
         )
-    print(f"worst read tool: {worst_read:.2f}x the no-op p50 (goal <= {READ_GOAL})")
-    print(f"worst tool: {worst_any:.2f}x the no-op p50 (goal <= {ANY_GOAL})")
-    print(f"worst tracing on/off: {worst_tracing:.2f} (goal <= {TRACING_GOAL:.2f})")
+    worst = {"read": 0.0, "any": 0.0, "tracing": 0.0, "tracing cpu": 0.0, "own": 0.0}
+    for case in CASES:
+        on, off, same = (f"{case.name} {variant}" for variant in ("traced", "untraced", TWIN))
+        ratio, own = p50[on] / base, p50[on] / p50[same]
+        tracing, tracing_cpu = p50[on] / p50[off], cpu[on] / cpu[off]
+        for figure, value in (
+            ("any", ratio),
+            ("tracing", tracing),
+            ("tracing cpu", tracing_cpu),
+            ("own", own),
+        ):
+            worst[figure] = max(worst[figure], value)
+        if not case.writes:
+            worst["read"] = max(worst["read"], ratio)
+        print(
+            f"{case.name + (' (w)' if case.writes else ''):27} {p50[on] * 1000:5.2f} "
+            f"{quantile(measured[on].walls, 0.9) * 1000:5.2f} {ratio:6.2f}x {p50[same] * 1000:5.2f} "
+            f"{own:5.2f}x {tracing:6.2f} {cpu[on] * 1000:5.2f} {tracing_cpu:6.2f}"
+        )
+    print("same: the same answer from a bare SDK tool (async) with the same output schema;")
+    print("(w): writes. No-op tool: a plain def, which the SDK runs on a worker thread.")
+    print(f"worst read tool: {worst['read']:.2f}x the no-op p50 (goal <= {READ_GOAL})")
+    print(f"worst tool: {worst['any']:.2f}x the no-op p50 (goal <= {ANY_GOAL})")
+    print(f"worst tool against the same answer from a bare SDK tool: {worst['own']:.2f}x")
+    print(
+        f"worst tracing on/off: {worst['tracing']:.2f} wall, {worst['tracing cpu']:.2f} CPU (goal <= {TRACING_GOAL:.2f})"
+    )
 
 
 def report_starts(found: dict[str, list[float]], starts: int) -> None:
@@ -206,8 +335,12 @@ def main() -> None:
     if sys.argv[1:] == ["--serve-noop"]:
         serve_noop()
         return
+    if sys.argv[1:2] == ["--serve-twins"]:
+        serve_twins(sys.argv[2])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--block", type=int, default=10, help="calls of one kind back to back")
     parser.add_argument("--starts", type=int, default=8)
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as data_dir:
@@ -216,7 +349,8 @@ def main() -> None:
             data_dir=Path(data_dir), kb_warmup_ms=0, tickets_rate_per_second=1e6, tickets_burst=10**6
         )
         os.environ.pop("OTEL_SDK_DISABLED", None)
-        report_calls(anyio.run(per_call, settings, options.calls), options.calls)
+        measured = anyio.run(per_call, settings, options.calls, options.block)
+        report_calls(measured, options.calls, options.block)
         report_starts(anyio.run(cold_starts, settings, options.starts), options.starts)
 
 

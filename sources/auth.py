@@ -41,6 +41,7 @@ that is missing and the subject, never the token.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -75,6 +76,8 @@ CREDENTIAL_META_KEY = "research-coordinator/credential"
 # over-long token is worth minutes at most. A subagent's call, retries included, fits well within.
 MAX_CREDENTIAL_LIFETIME_S = 300
 _ALGORITHM = "EdDSA"
+_EXPIRED = "the credential has expired"
+_KNOWN_CREDENTIALS = 256  # credentials a source remembers as verified, the most recently used
 # The scopes each source enforces (the table above), as its protected-resource metadata lists them.
 SCOPES_BY_SOURCE: dict[str, tuple[str, ...]] = {
     "customers": ("customers:restricted",),
@@ -135,6 +138,11 @@ def issue_credential(
 
 def verify_credential(key: Ed25519PublicKey, token: Any, *, source: str) -> Principal:
     """The principal ``token`` names, if it is a credential for ``source`` signed by ``key``'s pair."""
+    return _verified(key, token, source=source)[0]
+
+
+def _verified(key: Ed25519PublicKey, token: Any, *, source: str) -> tuple[Principal, int]:
+    """The principal ``token`` names and when it expires (``exp``), or ``CredentialRejected``."""
     if not isinstance(token, str) or not token:
         raise CredentialRejected("the credential is not a token string")
     try:
@@ -146,7 +154,7 @@ def verify_credential(key: Ed25519PublicKey, token: Any, *, source: str) -> Prin
             options={"require": ["exp", "iat", "sub", "aud"], "strict_aud": True},
         )
     except jwt.ExpiredSignatureError:
-        raise CredentialRejected("the credential has expired") from None
+        raise CredentialRejected(_EXPIRED) from None
     except jwt.ImmatureSignatureError:
         raise CredentialRejected("the credential was issued in the future") from None
     except jwt.InvalidAlgorithmError:
@@ -169,7 +177,7 @@ def verify_credential(key: Ed25519PublicKey, token: Any, *, source: str) -> Prin
     scopes = claims.get("scope", "")
     if not isinstance(scopes, str):
         raise CredentialRejected("the credential's scope claim is not a string")
-    return Principal(subject=str(claims["sub"]), scopes=frozenset(scopes.split()))
+    return Principal(subject=str(claims["sub"]), scopes=frozenset(scopes.split())), int(claims["exp"])
 
 
 def current_principal() -> Principal:
@@ -199,10 +207,21 @@ class CredentialCheck:
     fails then, and, while it answers None (no key pair made yet), again at each credentialed call.
     """
 
-    def __init__(self, source: str, public_key: Callable[[], Ed25519PublicKey | None]) -> None:
+    def __init__(
+        self,
+        source: str,
+        public_key: Callable[[], Ed25519PublicKey | None],
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._source = source
+        self._clock = clock
         self._load = public_key
         self._key = public_key()
+        # A credential is verified once (its Ed25519 signature takes 0.14 ms, as long as a whole call
+        # of some tools) and then known by its exact text until it expires: a subagent sends the same
+        # one on every call of its task. Only what verified is kept; a refusal is checked afresh.
+        self._known = functools.lru_cache(maxsize=_KNOWN_CREDENTIALS)(self._verify_signature)
 
     @property
     def source(self) -> str:
@@ -211,7 +230,15 @@ class CredentialCheck:
     def verify(self, token: Any) -> Principal:
         """The principal of a credential for this source, however it travelled (``_meta`` or a bearer
         token): one verification, one set of rules."""
-        return verify_credential(self._public_key(), token, source=self._source)
+        if not isinstance(token, str):
+            return verify_credential(self._public_key(), token, source=self._source)  # refused, saying why
+        principal, expires = self._known(token)
+        if self._clock() >= expires:  # as the first verification decides: valid while before ``exp``
+            raise CredentialRejected(_EXPIRED)
+        return principal
+
+    def _verify_signature(self, token: str) -> tuple[Principal, int]:
+        return _verified(self._public_key(), token, source=self._source)
 
     def _public_key(self) -> Ed25519PublicKey:
         if self._key is None:

@@ -236,7 +236,6 @@ def create_server(
         settings,
         wire=wire,
         instructions="Invoices and refunds. Financial records need scope billing:read; refunds need billing:refund.",
-        written=True,  # refunds are written here while other calls read
     )
     store = source.store
 
@@ -289,6 +288,7 @@ def create_server(
 
     @source.tool(
         Refund,
+        writes=True,
         description=f"""Issue a refund of `amount` (GBP) on an order. Needs scope billing:refund. Idempotent by key.
 
         Calling again with the same key and arguments returns the refund already issued

@@ -39,13 +39,11 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sources.wire import StdioWire, Wire
-from traces.setup import flush_spans
 
 if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.types import CallToolResult
 
-_LAST_SPANS_MS = 500  # the most a crash or exit fault waits for finished spans to be exported
 _HANDSHAKE = frozenset({"initialize", "server/discover"})
 OVERSIZE_BYTES = 2 * 1024 * 1024
 
@@ -223,18 +221,7 @@ def transient_result(source: str) -> CallToolResult:
 
 
 def _kill_self() -> None:
-    _export_what_was_finished()
     os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _export_what_was_finished() -> None:
-    """The spans of calls already answered, exported before a crash or exit fault ends the process.
-
-    A source hands its spans to the exporter a millisecond after each answer (``traces.after_answer``);
-    the fault takes the call in progress, as a real crash would, and not the trace of the calls
-    answered just before it.
-    """
-    flush_spans(_LAST_SPANS_MS)
 
 
 class FaultLayer:
@@ -285,7 +272,6 @@ class FaultLayer:
         if roll.crash:
             self._crash()
         if roll.exit:
-            _export_what_was_finished()
             os._exit(0)  # a clean exit mid-call: no answer, no traceback, status 0
         for kind in ("garbage", "truncate", "unknown_id"):
             if getattr(roll, kind) and self._wire is not None and self._wire.corrupt(ctx, kind):

@@ -266,5 +266,5 @@ def _start(name: str, settings: SourceSettings) -> None:
         traces_dir=settings.traces_path,
         run_id=settings.run_id,
         full_payloads=settings.full_payloads,
-        eager=True,  # a source may be killed at any moment: export each span as it ends
+        eager=True,  # a source may be killed at any moment: each span written as it ends
     )

@@ -1,7 +1,7 @@
 """SQLite access for the sources: parameterized queries only, one connection per thread, kept open.
 
-Tool bodies are plain functions, run on the event loop or, for a source whose tools write, on a
-worker thread (``sources.toolkit.Source``). Each thread keeps its own connections (one read-only, one for writes),
+Tool bodies are plain functions, run on the event loop, or on a worker thread for a tool that writes
+(``sources.toolkit.Source``). Each thread keeps its own connections (one read-only, one for writes),
 opened on its first query: opening one costs about ten times the query it serves (about 0.1 ms
 against 0.01 ms, with the schema read again each time), and a tool may run several queries. A
 connection never crosses threads (SQLite's own check stays on) nor a fork: a process forked with a
@@ -20,9 +20,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Store", "match_any_word", "starts_a_word"]
+__all__ = ["READ_WAIT_S", "WRITE_WAIT_S", "Store", "match_any_word", "starts_a_word"]
 
-_BUSY_TIMEOUT_SECONDS = 5.0
+# How long a query waits for another connection's lock. A write waits for another refund's
+# transaction (milliseconds); a read runs on the event loop (``sources.toolkit.Source``) and waits only
+# for a commit to end, also milliseconds: a lock held longer is a stuck writer, and the call is answered
+# with a transient "data store busy" error rather than holding up the source's other calls.
+WRITE_WAIT_S = 5.0
+READ_WAIT_S = 0.5
 
 
 class Store:
@@ -42,7 +47,10 @@ class Store:
         mode = "rw" if write else "ro"
         if mode not in kept:
             kept[mode] = sqlite3.connect(
-                f"file:{self.path}?mode={mode}", uri=True, timeout=_BUSY_TIMEOUT_SECONDS, isolation_level=None
+                f"file:{self.path}?mode={mode}",
+                uri=True,
+                timeout=WRITE_WAIT_S if write else READ_WAIT_S,
+                isolation_level=None,
             )
             kept[mode].row_factory = sqlite3.Row
         return kept[mode]

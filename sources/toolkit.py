@@ -67,19 +67,21 @@ EMPTY_RESULT_NOTE = "The query executed successfully and returned no matches."
 class Source:
     """One source's server, data and settings.
 
-    Where a source's tool bodies run: on the event loop, when nothing writes its data (each body is
-    a few indexed queries on a kept connection, a tenth of a millisecond, less than the hop to a worker
-    thread and back); on a worker thread when its tools write (``written``), so a call that waits
-    for SQLite's write lock (another process's refund committing) never holds up the other calls.
+    Where a tool's body runs: a tool that reads, on the event loop (its body is a few indexed
+    queries on a kept connection, about a tenth of a millisecond, less than the hop to a worker thread
+    and back, 0.2 ms); a tool that writes (``tool(..., writes=True)``), on a worker thread, so a
+    call that waits for SQLite's write lock (another process's refund committing) never holds up
+    the other calls. A read waits at most ``sources.store.READ_WAIT_S`` for a commit to end.
     """
 
     name: str
     server: MCPServer
     store: Store
     settings: SourceSettings
-    written: bool = False
 
-    def tool(self, record: type[BaseModel], *, description: str | None = None) -> Callable[[ToolFn], ToolFn]:
+    def tool(
+        self, record: type[BaseModel], *, description: str | None = None, writes: bool = False
+    ) -> Callable[[ToolFn], ToolFn]:
         """Register a function as a contract tool whose results are ``record``s.
 
         The tool's published description is the function's docstring, or ``description`` (indented
@@ -93,7 +95,7 @@ class Source:
             @functools.wraps(fn)
             async def run(**arguments: Any) -> CallToolResult:
                 try:
-                    if self.written:
+                    if writes:
                         outcome = await anyio.to_thread.run_sync(functools.partial(fn, **arguments))
                     else:
                         outcome = fn(**arguments)
@@ -139,11 +141,8 @@ def open_source(
     *,
     instructions: str,
     wire: Wire | None = None,
-    written: bool = False,
 ) -> Source:
-    """A source's server with the shared middleware, and its data (generated on first start).
-
-    ``written``: the source's tools write its data (see ``Source``)."""
+    """A source's server with the shared middleware, and its data (generated on first start)."""
     # A source keeps no private key, even one its environment carried by mistake: it verifies, never signs.
     settings = (settings or SourceSettings.from_environment()).without_signing_key()
     world = ensure_world(settings.data_dir, settings.seed)  # the data folder made private there
@@ -158,9 +157,7 @@ def open_source(
         log_level="WARNING",
     )
     server.middleware.append(ArgumentGuard(server))
-    return Source(
-        name=name, server=server, store=Store(world / f"{name}.db"), settings=settings, written=written
-    )
+    return Source(name=name, server=server, store=Store(world / f"{name}.db"), settings=settings)
 
 
 def page_of(

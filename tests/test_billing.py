@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
+import time
 import uuid
 from collections.abc import Callable
 from datetime import date, timedelta
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client
 from mcp.server import MCPServer
+from mcp.types import CallToolResult
 
 from sources import billing
 from sources.domain import REFUND_WINDOW_DAYS
 from sources.settings import SourceSettings
-from sources.store import Store
+from sources.store import READ_WAIT_S, WRITE_WAIT_S, Store
 from sources.world import world_path
-from tests.conftest import call, credential, wire
+from tests.conftest import CALL_TIMEOUT, call, credential, wire
 
 pytestmark = pytest.mark.anyio
 
@@ -291,3 +296,54 @@ async def test_an_order_not_delivered_yet_may_be_refunded_its_window_not_started
         await call(server, "issue_refund", {**asked, "idempotency_key": _key()}, refund_credential())
     )
     assert issued["resultCount"] == 1 and issued["results"][0]["order_refunded"] == 10.0
+
+
+async def test_a_refund_waiting_for_the_write_lock_holds_up_no_read(
+    server: MCPServer, settings: SourceSettings
+) -> None:
+    """A tool that writes runs on a worker thread: while it waits for another writer's lock, the
+    source's reads (on its event loop) are answered, and the refund goes through once the lock is free."""
+    path = world_path(settings.data_dir, settings.seed) / "billing.db"
+    refund = {"order_id": "ORD-10031", "amount": 5, "idempotency_key": "waits-for-the-lock-01"}
+    answered: list[CallToolResult] = []
+    async with (
+        Client(server, read_timeout_seconds=CALL_TIMEOUT) as client,
+        anyio.create_task_group() as group,
+    ):
+        with Store(path).transaction():  # another writer holds the write lock
+
+            async def issue() -> None:
+                answered.append(await call(client, "issue_refund", refund, refund_credential()))
+
+            group.start_soon(issue)
+            for _ in range(3):  # sent after the refund, answered while it waits
+                read = await call(client, "list_invoices", {"customer_id": "CUST-00042"}, read_credential())
+                assert read.is_error is False and wire(read)["resultCount"] > 0
+            assert not answered  # the refund still waits for the lock
+        # the lock is freed here; the refund then goes through
+    (result,) = answered
+    assert result.is_error is False and wire(result)["results"][0]["amount"] == 5
+
+
+async def test_a_read_that_meets_a_stuck_writer_is_answered_busy_within_its_bound(
+    server: MCPServer, settings: SourceSettings
+) -> None:
+    """A read runs on the event loop, so it waits for a commit at most READ_WAIT_S, then says the data
+    store is busy (transient: retry), never stalling the source for the writer's five seconds."""
+    path = world_path(settings.data_dir, settings.seed) / "billing.db"
+    async with Client(server, read_timeout_seconds=CALL_TIMEOUT) as client:
+        stuck = sqlite3.connect(path, isolation_level=None)
+        stuck.execute("BEGIN EXCLUSIVE")  # a writer stuck in the middle of its commit: no one may read
+        try:
+            started = time.monotonic()
+            result = await call(client, "list_invoices", {"customer_id": "CUST-00042"}, read_credential())
+            waited = time.monotonic() - started
+        finally:
+            stuck.execute("ROLLBACK")
+            stuck.close()
+        payload = wire(result)
+        assert result.is_error is True and payload["errorCategory"] == "transient", payload
+        assert "data store is busy" in payload["description"] and payload["isRetryable"] is True
+        assert READ_WAIT_S <= waited < WRITE_WAIT_S  # the read's bound, not the writer's
+        again = await call(client, "list_invoices", {"customer_id": "CUST-00042"}, read_credential())
+        assert again.is_error is False  # the lock gone, the retry is served

@@ -29,7 +29,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client
 from mcp.server import MCPServer
 
-from sources.auth import CREDENTIAL_META_KEY, MAX_CREDENTIAL_LIFETIME_S, audience_of, issue_credential
+from sources.auth import (
+    CREDENTIAL_META_KEY,
+    MAX_CREDENTIAL_LIFETIME_S,
+    CredentialCheck,
+    CredentialRejected,
+    Principal,
+    audience_of,
+    issue_credential,
+)
 from sources.keys import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, ensure_key_pair, public_pem, read_public_key
 from sources.settings import PUBLIC_KEY_ENV, SIGNING_KEY_ENV, SourceSettings
 from sources.world import world_path
@@ -159,6 +167,27 @@ def test_the_issuer_refuses_a_lifetime_beyond_the_cap() -> None:
     token = issue_credential(TEST_KEY, "agent", ["billing:read"], source="billing")
     decoded = jwt.decode(token, TEST_KEY.public_key(), algorithms=["EdDSA"], audience=audience_of("billing"))
     assert decoded["exp"] - decoded["iat"] <= MAX_CREDENTIAL_LIFETIME_S  # the default fits the cap
+
+
+def test_a_credential_verified_once_is_known_until_it_expires_and_no_longer() -> None:
+    """A source verifies a credential's signature once and then knows it by its text; the memory
+    never outlives the credential, and a refusal is never remembered as a success."""
+    now = [time.time()]
+    check = CredentialCheck("billing", TEST_KEY.public_key, clock=lambda: now[0])
+    token = issue_credential(TEST_KEY, "agent", ["billing:read"], source="billing", ttl_seconds=60)
+    expires = jwt.decode(token, options={"verify_signature": False})["exp"]
+    assert check.verify(token) == Principal("agent", frozenset({"billing:read"}))
+    assert check.verify(token) == Principal("agent", frozenset({"billing:read"}))  # known, not re-verified
+    now[0] = expires - 0.001
+    assert check.verify(token).subject == "agent"
+    now[0] = expires  # valid while before exp, as the first verification decides
+    with pytest.raises(CredentialRejected, match="the credential has expired"):
+        check.verify(token)
+    with pytest.raises(CredentialRejected, match="is not meant for billing"):  # refused, every time
+        check.verify(issue_credential(TEST_KEY, "agent", ["billing:read"], source="customers"))
+    tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    with pytest.raises(CredentialRejected, match=r"signature is not valid|malformed"):
+        check.verify(tampered)  # another text: verified on its own, never taken for the known one
 
 
 # --- what a source holds -----------------------------------------------------------------------

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import Link, SpanKind, StatusCode
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -36,7 +36,7 @@ from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from tests.conftest import MODULES, PROJECT_ROOT, TEST_KEY, credential
 from tests.fakes import FakeClock
 from traces import attributes as names
-from traces.files import file_exporter, load_traces
+from traces.files import file_exporter, load_traces, span_line
 from traces.redact import set_full_payloads
 from traces.setup import sampler
 from traces.spans import command_span, end_command, trace_id_of
@@ -404,3 +404,30 @@ def test_traces_show_refuses_an_ambiguous_prefix_in_one_line_naming_the_matches(
     assert LONER not in line and "give more of the id" in line
     missing = _traces_at(80, tmp_path, "show", "cb7b121f")
     assert missing.returncode == 2 and missing.stderr.startswith("error: no trace 'cb7b121f'")
+
+
+def test_a_span_line_in_a_file_is_the_object_the_sdk_makes_of_it() -> None:
+    """The file exporter writes each span as one compact line built without ``to_json``; it must hold
+    exactly what ``ReadableSpan.to_json`` holds, whatever the span carries."""
+    collected = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "research-source-kb", "k": 3}))
+    provider.add_span_processor(SimpleSpanProcessor(collected))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("research", kind=SpanKind.INTERNAL) as root:
+        with tracer.start_as_current_span(
+            "subagent kb",
+            attributes={"text": 'é ✓ "quoted"', "count": 3, "ratio": 0.5, "flags": [True, False]},
+        ) as child:
+            child.add_event("recovery.decision", {"recovery.action": "retry", "attempt": 1})
+            child.add_event("bare")
+            child.set_status(StatusCode.ERROR, "the source is unavailable")
+        with tracer.start_as_current_span(
+            "linked", links=[Link(root.get_span_context(), {"why": "follows"})], kind=SpanKind.CLIENT
+        ):
+            pass
+    spans = collected.get_finished_spans()
+    assert len(spans) == 3
+    for span in spans:
+        line = span_line(span)
+        assert line.endswith("\n") and "\n" not in line[:-1]
+        assert json.loads(line) == json.loads(span.to_json())
