@@ -21,7 +21,7 @@ from sources.domain import REFUND_WINDOW_DAYS
 from sources.settings import SourceSettings
 from sources.store import READ_WAIT_S, WRITE_WAIT_S, Store
 from sources.world import world_path
-from tests.conftest import CALL_TIMEOUT, call, credential, wire
+from tests.conftest import CALL_TIMEOUT, call, credential, private_settings, wire
 
 pytestmark = pytest.mark.anyio
 
@@ -299,11 +299,13 @@ async def test_an_order_not_delivered_yet_may_be_refunded_its_window_not_started
 
 
 async def test_a_refund_waiting_for_the_write_lock_holds_up_no_read(
-    server: MCPServer, settings: SourceSettings
+    settings: SourceSettings, tmp_path: Path
 ) -> None:
     """A tool that writes runs on a worker thread: while it waits for another writer's lock, the
     source's reads (on its event loop) are answered, and the refund goes through once the lock is free."""
-    path = world_path(settings.data_dir, settings.seed) / "billing.db"
+    own = private_settings(settings, tmp_path)  # the refund is real: in a world of its own
+    server = billing.create_server(own)
+    path = world_path(own.data_dir, own.seed) / "billing.db"
     refund = {"order_id": "ORD-10031", "amount": 5, "idempotency_key": "waits-for-the-lock-01"}
     answered: list[CallToolResult] = []
     async with (
