@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint typecheck demo bench clean third-party
+.PHONY: test lint typecheck demo bench clean third-party jaeger
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,23 @@ $(TIME_SERVER):
 	@$(PYTHON) -m venv $(THIRD_PARTY)/time && $(THIRD_PARTY)/time/bin/pip install --quiet mcp-server-time==2026.10.19 \
 	|| echo "mcp-server-time could not be installed: the time-server tests will be skipped"
 
+# Jaeger v2, the all-in-one binary, built from its Go module (the release docker-compose.yml pins), for
+# the tests against a real Jaeger (tests/test_jaeger.py); a one-time build of about four minutes and a
+# 1.3 GB module cache. `go install ...@version` refuses this module (its go.mod has replace
+# directives), so a module of our own takes it as a tool. Where Go is absent or the build fails, those
+# tests are skipped and say so.
+JAEGER_VERSION := v1.76.0
+JAEGER := $(THIRD_PARTY)/jaeger/bin/jaeger
+jaeger: $(JAEGER)
+$(JAEGER):
+	@if command -v go >/dev/null; then \
+	  mkdir -p $(THIRD_PARTY)/jaeger/module && cd $(THIRD_PARTY)/jaeger/module \
+	  && { [ -f go.mod ] || go mod init research-coordinator/jaeger >build.log 2>&1; } \
+	  && go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@$(JAEGER_VERSION) >>build.log 2>&1 \
+	  && go build -o ../bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger >>build.log 2>&1 \
+	  || echo "Jaeger could not be built (see $(THIRD_PARTY)/jaeger/module/build.log): the Jaeger tests will be skipped"; \
+	else echo "go is not installed: the Jaeger tests will be skipped"; fi
+
 # Ray, the optional extra behind `research batch --engine ray` (tests/test_batch_ray.py); where pip
 # cannot install it, those tests are skipped and say so.
 RAY := $(BIN)/.ray-installed
@@ -44,7 +61,7 @@ $(RAY): $(BIN)/.installed
 typecheck: $(BIN)/.installed $(RAY)
 	$(BIN)/mypy
 
-test: $(RAY) lint typecheck $(INTEROP)/node_modules/.installed $(TIME_SERVER)
+test: $(RAY) lint typecheck $(INTEROP)/node_modules/.installed $(TIME_SERVER) $(JAEGER)
 	$(BIN)/python -m pytest
 
 # The main job on the embedded default: five sources spawned over stdio, local SQLite data. The
