@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint typecheck demo bench clean third-party jaeger
+.PHONY: test lint typecheck demo bench clean third-party jaeger jaeger-run
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,12 @@ $(JAEGER):
 	  && go build -o ../bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger >>build.log 2>&1 \
 	  || echo "Jaeger could not be built (see $(THIRD_PARTY)/jaeger/module/build.log): the Jaeger tests will be skipped"; \
 	else echo "go is not installed: the Jaeger tests will be skipped"; fi
+
+# Jaeger on 127.0.0.1 for a machine without Docker: OTLP/HTTP on 4318, the query API and its placeholder
+# page on 16686 (`research ask --otlp` prints the link). Ctrl-C stops it; traces live in its memory.
+jaeger-run: $(JAEGER)
+	@test -x $(JAEGER) || { echo "no Jaeger binary at $(JAEGER): it needs Go to build (make jaeger)"; exit 1; }
+	$(JAEGER) --config=file:traces/jaeger.yaml
 
 # Ray, the optional extra behind `research batch --engine ray` (tests/test_batch_ray.py); where pip
 # cannot install it, those tests are skipped and say so.

@@ -14,13 +14,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sources.settings import SourceSettings
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, QUICK_BACKOFF_SEED, private_settings
+from tests.fake_messages_api import Conversations, FakeMessagesApi, tool_use
 from tests.jaeger import Jaeger, running_jaeger
+from tests.test_llm import GOOD_PLAN
 from traces import attributes as names
 
 pytestmark = pytest.mark.subprocess
@@ -38,11 +41,14 @@ def jaeger() -> Iterator[Jaeger]:
         yield running
 
 
-def ask(settings: SourceSettings, jaeger: Jaeger, *args: str) -> subprocess.CompletedProcess[str]:
+def ask(
+    settings: SourceSettings, jaeger: Jaeger, *args: str, environment: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     environment = {
         **os.environ, **settings.child_environment(),
         "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp,
         "OTEL_EXPORTER_OTLP_TIMEOUT": "10",  # a loaded machine: every export waits to be answered
+        **(environment or {}),
     }  # fmt: skip
     return subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", *args, "--json"],
@@ -117,3 +123,116 @@ def test_the_story_is_one_trace_of_six_services_with_every_decision_logged(
     ]
     assert failed_attempts, "the transient fault's failed attempt is in the trace"
     assert {tags(span).get(names.ERROR_TYPE) for span in failed_attempts} == {"tool_error"}
+
+
+def whole(stored: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The trace's spans by id, once checked whole: one root, ``research``, and every parent in it."""
+    spans = {span["spanID"]: span for span in stored["spans"]}
+    roots = [span["operationName"] for span in spans.values() if not span.get("references")]
+    assert roots == ["research"], roots
+    orphans = [
+        span["operationName"]
+        for span in spans.values()
+        for reference in span.get("references", [])
+        if reference["spanID"] not in spans
+    ]
+    assert not orphans, orphans
+    return spans
+
+
+def test_a_source_killed_mid_query_leaves_a_whole_trace(settings: SourceSettings, jaeger: Jaeger) -> None:
+    done = ask(
+        settings, jaeger, "Orders of CUST-00042?", "--faults", "orders:crash=1",
+        "--seed", str(QUICK_BACKOFF_SEED), "--deadline", "20",
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)
+    spans = whole(jaeger.trace(report["trace_id"], services=2))
+    lost = [span for span in spans.values() if span["operationName"] == "MCP send tools/call search_orders"]
+    assert len(lost) == 4 and all(tags(span)[names.ERROR_TYPE] == "connection_closed" for span in lost)
+    assert all(tags(span).get("error") is True for span in lost)
+
+
+def test_a_source_hung_to_the_deadline_leaves_a_whole_trace(settings: SourceSettings, jaeger: Jaeger) -> None:
+    done = ask(
+        settings, jaeger, "Open tickets of CUST-00042?", "--faults", "tickets:hang=1", "--deadline", "3"
+    )
+    assert done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)
+    spans = whole(jaeger.trace(report["trace_id"], services=2))
+    (tickets,) = [span for span in spans.values() if span["operationName"] == "subagent tickets"]
+    assert tags(tickets).get("error") is True
+    actions = [
+        fields[names.RECOVERY_ACTION]
+        for log in sorted(tickets.get("logs", []), key=lambda log: log["timestamp"])
+        if (fields := tags({"tags": log["fields"]})).get("event") == names.RECOVERY_DECISION
+    ]
+    assert actions[-1] == "give_up", actions
+
+
+def test_a_batch_question_is_a_whole_trace(settings: SourceSettings, jaeger: Jaeger, tmp_path: Path) -> None:
+    own = private_settings(settings, tmp_path / "data")
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps({"id": "story", "query": STORY}) + "\n", encoding="utf-8")
+    environment = {
+        **os.environ, **own.child_environment(), "COLUMNS": "200",
+        "OTEL_TRACES_EXPORTER": "file,otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp,
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "10",
+    }  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", "batch", str(questions),
+         "--out", str(tmp_path / "out"), "--engine", "local"],
+        env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr  # the £750 refund: partial by design
+    (report,) = [json.loads(path.read_text()) for path in (tmp_path / "out" / "reports").glob("*.json")]
+    spans = whole(jaeger.trace(report["trace_id"], services=len(SIX)))
+    assert {span["operationName"] for span in spans.values()} >= {"research", "plan", "synthesize"}
+
+
+def test_claude_mode_puts_the_anthropic_spans_under_each_subagent(
+    settings: SourceSettings, jaeger: Jaeger
+) -> None:
+    """Claude mode against the scripted Messages API on 127.0.0.1: each subagent's span holds the
+    anthropic SDK's tool runner, its model turns and its MCP tool uses, the attempt spans under those."""
+    api = FakeMessagesApi(
+        Conversations(
+            planner=[tool_use(GOOD_PLAN)],
+            writer=[tool_use({"claims": [{"text": "Jane Doe is a gold-tier customer.", "citations": []}]})],
+        )
+    )
+    try:
+        done = ask(
+            settings, jaeger, STORY, "--llm", "claude", "--seed", "1",
+            environment={"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": api.base_url},
+        )  # fmt: skip
+    finally:
+        api.close()
+    assert done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)
+    assert report["planning"]["planner"] == "claude"
+    spans = whole(jaeger.trace(report["trace_id"], services=4))  # the coordinator and three sources
+
+    def ancestors(span: dict[str, Any]) -> list[str]:
+        found = []
+        while span.get("references"):
+            span = spans[span["references"][0]["spanID"]]
+            found.append(span["operationName"])
+        return found
+
+    runners = [span for span in spans.values() if span["operationName"] == "anthropic.messages.tool_runner"]
+    assert sorted(ancestors(span)[0] for span in runners) == sorted(
+        f"subagent {task['source']}" for task in report["tasks"]
+    )
+    turns = [span for span in spans.values() if span["operationName"] == "anthropic.messages.create"]
+    in_loops = [span for span in turns if "anthropic.messages.tool_runner" in ancestors(span)]
+    assert {ancestors(span)[1] for span in in_loops} == {
+        ancestors(span)[0] for span in runners
+    }  # each loop's turns
+    others = [ancestors(span)[0] for span in turns if span not in in_loops]
+    assert set(others) <= {"plan", "synthesize"}, others  # the planner's and the writer's model calls
+    attempts = [span for span in spans.values() if span["operationName"].startswith("MCP send tools/call")]
+    for span in attempts:  # each attempt under the SDK's tool use of that tool, in a subagent's loop
+        tool = span["operationName"].removeprefix("MCP send tools/call ")
+        assert ancestors(span)[:2] == [f"anthropic.mcp_tool_use {tool}", "anthropic.messages.tool_runner"]
+    assert attempts
