@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +43,17 @@ class Jaeger:
 
     def services(self) -> set[str]:
         return set(self.get("/api/services").get("data") or [])
+
+    def find(self, service: str, operation: str) -> dict[str, Any]:
+        """The first trace Jaeger finds of ``service`` with a span named ``operation`` (bounded wait)."""
+        query = urllib.parse.urlencode({"service": service, "operation": operation, "limit": 1})
+        deadline = time.monotonic() + QUERY_BOUND_S
+        while time.monotonic() < deadline:
+            found = self.get(f"/api/traces?{query}").get("data") or []
+            if found:
+                return dict(found[0])
+            time.sleep(0.2)
+        raise AssertionError(f"no trace of {service} with {operation} in Jaeger within {QUERY_BOUND_S} s")
 
     def trace(self, trace_id: str, *, services: int) -> dict[str, Any]:
         """The trace as Jaeger stored it, once spans from ``services`` processes have arrived and the

@@ -13,11 +13,14 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import Client, StdioServerParameters
 
 from sources.settings import SourceSettings
 from tests.conftest import PROJECT_ROOT, QUICK_BACKOFF_SEED, private_settings
@@ -42,8 +45,13 @@ def jaeger() -> Iterator[Jaeger]:
 
 
 def ask(
-    settings: SourceSettings, jaeger: Jaeger, *args: str, environment: dict[str, str] | None = None
+    settings: SourceSettings,
+    jaeger: Jaeger,
+    *args: str,
+    environment: dict[str, str] | None = None,
+    human: bool = False,
 ) -> subprocess.CompletedProcess[str]:
+    """`research ask ARGS --json` (``human``: without --json) exporting to ``jaeger`` over OTLP."""
     environment = {
         **os.environ, **settings.child_environment(),
         "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp,
@@ -51,7 +59,7 @@ def ask(
         **(environment or {}),
     }  # fmt: skip
     return subprocess.run(
-        [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", *args, "--json"],
+        [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", *args, *([] if human else ["--json"])],
         env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
 
@@ -236,3 +244,49 @@ def test_claude_mode_puts_the_anthropic_spans_under_each_subagent(
         tool = span["operationName"].removeprefix("MCP send tools/call ")
         assert ancestors(span)[:2] == [f"anthropic.mcp_tool_use {tool}", "anthropic.messages.tool_runner"]
     assert attempts
+
+
+def test_ask_links_the_trace_in_jaeger_only_once_jaeger_has_taken_it(
+    settings: SourceSettings, jaeger: Jaeger
+) -> None:
+    """Under a report for people, `--otlp` prints the trace's Jaeger link when the collector took the
+    spans (`RESEARCH_JAEGER_UI` says where the UI is); the link is the trace Jaeger holds."""
+    environment = {"RESEARCH_JAEGER_UI": jaeger.query, "COLUMNS": "80"}
+    done = ask(settings, jaeger, "Orders of CUST-00042?", "--otlp", environment=environment, human=True)
+    assert done.returncode == 0, done.stderr
+    (link,) = [
+        line.removeprefix("Jaeger: ") for line in done.stdout.splitlines() if line.startswith("Jaeger: ")
+    ]
+    trace_id = link.removeprefix(f"{jaeger.query}/trace/")
+    assert len(trace_id) == 32 and jaeger.trace(trace_id, services=2)["traceID"] == trace_id
+    with urllib.request.urlopen(link, timeout=10) as page:  # noqa: S310  (loopback: the test's Jaeger)
+        assert page.status == 200  # the binary's placeholder page; Docker's image serves the UI there
+
+
+@pytest.mark.anyio
+async def test_a_source_a_host_of_its_own_calls_shows_its_spans_in_jaeger(
+    settings: SourceSettings, jaeger: Jaeger
+) -> None:
+    """A standard host (here the mcp SDK's own client, as Claude Desktop or MCP Inspector starts a
+    stdio server) with the OTLP variables in the source's environment: the source's spans reach
+    Jaeger as research-source-customers, each call a trace of its own (the host sends no trace context)."""
+    parameters = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "sources.customers"],
+        env={
+            **settings.child_environment(),
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp,
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "10",
+        },
+        cwd=str(PROJECT_ROOT),
+    )
+    with anyio.fail_after(60):
+        async with Client(parameters) as host:
+            result = await host.call_tool("customer_lookup", {"identifier": "CUST-00042"})
+    assert result.is_error is False
+    found = await anyio.to_thread.run_sync(
+        jaeger.find, "research-source-customers", "tools/call customer_lookup"
+    )
+    (server,) = [span for span in found["spans"] if span["operationName"] == "tools/call customer_lookup"]
+    assert tags(server)["span.kind"] == "server" and tags(server)["gen_ai.tool.name"] == "customer_lookup"

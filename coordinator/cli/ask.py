@@ -15,7 +15,6 @@ from coordinator.cli.common import (
     EXIT_COMPLETE,
     EXIT_INTERRUPTED,
     EXIT_PARTIAL,
-    JAEGER_UI,
     FaultsOption,
     GrantOption,
     Llm,
@@ -25,6 +24,7 @@ from coordinator.cli.common import (
     app,
     claude_or_deterministic,
     exit_now,
+    jaeger_ui,
     load_registry,
     registry_catalog,
     start_tracing,
@@ -337,7 +337,7 @@ def _after_the_report(report: ResearchReport, json_output: bool) -> None:
     from traces.setup import otlp_delivered  # here, not at the top: start-up time
 
     if otlp_delivered():  # None without --otlp; False when no collector took it (one warning said so)
-        Console().print(f"Jaeger: {JAEGER_UI}/trace/{report.trace_id}")
+        Console().print(f"Jaeger: {jaeger_ui()}/trace/{report.trace_id}")
     Console().print(f"[dim]research traces show {report.trace_id}[/]")
 
 

@@ -203,7 +203,13 @@ traces_app = _Commands(
 )
 app.add_typer(traces_app, name="traces")
 
-JAEGER_UI = "http://localhost:16686"
+JAEGER_UI = "http://localhost:16686"  # where the trace link points; RESEARCH_JAEGER_UI says otherwise
+
+
+def jaeger_ui() -> str:
+    """The Jaeger UI the trace link points at: ``RESEARCH_JAEGER_UI``, or Jaeger's default address."""
+    return (os.environ.get("RESEARCH_JAEGER_UI") or JAEGER_UI).rstrip("/")
+
 
 chaos_app = _Commands(
     help="Break a running fleet on purpose: kill, hang, slow, flaky, garbage, heal, status.\n\n"
