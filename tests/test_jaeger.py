@@ -94,6 +94,7 @@ def test_the_story_is_one_trace_of_six_services_with_every_decision_logged(
         assert attributes["mcp.method.name"] == "tools/call"
         assert attributes["gen_ai.tool.name"] == server["operationName"].removeprefix("tools/call ")
         assert attributes["gen_ai.operation.name"] == "execute_tool"
+        assert attributes["jsonrpc.request.id"] and attributes["mcp.protocol.version"]
         (parent,) = [spans[reference["spanID"]] for reference in server["references"]]
         assert parent["operationName"] == f"MCP send {server['operationName']}"
         assert service_of[parent["processID"]] == "research-coordinator"
