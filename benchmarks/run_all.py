@@ -341,31 +341,7 @@ def parse_batch(text: str) -> list[Row]:
     return rows
 
 
-def parse_source_cost(text: str) -> list[Row]:
-    number = r"[\d.]+"
-    (noop,) = matching(text, rf"no-op tool \(mcp SDK\)\s+(?P<p50>{number})\s+(?P<p90>{number})\s+.*")
-    tool = (
-        rf"(?P<name>\w+\.\w+)(?: \(w\))?\s+(?P<p50>{number})\s+(?P<p90>{number})\s+(?P<ratio>{number})x"
-        rf"\s+(?P<same>{number})\s+(?P<own>{number})x\s+(?P<tracing>{number})\s+(?P<cpu>{number})\s+.*"
-    )
-    baseline = f"no-op tool: p50 {noop['p50']} ms"
-    rows: list[Row] = [
-        (
-            row["name"],
-            f"p50 {row['p50']} ms, p90 {row['p90']} ms (same answer from a bare SDK tool: {row['same']} ms)",
-            baseline,
-            f"{row['ratio']}x (tracing on/off {row['tracing']})",
-            "",
-        )
-        for row in matching(text, tool)
-    ]
-    for goal in matching(text, r"(?P<name>worst [^:]+): (?P<value>.+?) \(goal (?P<target>[^)]*)\)"):
-        rows.append((goal["name"], goal["value"], NO, NO, goal["target"]))
-    return rows
-
-
 PARSERS: dict[str, Callable[[str], list[Row]]] = {
-    "source_cost": parse_source_cost,
     "batch": parse_batch,
     "startup": parse_startup,
     "answers": parse_answers,

@@ -273,10 +273,10 @@ async def cold_starts(settings: SourceSettings, starts: int) -> dict[str, list[f
 
 def report_calls(measured: dict[str, Measured], calls: int, block: int) -> None:
     p50 = {name: statistics.median(found.walls) for name, found in measured.items()}
-    cpu = {name: statistics.median(found.cpus) for name, found in measured.items()}
+    cpu = {name: statistics.mean(found.cpus) for name, found in measured.items()}
     base = p50[NOOP]
     print(f"{calls} calls of each over stdio, {block} back to back at a time; wall p50 and p90 in ms,")
-    print("the server's CPU per call in ms (median of the blocks); ratios of the p50s; on/off: tracing")
+    print("the server's CPU per call in ms; ratios of the p50s; on/off: tracing on against off")
     print(
         f"{'tool':27} {'p50':>5} {'p90':>5} {'x no-op':>7} {'same':>5} {'x same':>6} {'on/off':>6} {'cpu':>5} {'on/off':>6}"
     )

@@ -4,10 +4,7 @@
     half_open --(probe succeeds)--> closed          half_open --(probe fails)--> open
 
 Only transient failures count: a validation, business or permission error means the source is up
-and answering. And only failures that say something new: a call sent before the breaker counted its
-last failure was in flight through the same trouble (one lost session fails every call on it at
-once, as many as were in flight), so its failure does not count again, nor reopen an open breaker.
-Five failures are five calls in a row, each sent after the one before it failed. While open, no call reaches the source. In half-open exactly one probe is let through;
+and answering. While open, no call reaches the source. In half-open exactly one probe is let through;
 a probe that never ends (cancelled by a deadline, or a model's loop stopped) is ``abandon``ed, which
 lets the next caller probe instead, so a cancelled call can never shut a source out for good.
 The breaker keeps no clock: each step is told the time (``now``, the subagents' injected clock), so
@@ -38,7 +35,6 @@ class Breaker:
     state: BreakerState = BreakerState.CLOSED
     failures: int = 0
     opened_at: float = 0.0
-    counted_at: float = float("-inf")  # when the last failure that counted was recorded
     probing: bool = False
     transitions: list[tuple[BreakerState, BreakerState]] = field(default_factory=list)
 
@@ -66,16 +62,12 @@ class Breaker:
         """A call let through never ended (it was cancelled): it proves nothing; the next may probe."""
         self.probing = False
 
-    def record(self, source_failed: bool, now: float, sent_at: float | None = None) -> None:
-        """The outcome of a call let through; ``sent_at``: when it was sent (None: just now)."""
+    def record(self, source_failed: bool, now: float) -> None:
         if not source_failed:
             self.failures = 0
             self.probing = False
             self._move(BreakerState.CLOSED)
             return
-        if sent_at is not None and sent_at < self.counted_at:
-            return  # in flight when the last failure was counted: the same trouble, not new evidence
-        self.counted_at = now
         self.failures += 1
         if self.state is BreakerState.HALF_OPEN or self.failures >= self.failure_threshold:
             self.opened_at = now

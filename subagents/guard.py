@@ -210,11 +210,10 @@ class SourceState:
             self.budget.first_attempt(source, now)
         return Verdict(True)
 
-    def record(self, source: str, failed: bool, now: float, took_s: float = 0.0) -> Verdict:
-        """The outcome of a call that was let through, ``took_s`` after it was sent; the verdict for
-        the next (closed unless it opened)."""
+    def record(self, source: str, failed: bool, now: float) -> Verdict:
+        """The outcome of a call that was let through; the verdict for the next (closed unless it opened)."""
         breaker = self.breakers[source]
-        breaker.record(source_failed=failed, now=now, sent_at=now - took_s)
+        breaker.record(source_failed=failed, now=now)
         if breaker.state is BreakerState.OPEN:
             return Verdict(False, breaker.retry_in_s(now))
         return Verdict(True)
@@ -242,9 +241,7 @@ class Guard(Protocol):
 
     async def allow(self, source: str, now: float, *, first: bool) -> Verdict: ...
 
-    async def record(self, source: str, failed: bool, now: float, took_s: float) -> Verdict:
-        """``took_s``: how long the call was in flight (the guard's clock may not be the caller's)."""
-        ...
+    async def record(self, source: str, failed: bool, now: float) -> Verdict: ...
 
     def abandon(self, source: str) -> None: ...
 
@@ -296,8 +293,8 @@ class LocalGuard:
     async def allow(self, source: str, now: float, *, first: bool) -> Verdict:
         return self.state.allow(source, now, first=first)
 
-    async def record(self, source: str, failed: bool, now: float, took_s: float) -> Verdict:
-        return self.state.record(source, failed, now, took_s)
+    async def record(self, source: str, failed: bool, now: float) -> Verdict:
+        return self.state.record(source, failed, now)
 
     def abandon(self, source: str) -> None:
         self.state.abandon(source)

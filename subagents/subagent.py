@@ -263,7 +263,6 @@ class Subagent:
             early = await self._before_call()
             if early is not None:
                 return early
-            sent = self.runtime.clock.now()
             outcome = await self._guarded_call()
             if (
                 outcome.error_type == "deadline"
@@ -273,8 +272,7 @@ class Subagent:
                 )
             error = outcome.error
             failed = error is not None and error.error_category is ErrorCategory.TRANSIENT
-            now = self.runtime.clock.now()
-            after = await guard.record(source, failed, now, now - sent)
+            after = await guard.record(source, failed, self.runtime.clock.now())
             if error is None:
                 return Settled(outcome, "")
             self.state = self.state.keeping(error.partial_results or [])

@@ -18,7 +18,7 @@ from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import world_path
-from subagents.breaker import Breaker, Breakers, BreakerState
+from subagents.breaker import Breakers, BreakerState
 from subagents.broker import CredentialBroker, Grant
 from subagents.classify import TextRule, contract_with_rules
 from subagents.connection import Connections
@@ -307,29 +307,3 @@ async def test_the_classifier_is_told_which_source_answered(runtime: Callable[..
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     """The subagent is written for anyio, not asyncio: every test here runs on both backends."""
     return str(request.param)
-
-
-def test_failures_of_calls_in_flight_together_count_once() -> None:
-    """One lost session fails every call in flight on it at once: that is one failure of the source,
-    not as many as were in flight, so a batch's breaker does not open on one corrupted answer. A
-    failure counts only if its call was sent after the last failure counted."""
-    breaker = Breaker(failure_threshold=3, cooldown_s=30)
-    breaker.record(source_failed=True, now=10.0, sent_at=9.0)  # eight calls sent at 9.0, all lost
-    for seen in (10.1, 10.2, 10.3, 10.4, 10.5, 10.6, 10.7):
-        breaker.record(source_failed=True, now=seen, sent_at=9.0)
-    assert breaker.failures == 1 and breaker.state is BreakerState.CLOSED
-    breaker.record(source_failed=True, now=11.0, sent_at=10.8)  # a retry, sent after: counts
-    breaker.record(source_failed=True, now=12.0, sent_at=11.5)  # and another: the source keeps failing
-    assert breaker.failures == 3 and breaker.state is BreakerState.OPEN and breaker.opened_at == 12.0
-    breaker.record(source_failed=True, now=13.0, sent_at=11.9)  # in flight before it opened
-    assert breaker.opened_at == 12.0  # does not push the probe back
-    assert not breaker.allow(41.9) and breaker.allow(42.0)  # the cool-down from the opening
-
-
-async def test_the_guard_learns_how_long_a_call_was_in_flight() -> None:
-    """The subagent says how long its call took, on its own clock; the guard places the sending on its own."""
-    guard = LocalGuard.of(Breakers(failure_threshold=2, cooldown_s=30))
-    for _ in range(5):  # five calls lost together, each in flight for the whole second
-        await guard.record("orders", True, 101.0, 1.0)
-    assert guard.state.breakers["orders"].state is BreakerState.CLOSED
-    assert not (await guard.record("orders", True, 102.0, 0.5)).allowed  # sent after: the second failure

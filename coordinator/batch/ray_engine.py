@@ -64,8 +64,8 @@ class GuardHost:
         verdict = self.state.allow(source, time.monotonic(), first=first)
         return verdict.allowed, verdict.retry_in_s
 
-    def record(self, source: str, failed: bool, took_s: float) -> tuple[bool, float]:
-        verdict = self.state.record(source, failed, time.monotonic(), took_s)
+    def record(self, source: str, failed: bool) -> tuple[bool, float]:
+        verdict = self.state.record(source, failed, time.monotonic())
         return verdict.allowed, verdict.retry_in_s
 
     def abandon(self, source: str) -> None:
@@ -88,8 +88,8 @@ class RayGuard:
     async def allow(self, source: str, now: float, *, first: bool) -> Verdict:
         return Verdict(*await self.host.allow.remote(source, first))
 
-    async def record(self, source: str, failed: bool, now: float, took_s: float) -> Verdict:
-        return Verdict(*await self.host.record.remote(source, failed, took_s))
+    async def record(self, source: str, failed: bool, now: float) -> Verdict:
+        return Verdict(*await self.host.record.remote(source, failed))
 
     def abandon(self, source: str) -> None:
         self.host.abandon.remote(source)  # sent, not awaited: the caller is unwinding a cancelled call
