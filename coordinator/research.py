@@ -8,17 +8,21 @@ gaps and the query's token budget; whatever the model cannot do, the code does a
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import anyio
+
 from coordinator.llm import claude_brief, claude_plan
 from coordinator.plan import PLANNING_SHARE, Plan
 from coordinator.planner import plan_query
 from coordinator.reading import identifiers_named
 from coordinator.registry import Registry
+from coordinator.replay import save_recording
 from coordinator.report import PlanningSummary, ResearchReport, TokenUse
 from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
 from coordinator.runtime import build_runtime
@@ -34,8 +38,10 @@ from subagents.connection import Connections, Target, forked_target, http_target
 from subagents.guard import Guard
 from subagents.hooks import PostCallHook
 from subagents.policy import RecoveryPolicy
-from subagents.subagent import Clock, Observer
+from subagents.recording import RecordingTransport, Tape
+from subagents.subagent import Clock, MonotonicClock, Observer
 from subagents.tool_loop import claude_subagents
+from subagents.transport import Transport
 from traces.setup import ensure_tracing
 from traces.spans import (
     end_research,
@@ -174,12 +180,14 @@ async def research(
     observer: Observer | None = None,
     plan: Plan | None = None,
     targets: dict[str, Target] | None = None,
-    connections: Connections | None = None,
+    connections: Transport | None = None,
     clock: Clock | None = None,
     client_options: dict[str, Any] | None = None,
     post_call: tuple[PostCallHook, ...] | None = None,
     planning: PlanningSummary | None = None,
     budget: TokenBudget | None = None,
+    jitter: Callable[[str], random.Random] | None = None,
+    record: bool = True,
 ) -> ResearchReport:
     """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
@@ -188,7 +196,8 @@ async def research(
     (tests run them in memory); a caller that owns the sessions passes ``connections`` instead (the CLI
     prints the report before it closes them). ``clock`` is the subagents' time (tests inject one whose
     back-off sleeps return at once). A caller that planned already passes ``plan`` and ``planning``,
-    and the ``budget`` the planning spent from.
+    and the ``budget`` the planning spent from. ``jitter`` gives each task's back-off jitter (a replay
+    its recorded one). With ``record``, the run is kept beside its trace (``coordinator.replay``).
     """
     options = options or ResearchOptions()
     if options.started_at is None:  # one instant the deadline counts from, for planning and the run alike
@@ -203,9 +212,15 @@ async def research(
             if plan is None:
                 plan, planning = await make_plan(query, options, budget, settings)
             record_plan(planning_span, [task.id for task in plan.order()])
-        wiring = _Wiring(settings, targets, connections, client_options, clock, observer, post_call)
+        clock = clock or MonotonicClock()
+        tape = Tape(clock.now) if record else None
+        wiring = _Wiring(
+            settings, targets, connections, client_options, clock, observer, post_call, jitter, tape
+        )
         outcomes = await _run_tasks(query, plan, options, wiring, budget, deadline_at)
         report = await _synthesized(plan, trace_id_of(root), outcomes, planning, options, budget, deadline_at)
+        if tape is not None:
+            await anyio.to_thread.run_sync(_keep, settings, report, plan, tape, options)
         end_research(
             root,
             status=report.status,
@@ -222,11 +237,13 @@ class _Wiring:
 
     settings: SourceSettings
     targets: dict[str, Target] | None
-    connections: Connections | None
+    connections: Transport | None
     client_options: dict[str, Any] | None
-    clock: Clock | None
+    clock: Clock
     observer: Observer | None
     post_call: tuple[PostCallHook, ...] | None
+    jitter: Callable[[str], random.Random] | None
+    tape: Tape | None  # where the run's attempts are recorded, if they are
 
 
 async def _run_tasks(
@@ -239,12 +256,15 @@ async def _run_tasks(
 ) -> dict[str, TaskOutcome]:
     """Run the plan's tasks through subagents, on sessions opened here unless the caller owns them."""
     async with AsyncExitStack() as sessions:
-        connections = wiring.connections
-        if connections is None:
+        if wiring.connections is not None:
+            connections: Transport = wiring.connections
+        else:
             targets = wiring.targets or targets_for(wiring.settings, options)
             connections = await sessions.enter_async_context(
                 Connections.opened(targets, wiring.client_options)
             )
+        if wiring.tape is not None:
+            connections = RecordingTransport(connections, wiring.tape)
         for source in plan.sources():  # every source the plan needs starts now, while the first tasks run
             connections[source].open_soon()
         model = await sessions.enter_async_context(claude_subagents(options.claude, budget))
@@ -267,8 +287,24 @@ async def _run_tasks(
             data_dir=wiring.settings.data_dir,
             named=identifiers_named(query),
             question=query,
+            jitter=wiring.jitter,
         )
-        return await run_plan(plan, runtime, deadline_at - time.monotonic())
+        left_s = deadline_at - time.monotonic()
+        if wiring.tape is not None:
+            wiring.tape.start(left_s)
+        return await run_plan(plan, runtime, left_s)
+
+
+def _keep(
+    settings: SourceSettings, report: ResearchReport, plan: Plan, tape: Tape, options: ResearchOptions
+) -> None:
+    """Keep the run beside its trace, so `research replay` can run it again."""
+    save_recording(
+        settings.traces_path, report, plan, tape.attempts, deadline_s=tape.deadline_s, policy=options.policy,
+        mode="claude" if options.claude is not None else "deterministic",
+        breakers="shared" if options.guard is not None else "own",
+        boundary="contract" if options.classifier is CONTRACT else "other",
+    )  # fmt: skip
 
 
 async def _synthesized(

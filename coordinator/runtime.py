@@ -12,23 +12,23 @@ default, so no entry point can leave a guard out.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from coordinator.registry import Registry
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier
-from subagents.connection import Connections
 from subagents.guard import Guard, LocalGuard
 from subagents.hooks import AllowedTools, PostCallHook, PreCallHook, TrimResults, refund_guard, scope_guard
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, ModelDriver, MonotonicClock, Observer, Runtime, SilentObserver
+from subagents.transport import Transport
 
 __all__ = ["build_runtime"]
 
 
 def build_runtime(
-    connections: Connections,
+    connections: Transport,
     broker: CredentialBroker,
     *,
     registry: Registry,
@@ -44,6 +44,7 @@ def build_runtime(
     observer: Observer | None = None,
     model: ModelDriver | None = None,
     classifier: Classifier = CONTRACT,
+    jitter: Callable[[str], random.Random] | None = None,
 ) -> Runtime:
     """The runtime one run's subagents share.
 
@@ -81,6 +82,7 @@ def build_runtime(
         observer=observer if observer is not None else SilentObserver(),
         model=model,
         classifier=classifier,
+        jitter=jitter,
     )
 
 

@@ -26,6 +26,7 @@ from mcp.types import CallToolResult, RequestParamsMeta
 
 from sources.settings import SourceSettings
 from subagents.classify import SourceUnavailable
+from subagents.hooks import ToolCall
 
 __all__ = [
     "Connections",
@@ -115,8 +116,11 @@ class SourceConnection:
             if self._opening is opening:  # the next caller opens a fresh session
                 self._opening = None
 
-    async def session(self, *, timeout_s: float = _OPEN_TIMEOUT_S) -> tuple[Client, int]:
-        """The live session, opened (or respawned) if need be, and its generation.
+    async def session(
+        self, *, timeout_s: float = _OPEN_TIMEOUT_S, for_call: ToolCall | None = None
+    ) -> tuple[Client, int]:
+        """The live session, opened (or respawned) if need be, and its generation (``for_call``, the
+        attempt it is for, is a recording's concern: a live session is the same for every attempt).
 
         Waits at most ``timeout_s`` (a subagent passes what its deadline leaves); a source that is not
         ready by then is ``SourceUnavailable``, and its opening goes on for the next caller.
@@ -150,6 +154,12 @@ class SourceConnection:
             # progress token, so the cast says what the protocol allows.
             params_meta = cast("RequestParamsMeta | None", meta)
             return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s, meta=params_meta)
+
+    async def send(
+        self, session: Client, call: ToolCall, *, timeout_s: float, meta: dict[str, Any] | None
+    ) -> CallToolResult:
+        """One attempt of a subagent (``subagents.transport.SourceLink``): ``call`` on ``session``."""
+        return await self.call(session, call.tool, dict(call.arguments), timeout_s=timeout_s, meta=meta)
 
     async def reopen(self, generation: int) -> None:
         """Drop the session a caller saw fail; the next call opens a new one (respawning a stdio source)."""

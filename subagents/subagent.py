@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -42,12 +42,12 @@ from sources.contract import ErrorCategory, ToolError
 from subagents import recovery
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier, Outcome, with_attempted_query
-from subagents.connection import Connections
 from subagents.decisions import Decision, DecisionAction
 from subagents.guard import Guard, LocalGuard, Verdict
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.recovery import ACCEPT_EMPTY, RunState, Stop, SubagentReport, Task
+from subagents.transport import Transport
 from traces.client_status import collect_client_spans
 from traces.spans import end_subagent, record_decision, subagent_span
 
@@ -123,7 +123,7 @@ class ModelDriver(Protocol):
 class Runtime:
     """What the subagents of one coordinator process share."""
 
-    connections: Connections
+    connections: Transport  # live sessions (subagents.connection), or a recording's answers
     broker: CredentialBroker
     policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
     # The fleet's rules for each source: breaker, retry budget, bulkhead (``subagents.guard``).
@@ -135,6 +135,13 @@ class Runtime:
     observer: Observer = field(default_factory=SilentObserver)
     model: ModelDriver | None = None  # None: the code decides every step (the deterministic mode)
     classifier: Classifier = CONTRACT  # what a call's outcome is taken to be (see classify.Classifier)
+    # Each task's back-off jitter, when it must not depend on how concurrent tasks interleave (a
+    # replay draws each task's recorded jitter); None: every task draws from ``rng``.
+    jitter: Callable[[str], random.Random] | None = None
+
+    def rng_for(self, task_id: str) -> random.Random:
+        """Where the subagent of ``task_id`` draws its back-off jitter."""
+        return self.rng if self.jitter is None else self.jitter(task_id)
 
 
 @dataclass(frozen=True)
@@ -177,6 +184,7 @@ class Subagent:
         self.runtime = runtime
         self.state = state
         self.span = span
+        self.rng = runtime.rng_for(state.task.id)
 
     @property
     def task(self) -> Task:
@@ -301,7 +309,7 @@ class Subagent:
         None: call again."""
         runtime = self.runtime
         failed = recovery.Failed(error, outcome.error_type, runtime.clock.now(), not after.allowed)
-        step = recovery.after_failure(runtime.policy, self.state, failed, runtime.rng)
+        step = recovery.after_failure(runtime.policy, self.state, failed, self.rng)
         if isinstance(step, recovery.Retry) and not await runtime.guard.spend_retry(
             self.task.source, runtime.clock.now()
         ):
@@ -354,16 +362,16 @@ class Subagent:
         generation = None
         with collect_client_spans() as client_spans:
             try:
-                client, generation = await connection.session(timeout_s=deadline - runtime.clock.now())
+                client, generation = await connection.session(
+                    timeout_s=deadline - runtime.clock.now(), for_call=call
+                )
                 async with AsyncExitStack() as held:
                     with anyio.fail_after(max(deadline - runtime.clock.now(), 0.0)):  # the wait counts too
                         await held.enter_async_context(runtime.guard.slot(self.task.source))  # the bulkhead
                     timeout_s = min(
                         runtime.policy.call_timeout_for(self.task.source), deadline - runtime.clock.now()
                     )
-                    result = await connection.call(
-                        client, sent.tool, sent.arguments, timeout_s=timeout_s, meta=sent.meta
-                    )
+                    result = await connection.send(client, call, timeout_s=timeout_s, meta=sent.meta)
                 outcome = runtime.classifier.result(result, source=self.task.source)
             except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
                 outcome = self._cut_by_deadline(runtime.classifier.exception(exc, source=self.task.source))

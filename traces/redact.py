@@ -4,15 +4,26 @@
 personal data (emails anywhere; the values of ``email``, ``name`` and ``identifier`` fields).
 Recording full payloads, for local debugging only, is an explicit switch (``full_payloads``);
 even then, credentials stay out.
+
+``pseudonymous`` is for a record that must still work when read back (a run's recording, which a
+replay runs again): each personal value ``redact`` would find is replaced, wherever it appears (an
+argument, an answer, a sentence), by one stand-in of the same shape. Equal values (ignoring case and
+surrounding blanks) get letters alike, each keeps its case, digits and punctuation, so what the code
+compares, normalises or repairs in it behaves as it did; the stand-ins come from a key drawn for
+the record and thrown away, so nothing maps them back.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
-from collections.abc import Mapping
+import secrets
+import string
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["for_trace", "redact", "set_full_payloads"]
+__all__ = ["for_trace", "pseudonymous", "redact", "set_full_payloads"]
 
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 # Deliberately not the customers tool's email format (``sources.identifiers.EMAIL``), and not only
@@ -55,3 +66,68 @@ def redact(value: Any) -> Any:
 def for_trace(value: Any) -> Any:
     """``value`` as it may be recorded on a span: redacted, unless full payloads are switched on."""
     return _clean(value, "", personal=not _full_payloads)
+
+
+def pseudonymous(value: Any, *, keep: Iterable[str] = ()) -> Any:
+    """``value`` with credentials out and each personal value replaced by its stand-in everywhere
+    (unless full payloads are switched on: then credentials alone are taken out).
+
+    ``keep``: words the record is built of (its sources', tools' and tasks' names), never personal
+    even where a personal key holds one; what is under an MCP ``_meta`` (a server's name) is not either.
+    """
+    if _full_payloads:
+        return _clean(value, "", personal=False)
+    personal: set[str] = set()
+    _collect(value, "", personal)
+    kept = {word.casefold() for word in keep}
+    personal = {each for each in personal if each.casefold() not in kept}
+    if not personal:
+        return _clean(value, "", personal=False)
+    # Longest first, so an address is replaced whole before a name inside it; never inside a word.
+    alternatives = "|".join(re.escape(each) for each in sorted(personal, key=len, reverse=True))
+    found = re.compile(rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])", re.IGNORECASE)
+    key = secrets.token_bytes(32)
+    return _swapped(value, "", found, lambda match: _stand_in(match.group(0), key))
+
+
+def _collect(value: Any, key: str, into: set[str]) -> None:
+    if isinstance(value, str):
+        if key in _PERSONAL_KEYS and value.strip():
+            into.add(value.strip())
+        into.update(_EMAIL.findall(value))
+    elif isinstance(value, Mapping):
+        for name, item in value.items():
+            if name != "_meta":
+                _collect(item, str(name), into)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _collect(item, key, into)
+
+
+def _swapped(value: Any, key: str, found: re.Pattern[str], stand_in: Any) -> Any:
+    if key and _SECRET_KEYS.search(key):
+        return "[redacted credential]"
+    if isinstance(value, str):
+        return found.sub(stand_in, _JWT.sub("[redacted credential]", value))
+    if isinstance(value, Mapping):
+        return {name: _swapped(item, str(name), found, stand_in) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_swapped(item, key, found, stand_in) for item in value]
+    return value
+
+
+def _stand_in(text: str, key: bytes) -> str:
+    """``text``'s stand-in: its letters and digits drawn from the key and the text (ignoring case and
+    blanks), each in its place and case; everything else kept."""
+    seed = hmac.new(key, text.strip().casefold().encode(), hashlib.sha256).digest()
+    stream = hashlib.shake_256(seed).digest(max(len(text), 1))
+    drawn = []
+    for byte, char in zip(stream, text, strict=False):
+        if char.isalpha():
+            letter = string.ascii_lowercase[byte % 26]
+            drawn.append(letter.upper() if char.isupper() else letter)
+        elif char.isdigit():
+            drawn.append(string.digits[byte % 10])
+        else:
+            drawn.append(char)
+    return "".join(drawn)

@@ -7,6 +7,7 @@ research sources list | add | remove | check | call | up | status | down
 research traces list | show latest
 research chaos kill | heal | hang | slow | flaky | garbage | run
 research compare --scenarios 200 --seed 1 --plot compare.png
+research replay latest
 research batch questions.jsonl --out runs/tonight --engine ray
 """
 
@@ -17,7 +18,7 @@ import time
 STARTED_AT = time.monotonic()
 
 # After STARTED_AT on purpose; importing each command module registers its commands.
-from coordinator.cli import ask, batch, chaos, compare, plan, sources, sources_registry, task, traces  # noqa: E402, F401
+from coordinator.cli import ask, batch, chaos, compare, plan, replay, sources, sources_registry, task, traces  # noqa: E402, F401
 from coordinator.cli.common import app  # noqa: E402
 
 __all__ = ["STARTED_AT", "app"]

@@ -14,7 +14,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from coordinator.cli.common import Llm, LlmOption, chaos_app, claude_for, fleet, fleet_call, usage_error
+from coordinator.cli.common import (
+    Llm,
+    LlmOption,
+    chaos_app,
+    claude_for,
+    fleet,
+    fleet_call,
+    start_tracing,
+    usage_error,
+)
 from coordinator.cli.params import known_member, known_source
 
 if TYPE_CHECKING:
@@ -266,6 +275,8 @@ def chaos_run(
         for kind, what in result.violations:
             console.print(f"[red]{kind}[/] seed {result.scenario.seed}: {what}")
             console.print(f"  replay: research chaos run --replay {result.scenario.seed}")
+            if result.report is not None:
+                console.print(f"  replay its recorded run: research replay {result.report.trace_id}")
     raise typer.Exit(1 if any(result.violations for result in results) else 0)
 
 
@@ -274,15 +285,22 @@ def _run_scenarios(
 ) -> tuple[list[ScenarioResult], float]:
     """Run each scenario in this process, on a world of its own (chaos refunds stay out of yours),
     printing a line for each as it ends; the results, and the seconds they took."""
+    import dataclasses
+
     import anyio
 
     from coordinator import chaos
-    from traces.setup import ensure_tracing
+    from sources.settings import SourceSettings
 
     results: list[ScenarioResult] = []
+    # Traced to your trace files, as `research ask` is: each scenario's trace, and the recording of its
+    # run beside it (`research replay`), outlive the scenario's own world.
+    yours = start_tracing(SourceSettings.from_environment())
     with tempfile.TemporaryDirectory() as data_dir:
-        settings = _chaos_world(Path(data_dir))
-        ensure_tracing("research-coordinator")
+        settings = dataclasses.replace(
+            _chaos_world(Path(data_dir)), traces_dir=yours.traces_path, run_id=yours.run_id,
+            trace_exporters=yours.trace_exporters, full_payloads=yours.full_payloads,
+        )  # fmt: skip
         started = time.monotonic()
         for index, scenario in enumerate(chosen, 1):
             result = anyio.run(functools.partial(chaos.run_scenario, scenario, settings, claude=claude))
