@@ -78,7 +78,7 @@ demo: $(BIN)/.installed
 	$(BIN)/research ask "$(DEMO_QUERY)" --faults tickets:transient=0.5,seed=13 --seed 1 || [ $$? -eq 3 ]
 
 # Every benchmark, one at a time, then `research compare`: one dated file in benchmarks/results/ (and latest.md).
-bench: $(BIN)/.installed
+bench: $(RAY)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:

@@ -267,6 +267,13 @@ def parse_http_vs_stdio(text: str) -> list[Row]:
     return rows
 
 
+def parse_fork_server(text: str) -> list[Row]:
+    forked, spawned = matching(text, r"story, sources (?P<way>\w+) .*median (?P<value>[\d.]+) s .*")
+    (ratio,) = matching(text, r"spawned / forked: (?P<ratio>[\d.]+x) .*")
+    baseline = f"sources forked: median {forked['value']} s"
+    return [("story, sources spawned", f"median {spawned['value']} s", baseline, ratio["ratio"], "")]
+
+
 def parse_claude_subagent_overhead(text: str) -> list[Row]:
     bare, ours = matching(text, r"(?P<name>.+?): p50 (?P<p50>[\d.]+) ms per loop.*")
     (ratio,) = matching(text, r"ratio: (?P<ratio>[\d.]+), .*")
@@ -347,6 +354,7 @@ PARSERS: dict[str, Callable[[str], list[Row]]] = {
     "answers": parse_answers,
     "subagent_overhead": parse_subagent_overhead,
     "http_vs_stdio": parse_http_vs_stdio,
+    "fork_server": parse_fork_server,
     "claude_subagent_overhead": parse_claude_subagent_overhead,
     "tracing_overhead": parse_tracing_overhead,
     "fanout": parse_fanout,

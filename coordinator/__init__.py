@@ -1,1 +1,57 @@
-"""coordinator."""
+"""The research coordinator: a question fanned out to MCP sources through subagents that recover.
+
+The public surface, imported from here::
+
+    from coordinator import Config, Coordinator
+
+    async with Coordinator(Config(SourceSettings.from_environment())) as coordinator:
+        report = await coordinator.research("Who is CUST-00042? Any open tickets?")
+
+Each name is imported when first used (``__getattr__``): `research --help` imports this package and
+must not wait for the mcp SDK. (A replay runs through ``coordinator.replay.replay``: a name of the
+package is never also one of its modules.) Everything else in the package is its own business.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from subagents._exports import exported
+
+if TYPE_CHECKING:
+    from coordinator.core import DEFAULT_GRANTS, Config, Coordinator
+    from coordinator.plan import Plan, PlannedTask, Ref
+    from coordinator.reading import QueryError
+    from coordinator.replay import RecordedRun, Replayed, load_recording
+    from coordinator.report import ResearchReport
+
+__all__ = [
+    "DEFAULT_GRANTS",
+    "Config",
+    "Coordinator",
+    "Plan",
+    "PlannedTask",
+    "QueryError",
+    "RecordedRun",
+    "Ref",
+    "Replayed",
+    "ResearchReport",
+    "load_recording",
+]
+
+_HOMES = {
+    "DEFAULT_GRANTS": "coordinator.core",
+    "Config": "coordinator.core",
+    "Coordinator": "coordinator.core",
+    "Plan": "coordinator.plan",
+    "PlannedTask": "coordinator.plan",
+    "Ref": "coordinator.plan",
+    "QueryError": "coordinator.reading",
+    "RecordedRun": "coordinator.replay",
+    "Replayed": "coordinator.replay",
+    "load_recording": "coordinator.replay",
+    "ResearchReport": "coordinator.report",
+}
+
+
+__getattr__ = exported("coordinator", _HOMES)

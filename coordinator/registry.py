@@ -34,10 +34,10 @@ import os
 import re
 import shlex
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import platformdirs
 from pydantic import (
@@ -55,8 +55,12 @@ from sources.catalogue import SOURCES
 from sources.contract import ErrorCategory
 
 if TYPE_CHECKING:
+    from sources.faults import FaultSettings
+    from sources.fleet import Fleet
+    from sources.settings import SourceSettings
     from subagents.broker import Grant
     from subagents.classify import Classifier
+    from subagents.connection import Target
 
 __all__ = [
     "BUILT_IN_KINDS",
@@ -65,6 +69,7 @@ __all__ = [
     "Registry",
     "RegistryError",
     "SourceEntry",
+    "fleet_target",
     "one_line_error",
     "registry_file",
 ]
@@ -180,6 +185,61 @@ class SourceEntry(BaseModel):
         if self.demo:
             return f"python -m sources.{self.name} (a demo source)"
         return shlex.join(self.command) if self.command else str(self.url)
+
+    def connect(
+        self,
+        settings: SourceSettings,
+        faults: FaultSettings,
+        *,
+        over: Literal["stdio", "spawn", "http"] = "stdio",
+        url: str | None = None,
+        fleet: Fleet | None = None,
+    ) -> Target:
+        """Where a session with this source opens: the one place a source is forked, spawned or dialled.
+
+        A demo source is forked from the fork server with its fault layer set (``"stdio"``), spawned
+        (``"spawn"``: one source for one task, where starting the fork server costs more), or dialled
+        over HTTP at ``url``, else where ``fleet`` has it each time a session opens (never on a default
+        port). A registered source is reached as its entry says, its faults injected client-side (it
+        has no layer of its own)."""
+        # Here, not at the top: the registry is read by every command, most of which start no session.
+        from subagents import connection
+        from subagents.client_faults import with_client_faults
+
+        if not self.demo:
+            from coordinator.registered_tools import registered_target
+
+            target = registered_target(self, settings.data_dir / "logs")
+            return with_client_faults(target, faults) if faults.active else target
+        if over == "http":
+            return connection.http_target(url) if url else fleet_target(fleet or _fleet(settings), self.name)
+        if over == "spawn":
+            return connection.stdio_target(self.name, settings.with_faults(faults))
+        return connection.forked_target(self.name, settings.with_faults(faults))
+
+
+def _fleet(settings: SourceSettings) -> Fleet:
+    from sources.fleet import Fleet
+
+    return Fleet(settings)
+
+
+def fleet_target(fleet: Fleet, source: str) -> Callable[[], str]:
+    """A source of the running fleet, looked up in its state each time a session opens: a member
+    healed or moved is found where it is now, and a fleet without it is nothing to connect to."""
+    from sources.fleet import FleetError
+
+    def where() -> str:
+        try:
+            return fleet.url(source)
+        except FleetError as exc:  # no fleet, or none with this source
+            raise ConnectionRefusedError(str(exc)) from None
+        except ValueError as exc:
+            raise ConnectionRefusedError(
+                f"the fleet's state {fleet.state_file} is not readable: {exc}"
+            ) from None
+
+    return where
 
 
 # The demo sources, built as they are (their names are refused to a registered entry).

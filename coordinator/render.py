@@ -17,7 +17,7 @@ from rich.text import Text
 from coordinator.plan import Plan
 from coordinator.report import ResearchReport, TaskSummary
 from coordinator.sentences import describe, plain, record_id
-from subagents.decisions import Decision
+from subagents.decisions import Decision, TaskState
 
 if TYPE_CHECKING:  # the subagent's module imports the mcp SDK, which rendering a report never needs
     from subagents.task import Task
@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # the subagent's module imports the mcp SDK, which rendering 
 __all__ = ["LiveProgress", "print_report", "print_task_table", "shown"]
 
 _STATE_STYLE = {
-    "ok": "green", "empty": "cyan", "escalated": "red", "blocked": "yellow", "deadline": "magenta",
+    TaskState.OK: "green", TaskState.EMPTY: "cyan", TaskState.ESCALATED: "red", TaskState.BLOCKED: "yellow",
+    TaskState.DEADLINE: "magenta",
     "running": "blue", "waiting": "dim",
 }  # fmt: skip
 

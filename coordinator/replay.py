@@ -17,7 +17,6 @@ a run under another classification boundary (a comparison's).
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,9 +24,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
+from coordinator.registry import Registry
 from coordinator.report import ResearchReport
 from sources.contract import ErrorCategory
 from sources.private_files import private_folder, publish_file
+from sources.settings import SourceSettings
+from subagents.broker import Grant
 from subagents.decisions import Decision
 from subagents.policy import Recovery, RecoveryPolicy
 from subagents.recording import Attempt
@@ -91,6 +93,7 @@ class RecordedRun(_Kept):
     boundary: Literal["contract", "other"]  # the classification boundary
     deadline_s: float  # what the run had of the deadline once planned
     policy: KeptPolicy
+    grants: list[tuple[str, str | None, str | None]]  # what the broker could grant: scope, purpose, source
     tasks: list[KeptTask]
     unplanned: list[dict[str, str]] = Field(default_factory=list)
     attempts: list[Attempt]
@@ -140,6 +143,7 @@ def save_recording(
     *,
     deadline_s: float,
     policy: RecoveryPolicy,
+    grants: tuple[Grant, ...],
     mode: Literal["deterministic", "claude"],
     breakers: Literal["own", "shared"],
     boundary: Literal["contract", "other"],
@@ -153,6 +157,7 @@ def save_recording(
         boundary=boundary,
         deadline_s=deadline_s,
         policy=KeptPolicy.of(policy),
+        grants=[(grant.scope, grant.purpose, grant.source) for grant in grants],
         tasks=[
             KeptTask(
                 id=task.id,
@@ -219,9 +224,10 @@ def caveats_of(run: RecordedRun) -> list[str]:
     return said
 
 
-async def replay(run: RecordedRun, settings: Any) -> Replayed:
-    """Run ``run``'s plan against its recording and compare the decisions."""
-    from coordinator.research import ResearchOptions, research
+async def replay(run: RecordedRun, settings: SourceSettings, registry: Registry | None = None) -> Replayed:
+    """Run ``run``'s plan against its recording and compare the decisions (``registry``: the sources
+    in effect, whose rules classify the registered ones' answers; None: the demo sources alone)."""
+    from coordinator.core import Config, Coordinator
     from subagents.replaying import RecordedJitter, ReplayClock, ReplayTransport
 
     transport = ReplayTransport(run.attempts)
@@ -229,14 +235,13 @@ async def replay(run: RecordedRun, settings: Any) -> Replayed:
         kept.id: RecordedJitter(d.backoff_ms / 1000 for d in kept.decisions if d.action == "retry")
         for kept in run.outcomes
     }
-    options = ResearchOptions(
-        deadline_s=run.deadline_s, policy=run.policy.policy(), started_at=time.monotonic()
-    )
-    report = await research(
-        run.query, options, settings=settings, plan=run.plan(), connections=transport,
-        clock=ReplayClock(), jitter=lambda task_id: jitters.setdefault(task_id, RecordedJitter(())),
-        record=False,
-    )  # fmt: skip
+    grants = tuple(Grant(scope, purpose, source) for scope, purpose, source in run.grants)
+    config = Config(settings, registry=registry or Registry(None), policy=run.policy.policy(), grants=grants)
+    async with Coordinator(config, transport=transport, clock=ReplayClock()) as coordinator:
+        report = await coordinator.research(
+            run.query, deadline_s=run.deadline_s, plan=run.plan(), record=False,
+            jitter=lambda task_id: jitters.setdefault(task_id, RecordedJitter(())),
+        )  # fmt: skip
     replayed = Replayed(run, report, differences(run.outcomes, report), caveats_of(run))
     for call in transport.missing:
         replayed.differences.append(

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from sources.contract import AttemptedQuery, ErrorCategory
-from subagents.decisions import Decision, Escalation
+from subagents.decisions import Decision, Escalation, TaskState
 from subagents.model_use import ModelUse
 
 __all__ = [
@@ -66,7 +66,7 @@ class TaskSummary(_Model):
     arguments: dict[str, Any] = Field(default_factory=dict)
     why: str = ""
     depends_on: list[str] = Field(default_factory=list)
-    state: Literal["ok", "empty", "escalated", "blocked", "deadline"]
+    state: TaskState
     attempts: int
     decisions: list[Decision]
     # Claude mode: the model turns this task's subagent took, and its tokens (absent in deterministic mode).
@@ -76,7 +76,7 @@ class TaskSummary(_Model):
 class Gap(_Model):
     task: str
     source: str
-    state: Literal["escalated", "blocked", "deadline"]
+    state: Literal[TaskState.ESCALATED, TaskState.BLOCKED, TaskState.DEADLINE]  # a gap's
     error_category: ErrorCategory | None = Field(alias="errorCategory")
     message: str
     attempted_query: AttemptedQuery

@@ -17,21 +17,19 @@ it did. Should a task still not have ended after that (a bug), the run cancels i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
 from coordinator.plan import Plan, PlannedTask, Ref
 from coordinator.tools import LOOKUPS
 from sources.contract import AttemptedQuery, ErrorCategory
-from subagents.decisions import Decision, Escalation
+from subagents.decisions import Decision, Escalation, TaskState
 from subagents.model_use import ClaudeReport, ModelUse
 from subagents.subagent import DEADLINE_GRACE_S, Runtime, SubagentReport, run_subagent
 from traces.spans import end_subagent, subagent_span
 
 __all__ = ["DEADLINE_GRACE_S", "TaskOutcome", "TaskState", "run_plan"]
-
-TaskState = Literal["ok", "empty", "escalated", "blocked", "deadline"]
 
 
 @dataclass
@@ -49,7 +47,7 @@ class TaskOutcome:
 
     @property
     def results(self) -> list[Any]:
-        return self.report.results if self.report and self.state == "ok" else []
+        return self.report.results if self.report and self.state == TaskState.OK else []
 
     @property
     def other_results(self) -> dict[str, list[Any]]:
@@ -99,7 +97,7 @@ def _resolve(task: PlannedTask, outcomes: dict[str, TaskOutcome]) -> dict[str, A
         return _blocked(task, value.task, upstream)
     for upstream_id in task.depends_on:  # a dependency must have found what it looked for
         upstream = outcomes[upstream_id]
-        if upstream.state != "ok":
+        if upstream.state != TaskState.OK:
             return _blocked(task, upstream_id, upstream)
     return resolved
 
@@ -112,17 +110,17 @@ def _blocked(task: PlannedTask, upstream_id: str, upstream: TaskOutcome) -> Task
     """
     records = upstream.results
     category = upstream.category
-    if upstream.state == "empty":
+    if upstream.state == TaskState.EMPTY:
         category = ErrorCategory.VALIDATION
         why = upstream.reason or "nothing matched"
-    elif upstream.state == "ok" and len(records) > 1:
+    elif upstream.state == TaskState.OK and len(records) > 1:
         category = ErrorCategory.VALIDATION
         candidates = ", ".join(_candidate(record) for record in records[:10])
         why = f"{len(records)} records match, so which one is meant is ambiguous: {candidates}; name one of them"
     else:
         why = upstream.reason or f"{upstream_id} ended {upstream.state}"
     return TaskOutcome(
-        task, "blocked", dict(task.arguments), blocked_by=upstream_id, category=category,
+        task, TaskState.BLOCKED, dict(task.arguments), blocked_by=upstream_id, category=category,
         reason=f"blocked by {upstream_id} ({upstream.state}): {why}",
     )  # fmt: skip
 
@@ -136,10 +134,10 @@ def _candidate(record: Any) -> str:
 
 def _outcome_of(task: PlannedTask, arguments: dict[str, Any], report: SubagentReport) -> TaskOutcome:
     escalation = report.escalation
-    if report.state != "escalated" or escalation is None:
+    if report.state != TaskState.ESCALATED or escalation is None:
         return TaskOutcome(task, report.state, arguments, report=report, reason=report.message or "")
     return TaskOutcome(
-        task, "deadline" if report.out_of_time else "escalated", arguments, report=report,
+        task, TaskState.DEADLINE if report.out_of_time else TaskState.ESCALATED, arguments, report=report,
         reason=escalation.message, category=escalation.error_category, partial_results=escalation.partial_results,
     )  # fmt: skip
 
@@ -179,14 +177,20 @@ async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str,
         try:
             for upstream in (*task.depends_on, *gates.get(task.id, ())):
                 await done[upstream].wait()
-            gate = next((lookup for lookup in gates.get(task.id, ()) if outcomes[lookup].state != "ok"), None)
+            gate = next(
+                (lookup for lookup in gates.get(task.id, ()) if outcomes[lookup].state != TaskState.OK), None
+            )
             resolved = _blocked(task, gate, outcomes[gate]) if gate else _resolve(task, outcomes)
             if isinstance(resolved, TaskOutcome):
                 with subagent_span(
                     task.id, task.source, task.tool, {}
                 ) as span:  # one span per task, run or not
                     end_subagent(
-                        span, state="blocked", attempts=0, category=resolved.category, message=resolved.reason
+                        span,
+                        state=TaskState.BLOCKED,
+                        attempts=0,
+                        category=resolved.category,
+                        message=resolved.reason,
                     )
                 outcomes[task.id] = resolved
                 return
@@ -205,7 +209,7 @@ async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str,
     for task in plan.order():
         if task.id not in outcomes:
             outcomes[task.id] = TaskOutcome(
-                task, "deadline", dict(task.arguments), category=ErrorCategory.TRANSIENT,
+                task, TaskState.DEADLINE, dict(task.arguments), category=ErrorCategory.TRANSIENT,
                 reason=f"the query's deadline of {deadline_s:g} s passed before {task.source} answered",
             )  # fmt: skip
     return {task.id: outcomes[task.id] for task in plan.order()}

@@ -47,10 +47,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from coordinator.ask_service import NAME
+from coordinator.core import Config, Coordinator
 from coordinator.planner import QueryError, plan_query
+from coordinator.registry import fleet_target
 from coordinator.render import print_report, print_task_table
 from coordinator.report import ResearchReport
-from coordinator.research import DEFAULT_GRANTS, ResearchOptions, fleet_target, research
 from sources.catalogue import SOURCES
 from sources.control import refuse_unless_trusted
 from sources.fleet import Fleet
@@ -58,7 +59,7 @@ from sources.fleet_secret import FLEET_SECRET_ENV
 from sources.serve import READY_PREFIX, BoundedShutdownServer, bind_loopback, log_plainly
 from sources.settings import SourceSettings
 from subagents.broker import Grant
-from subagents.connection import Connections, Target
+from subagents.connection import Target
 from subagents.guard import LocalGuard
 from traces.setup import start_run
 
@@ -69,7 +70,7 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
     """The service: one set of sessions and breakers, for every query it is sent."""
     fleet = Fleet(settings)
     guard = LocalGuard()  # the breakers every query shares
-    held: dict[str, Connections] = {}
+    held: dict[str, Coordinator] = {}
     in_flight: set[anyio.CancelScope] = set()
     dialled: dict[str, list[str]] = {source: [] for source in SOURCES}  # the URLs each session opened on
 
@@ -88,26 +89,24 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with Connections.opened({source: where(source) for source in SOURCES}) as connections:
-            held["connections"] = connections
-            for source in SOURCES:  # the first query finds its sessions open, as every later one does
-                connections[source].open_soon()
+        targets = {source: where(source) for source in SOURCES}
+        async with Coordinator(Config(settings), targets=targets, guard=guard) as coordinator:
+            held["coordinator"] = coordinator
+            coordinator.open_soon(SOURCES)  # the first query finds its sessions open, as every later one does
             yield
 
     async def health(request: Request) -> Response:
         refused = await refuse_unless_trusted(request, secret=None)
         if refused is not None:
             return refused
-        connections = held.get("connections")
+        coordinator = held.get("coordinator")
         return JSONResponse(
             {
                 "service": NAME,
                 "pid": os.getpid(),
                 "queries_in_flight": len(in_flight),
                 # Sessions opened per source since the service started: one each while all is well.
-                "sessions_opened": {source: connections[source].opened for source in SOURCES}
-                if connections
-                else {},
+                "sessions_opened": coordinator.sessions_opened(SOURCES) if coordinator else {},
                 "dialled": dialled,
             }
         )
@@ -121,19 +120,18 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
             plan = plan_query(asked.query)
         except (ValueError, QueryError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        options = ResearchOptions(
-            deadline_s=asked.deadline_s, transport="http", seed=asked.seed, guard=guard,
-            grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in asked.grants)),
-        )  # fmt: skip
         answered: list[ResearchReport] = []
         async with anyio.create_task_group() as group:
             in_flight.add(group.cancel_scope)
             try:
                 group.start_soon(_cancel_when_gone, request, group.cancel_scope)
-                connections = held["connections"]
                 answered.append(
-                    await research(
-                        asked.query, options, settings=settings, plan=plan, connections=connections
+                    await held["coordinator"].research(
+                        asked.query,
+                        deadline_s=asked.deadline_s,
+                        seed=asked.seed,
+                        plan=plan,
+                        grants=tuple(Grant(scope) for scope in asked.grants),
                     )
                 )
                 group.cancel_scope.cancel()

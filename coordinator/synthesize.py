@@ -22,6 +22,7 @@ from coordinator.report import (
 )
 from coordinator.run import TaskOutcome
 from sources.contract import ErrorCategory
+from subagents.decisions import TaskState
 
 __all__ = ["synthesize"]
 
@@ -44,7 +45,7 @@ def _findings(outcome: TaskOutcome) -> list[Finding]:
     result said; in Claude mode, the records its model read with the source's other tools too."""
     task = outcome.task
     findings = []
-    if outcome.state == "empty":
+    if outcome.state == TaskState.EMPTY:
         message = outcome.report.message if outcome.report and outcome.report.message else "nothing matched"
         findings.append(Finding(source=task.source, tool=task.tool, record_id="none", text=message))
     for record in outcome.results:
@@ -62,7 +63,7 @@ def _findings(outcome: TaskOutcome) -> list[Finding]:
 def _gap(outcome: TaskOutcome) -> Gap | None:
     """The gap a task without a full result leaves; None for one that answered (ok, or a valid empty)."""
     match outcome.state:
-        case "escalated" | "blocked" | "deadline" as state:
+        case TaskState.ESCALATED | TaskState.BLOCKED | TaskState.DEADLINE as state:
             return Gap(
                 task=outcome.task.id,
                 source=outcome.task.source,
@@ -92,12 +93,12 @@ def _brief(
     for outcome in outcomes:
         task = outcome.task
         cited = [f for f in findings[task.id] if f.tool == task.tool and f.record_id != "none"]
-        if outcome.state == "ok" and cited:
+        if outcome.state == TaskState.OK and cited:
             # The line leads with what the question named (ORD-10023 among a customer's orders).
             head = next((f for f in cited if f.record_id.upper() in query.upper()), cited[0])
             more = f" (+{len(cited) - 1} more)" if len(cited) > 1 else ""
             lines.append(f"{task.why or task.id}: {head.record_id} {head.text}{more} [{head.citation}]")
-        elif outcome.state in ("ok", "empty"):
+        elif not outcome.state.is_gap:
             lines.append(f"{task.why or task.id}: none found [{task.source}:{task.tool}:none]")
     lines.extend(gap.answer_line for gap in gaps)
     lines.extend(item.answer_line for item in unplanned)

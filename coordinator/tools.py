@@ -31,8 +31,10 @@ from sources.formats import (
 
 __all__ = [
     "ARGUMENT_PHRASES",
+    "CARDS",
     "GIVES",
     "LOOKUPS",
+    "NEVER_PLANNED",
     "PATH_KINDS",
     "SUBJECT_KINDS",
     "TASK_NAMES",
@@ -41,6 +43,7 @@ __all__ = [
     "WHY_LOOKED_UP",
     "Argument",
     "Catalog",
+    "ToolCard",
     "demo_catalog",
     "intents_taking",
     "tool_arguments",
@@ -61,50 +64,70 @@ _KIND_OF_PATTERN = {
 # The kinds that say what a call is about (the others filter or qualify it).
 SUBJECT_KINDS = frozenset({"customer_id", "customer", "order_id", "text", "name", "article_id"})
 
-# The lookup a named thing gets, by kind of mention.
-LOOKUPS = {
-    "email": "customers.customer_lookup",
-    "customer_id": "customers.customer_lookup",
-    "name": "customers.find_customers",
-    "order_id": "orders.get_order",
-    "article_id": "kb.related_policies",
-}
-# What a looked-up record gives to later tasks: kind -> the record's field.
-GIVES = {
-    "customers.customer_lookup": {"customer_id": "id"},
-    "customers.find_customers": {"customer_id": "id"},
-    "orders.get_order": {"customer_id": "customer_id", "amount": "total"},
-}
-# A plain name for each tool's task (a reader sees "orders", not "search_orders").
-TASK_NAMES = {
-    "customers.customer_lookup": "customer",
-    "customers.find_customers": "customer",
-    "orders.search_orders": "orders",
-    "orders.get_order": "order",
-    "billing.list_invoices": "invoices",
-    "billing.refund_eligibility": "refund",
-    "tickets.search_tickets": "tickets",
-    "kb.search_policies": "policies",
-    "kb.related_policies": "related",
-}
-# Why each tool is planned, in words: what the call looks for, each argument it names ({name}) as its
-# value reads (an amount in pounds; a looked-up value as what it is: "the customer", "ORD-10023's
-# customer"); {topic} is the topic words of its search text ("refund"). An argument it does not name
-# follows as ARGUMENT_PHRASES say: "support tickets of the customer, open ones".
-WHY = {
-    "customers.customer_lookup": "who {identifier} is",
-    "customers.find_customers": "customers named {name}",
-    "orders.get_order": "order {order_id}",
-    "orders.search_orders": "the orders of {customer_id}",
-    "billing.list_invoices": "the invoices of {customer_id}",
-    "billing.refund_eligibility": "whether {amount} may be refunded on {order_id}",
-    "tickets.search_tickets": "support tickets",
-    "kb.search_policies": "{topic} policies",
-    "kb.related_policies": "policies linked to {article_id}",
-}
-# The why of a call whose argument comes from a lookup, where that reads better than the value's
-# name: a refund of an order's own total is a refund in full.
-WHY_LOOKED_UP = {("billing.refund_eligibility", "amount"): "whether {order_id} may be refunded in full"}
+
+@dataclass(frozen=True)
+class ToolCard:
+    """What the planner and the brief know of one demo tool that its schema does not say.
+
+    ``task_name``: a plain name for its task (a reader sees "orders", not "search_orders"). ``why``:
+    why it is planned, in words: what the call looks for, each argument it names (``{name}``) as
+    its value reads (an amount in pounds; a looked-up value as what it is: "the customer",
+    "ORD-10023's customer"); ``{topic}`` is the topic words of its search text ("refund"); an
+    argument it does not name follows as ``ARGUMENT_PHRASES`` say ("support tickets of the customer,
+    open ones"). ``looks_up``: the kinds of mention it is the lookup for. ``gives``: what its
+    record gives later tasks (kind -> the record's field). ``why_looked_up``: the why of a call
+    whose argument (the key) comes from a lookup, where that reads better than the value's name.
+    Its arguments are its published input schema's (``tool_arguments``).
+    """
+
+    key: str  # "source.tool"
+    task_name: str
+    why: str
+    looks_up: tuple[str, ...] = ()
+    gives: dict[str, str] = field(default_factory=dict)
+    why_looked_up: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def arguments(self) -> dict[str, Argument]:
+        return tool_arguments()[self.key]
+
+
+# The demo tools a plan never calls: a write (research reads; a refund is issued by `research task`).
+NEVER_PLANNED = frozenset({"billing.issue_refund"})
+# One card per other tool of the demo sources (``sources/tools.json``; a test holds them together).
+CARDS = {
+    card.key: card
+    for card in (
+        ToolCard(
+            "customers.customer_lookup", "customer", "who {identifier} is",
+            looks_up=("email", "customer_id"), gives={"customer_id": "id"},
+        ),
+        ToolCard("customers.find_customers", "customer", "customers named {name}", looks_up=("name",),
+                 gives={"customer_id": "id"}),
+        ToolCard("orders.search_orders", "orders", "the orders of {customer_id}"),
+        ToolCard(
+            "orders.get_order", "order", "order {order_id}", looks_up=("order_id",),
+            gives={"customer_id": "customer_id", "amount": "total"},
+        ),
+        ToolCard("billing.list_invoices", "invoices", "the invoices of {customer_id}"),
+        ToolCard(
+            "billing.refund_eligibility", "refund", "whether {amount} may be refunded on {order_id}",
+            # a refund of an order's own total is a refund in full
+            why_looked_up={"amount": "whether {order_id} may be refunded in full"},
+        ),
+        ToolCard("tickets.search_tickets", "tickets", "support tickets"),
+        ToolCard("kb.search_policies", "policies", "{topic} policies"),
+        ToolCard("kb.related_policies", "related", "policies linked to {article_id}", looks_up=("article_id",)),
+    )
+}  # fmt: skip
+
+# The cards' facts as the planner reads them: the lookup a named thing gets, by kind of mention; what
+# a looked-up record gives; each tool's task name and why; the why of an argument that was looked up.
+LOOKUPS = {kind: card.key for card in CARDS.values() for kind in card.looks_up}
+GIVES = {card.key: card.gives for card in CARDS.values() if card.gives}
+TASK_NAMES = {card.key: card.task_name for card in CARDS.values()}
+WHY = {card.key: card.why for card in CARDS.values()}
+WHY_LOOKED_UP = {(card.key, name): why for card in CARDS.values() for name, why in card.why_looked_up.items()}
 # An argument a why does not name, by its kind ({} is its value): those that say what is looked for
 # follow the words at once ("support tickets on ORD-10023"), the others after a comma ("..., open
 # ones"). Dates and links are said by the planner (a pair of dates is one range); a registered

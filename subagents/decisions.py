@@ -11,13 +11,39 @@ reader sees which steps exist only when a model drives a subagent.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sources.contract import AttemptedQuery, ErrorCategory, WireModel
 
-__all__ = ["CODE_ACTIONS", "MODEL_ACTIONS", "Decision", "DecisionAction", "Escalation", "SubagentReport"]
+__all__ = [
+    "CODE_ACTIONS",
+    "MODEL_ACTIONS",
+    "Decision",
+    "DecisionAction",
+    "Escalation",
+    "SubagentReport",
+    "TaskState",
+]
+
+
+class TaskState(StrEnum):
+    """How a task ended: the one list every module reads (a subagent reports the first three, the
+    coordinator the other two)."""
+
+    OK = "ok"  # answered, with records
+    EMPTY = "empty"  # answered: looked, and found nothing (resultCount 0); not a gap
+    ESCALATED = "escalated"  # the subagent could not recover: a gap, its partial results attached
+    BLOCKED = "blocked"  # never ran: what it needed from an upstream task is missing or ambiguous
+    DEADLINE = "deadline"  # the query's deadline came first
+
+    @property
+    def is_gap(self) -> bool:
+        """Whether the task leaves a gap in the answer (everything but an answer, or a valid empty one)."""
+        return self not in (TaskState.OK, TaskState.EMPTY)
+
 
 CodeAction = Literal[
     "retry", "repair", "elevate", "escalate", "accept_empty", "give_up", "breaker_open", "hook_blocked",
@@ -68,7 +94,7 @@ class SubagentReport(BaseModel):
     task: str
     source: str
     tool: str
-    state: Literal["ok", "empty", "escalated"]
+    state: Literal[TaskState.OK, TaskState.EMPTY, TaskState.ESCALATED]
     results: list[Any] = []
     truncated: bool = False
     message: str | None = None

@@ -122,6 +122,10 @@ class _RecordingLink:
         self._inner = inner
         self._tape = tape
 
+    @property
+    def opened(self) -> int:
+        return self._inner.opened
+
     def open_soon(self) -> None:
         self._inner.open_soon()
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from sources.contract import AttemptedQuery, EmptyResult, ErrorCategory, ResultPage, ToolError
 from subagents.classify import Outcome
-from subagents.decisions import CodeAction, Decision, Escalation, SubagentReport
+from subagents.decisions import CodeAction, Decision, Escalation, SubagentReport, TaskState
 from subagents.policy import Recovery, RecoveryPolicy
 from subagents.repair import repair
 from subagents.task import Task
@@ -288,11 +288,13 @@ def report(state: RunState, outcome: Outcome) -> SubagentReport:
     }  # fmt: skip
     result = outcome.result
     if isinstance(result, ResultPage):
-        return SubagentReport(state="ok", results=result.results, truncated=result.truncated, **common)
+        return SubagentReport(
+            state=TaskState.OK, results=result.results, truncated=result.truncated, **common
+        )
     if isinstance(result, EmptyResult):
-        return SubagentReport(state="empty", message=result.message, **common)
+        return SubagentReport(state=TaskState.EMPTY, message=result.message, **common)
     return SubagentReport(
-        state="escalated",
+        state=TaskState.ESCALATED,
         message=result.description,
         escalation=_escalation(state, result),
         required_scope=result.required_scope if result.error_category is ErrorCategory.PERMISSION else None,

@@ -134,6 +134,10 @@ class _ReplayLink:
         self._transport = transport
         self._generation = 1
 
+    @property
+    def opened(self) -> int:
+        return self._generation  # a session "opens" again after each drop, as a live one would
+
     def open_soon(self) -> None:
         pass
 

@@ -22,6 +22,11 @@ __all__ = ["SourceLink", "Transport"]
 class SourceLink(Protocol):
     """One source, as the subagents calling it see it."""
 
+    @property
+    def opened(self) -> int:
+        """Sessions opened so far (a respawn counts): one while all is well."""
+        ...
+
     def open_soon(self) -> None:
         """Start opening a session now (a source spawns while the first tasks run)."""
 

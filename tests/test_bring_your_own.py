@@ -18,12 +18,12 @@ from typing import Any
 import anyio
 import pytest
 
+from coordinator.core import Config, Coordinator
 from coordinator.plan import Plan
 from coordinator.planner import plan_query
 from coordinator.registered_tools import list_tools, registered_target
 from coordinator.registry import Registry, SourceEntry
 from coordinator.report import ResearchReport
-from coordinator.research import ResearchOptions, research
 from coordinator.tools import Catalog, demo_catalog, with_registered
 from sources.faults import FaultSettings, rolls
 from sources.settings import SourceSettings
@@ -75,11 +75,10 @@ async def ask_across(
     plan = plan_query(question, await catalog_with(entry))
     target: Target = registered_target(entry, settings.data_dir / "logs")
     targets = {**in_memory(settings), entry.name: with_client_faults(target, faults) if faults else target}
-    options = ResearchOptions(
-        registry=registry, deadline_s=deadline, seed=1, policy=policy or RecoveryPolicy()
-    )
+    config = Config(settings, registry=registry, policy=policy or RecoveryPolicy())
     with anyio.fail_after(deadline + 10):
-        report = await research(question, options, settings=settings, plan=plan, targets=targets)
+        async with Coordinator(config, targets=targets) as coordinator:
+            report = await coordinator.research(question, deadline_s=deadline, seed=1, plan=plan)
     return plan, report
 
 

@@ -80,3 +80,20 @@ def test_reading_the_catalogue_imports_no_sdk_and_no_source() -> None:
         check=True,
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_every_demo_tool_has_one_card_and_every_card_names_what_its_tool_takes() -> None:
+    """The planner's and the brief's facts about a tool are one card each, held to the published schemas."""
+    import string
+
+    from coordinator.tools import CARDS, NEVER_PLANNED, tool_arguments
+
+    published = {f"{source}.{tool}" for source, tools in TOOLS.items() for tool in tools}
+    assert published == set(tool_arguments())
+    assert set(CARDS) == published - NEVER_PLANNED and published >= NEVER_PLANNED
+    for key, card in CARDS.items():
+        assert card.key == key
+        named = {name for _, name, _, _ in string.Formatter().parse(card.why) if name}
+        assert named <= set(card.arguments) | {"topic"}, (key, named)
+        assert set(card.why_looked_up) <= set(card.arguments), key
+        assert not card.gives or card.looks_up, key  # only a lookup's record is handed on

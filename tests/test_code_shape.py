@@ -97,8 +97,8 @@ def _called(path: Path) -> set[str]:
 
 
 # Every way the coordinator runs subagents: ask, batch (its local and Ray workers run one question
-# through batch/work.py), the service, chaos (a scenario and the soak), `research task`. compare runs
-# chaos scenarios.
+# through batch/work.py), the service, chaos (a scenario and the soak), `research task`, replay.
+# compare runs chaos scenarios.
 ENTRY_POINTS = (
     "coordinator/cli/ask.py",
     "coordinator/batch/work.py",
@@ -106,14 +106,16 @@ ENTRY_POINTS = (
     "coordinator/chaos/runner.py",
     "coordinator/chaos/soak.py",
     "coordinator/cli/task.py",
+    "coordinator/replay.py",
 )
 
 
-def test_every_runtime_is_built_in_one_place_with_its_guards() -> None:
-    """Subagents run only on a runtime ``build_runtime`` assembled, with the refund guard, the write
-    guard and the allowed-tools hook: no module of the coordinator builds a ``Runtime`` itself, every
-    module that runs subagents or a plan gets its runtime there or through ``research()``, and what
-    the guards need (the registry, the data folder, what the question named) has no default."""
+def test_every_run_goes_through_the_coordinator_and_its_runtime_is_built_in_one_place() -> None:
+    """Subagents run only through a ``Coordinator``, on a runtime ``build_runtime`` assembled with the
+    refund guard, the write guard and the allowed-tools hook: no module of the coordinator builds a
+    ``Runtime`` itself, only ``coordinator.core`` assembles one or runs subagents or a plan, every
+    entry point makes a ``Coordinator``, and what the guards need (the registry, the data folder,
+    what the question named) has no default."""
     import inspect
 
     from coordinator.runtime import build_runtime
@@ -122,10 +124,10 @@ def test_every_runtime_is_built_in_one_place_with_its_guards() -> None:
     for path in coordinator:
         called, name = _called(path), str(path.relative_to(ROOT))
         assert "Runtime" not in called or name == "coordinator/runtime.py", name
-        if called & {"run_subagent", "run_plan"} and name != "coordinator/run.py":  # run.py is handed one
-            assert called & {"build_runtime", "research"}, name
-    runs = {str(p.relative_to(ROOT)) for p in coordinator if _called(p) & {"build_runtime", "research"}}
-    assert runs - {"coordinator/research.py"} == set(ENTRY_POINTS)
+        if called & {"run_subagent", "run_plan", "build_runtime"}:
+            assert name in ("coordinator/core.py", "coordinator/run.py"), name  # run.py is handed one
+    runs = {str(p.relative_to(ROOT)) for p in coordinator if "Coordinator" in _called(p)}
+    assert runs == set(ENTRY_POINTS)
     parameters = inspect.signature(build_runtime).parameters
     for needed in ("registry", "data_dir", "named"):
         assert parameters[needed].default is inspect.Parameter.empty, needed

@@ -12,10 +12,10 @@ from typing import Any
 import anyio
 import pytest
 
+from coordinator.core import DEFAULT_GRANTS, Config, Coordinator
 from coordinator.plan import Plan, PlannedTask, Ref
 from coordinator.planner import plan_query
 from coordinator.report import ResearchReport
-from coordinator.research import DEFAULT_GRANTS, ResearchOptions, research, targets_for
 from coordinator.run import DEADLINE_GRACE_S
 from sources.faults import FaultSettings
 from sources.fleet import Fleet, Member
@@ -52,10 +52,10 @@ async def ask(
     clock: Any = None,
 ) -> ResearchReport:
     with anyio.fail_after(deadline + DEADLINE_GRACE_S + 20):
-        return await research(
-            query, ResearchOptions(deadline_s=deadline, seed=1), settings=settings, plan=plan,
-            targets=targets or in_memory(settings), clock=clock or FakeClock(),
-        )  # fmt: skip
+        async with Coordinator(
+            Config(settings), targets=targets or in_memory(settings), clock=clock or FakeClock()
+        ) as coordinator:
+            return await coordinator.research(query, deadline_s=deadline, seed=1, plan=plan)
 
 
 def by_task(report: ResearchReport) -> dict[str, Any]:
@@ -214,9 +214,10 @@ async def test_valid_empty_results_are_findings_not_gaps(settings: SourceSetting
 async def test_over_http_with_sources_already_running(settings: SourceSettings, http_source: Any) -> None:
     started = {source: http_source(source, wait=False) for source in MODULES}  # all five start at once
     urls = {source: running.ready().url for source, running in started.items()}
-    options = ResearchOptions(transport="http", urls=urls, seed=1)
+    config = Config(settings, demo_over="http", urls=urls)
     with anyio.fail_after(60):
-        report = await research(STORY, options, settings=settings, clock=FakeClock())
+        async with Coordinator(config, clock=FakeClock()) as coordinator:
+            report = await coordinator.research(STORY, seed=1)
     states = {task.id: task.state for task in report.tasks}
     assert states == {
         "customer": "ok",
@@ -229,11 +230,10 @@ async def test_over_http_with_sources_already_running(settings: SourceSettings, 
 
 @pytest.mark.subprocess
 async def test_over_http_with_nothing_running_every_source_is_a_gap(settings: SourceSettings) -> None:
-    options = ResearchOptions(
-        transport="http", urls={source: "http://127.0.0.1:9/mcp" for source in MODULES}, seed=1
-    )
+    config = Config(settings, demo_over="http", urls={source: "http://127.0.0.1:9/mcp" for source in MODULES})
     with anyio.fail_after(60):
-        report = await research(STORY, options, settings=settings, clock=FakeClock())
+        async with Coordinator(config, clock=FakeClock()) as coordinator:
+            report = await coordinator.research(STORY, seed=1)
     states = {task.id: task.state for task in report.tasks}
     assert states == {
         "customer": "escalated",
@@ -251,7 +251,7 @@ async def test_over_http_a_source_without_a_url_is_dialled_where_the_fleet_has_i
     """Where the fleet's state says, read when a session opens, never the default port (on which
     anything may listen): with no fleet, or none with the source, there is nothing to connect to."""
     private = dataclasses.replace(settings, data_dir=tmp_path)
-    targets = targets_for(private, ResearchOptions(transport="http", urls={"kb": "http://127.0.0.1:9/mcp"}))
+    targets = Config(private, demo_over="http", urls={"kb": "http://127.0.0.1:9/mcp"}).targets()
     assert targets["kb"]() == "http://127.0.0.1:9/mcp"  # a URL given is used as given
     with pytest.raises(ConnectionRefusedError, match="research sources up"):
         targets["tickets"]()  # no fleet at all
@@ -300,9 +300,7 @@ async def test_a_permission_gap_names_the_grant_that_allows_it(settings: SourceS
     assert gap.way_out == "request access: ask again with --grant billing:read"
     assert "--grant billing:read" in refused.answer
     with anyio.fail_after(30):
-        granted = await research(
-            query,
-            ResearchOptions(seed=1, grants=(*DEFAULT_GRANTS, Grant("billing:read"))),
-            settings=settings, targets=in_memory(settings), clock=FakeClock(),
-        )  # fmt: skip
+        config = Config(settings, grants=(*DEFAULT_GRANTS, Grant("billing:read")))
+        async with Coordinator(config, targets=in_memory(settings), clock=FakeClock()) as coordinator:
+            granted = await coordinator.research(query, seed=1)
     assert granted.status == "complete" and granted.gaps == []

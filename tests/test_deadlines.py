@@ -14,9 +14,9 @@ import anyio
 import psutil
 import pytest
 
+from coordinator.core import Config, Coordinator
 from coordinator.planner import plan_query
 from coordinator.report import ResearchReport
-from coordinator.research import ResearchOptions, research
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
@@ -42,9 +42,9 @@ async def ask(
     deadline_s: float,
     started_at: float | None = None,
 ) -> ResearchReport:
-    options = ResearchOptions(deadline_s=deadline_s, seed=5, started_at=started_at)
     with anyio.fail_after(deadline_s + 30):
-        return await research(STORY, options, settings=settings, targets=targets)
+        async with Coordinator(Config(settings), targets=targets) as coordinator:
+            return await coordinator.research(STORY, deadline_s=deadline_s, started_at=started_at, seed=5)
 
 
 def gaps_of(report: ResearchReport) -> list[dict[str, Any]]:
@@ -132,7 +132,8 @@ async def test_every_source_the_plan_needs_starts_at_once(settings: SourceSettin
     targets = {source: counting(source, target) for source, target in in_memory(settings).items()}
     plan = plan_query(STORY)
     async with Connections.opened(targets) as connections:
-        report = await research(STORY, ResearchOptions(seed=1), settings=settings, connections=connections)
+        async with Coordinator(Config(settings), transport=connections) as coordinator:  # sessions held here
+            report = await coordinator.research(STORY, seed=1)
         # The opening order is the plan's: the dependents' sources did not wait for the customer lookup.
         assert opened[: len(plan.sources())] == plan.sources()
     assert sorted(opened) == sorted(plan.sources())
@@ -204,8 +205,8 @@ async def test_each_task_is_announced_as_it_ends_not_when_the_query_does(setting
     """A hung source holds the query to its deadline; the tasks that ended earlier are told at once."""
     endings = _Endings()
     targets = in_memory(settings, {"tickets": FaultSettings(hang=1)})
-    options = ResearchOptions(deadline_s=1.5, seed=5)
     with anyio.fail_after(30):
-        report = await research(STORY, options, settings=settings, targets=targets, observer=endings)
+        async with Coordinator(Config(settings), targets=targets) as coordinator:
+            report = await coordinator.research(STORY, deadline_s=1.5, seed=5, observer=endings)
     assert sorted(endings.endings) == sorted((task.id, task.state) for task in report.tasks)
     assert endings.endings[-1] == ("tickets", "deadline")  # the others were announced before it ended

@@ -10,10 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
+from coordinator.core import Config, Coordinator
 from coordinator.llm import ClaudeSettings, claude_plan
 from coordinator.plan import Ref
 from coordinator.planner import plan_query
-from coordinator.research import ResearchOptions, research
 from sources.settings import SourceSettings
 from tests.conftest import MODULES, QUICK_BACKOFF_SEED
 from tests.fake_messages_api import Conversations, FakeMessagesApi, Reply, Silent, error, tool_use
@@ -128,8 +128,8 @@ async def test_the_report_of_a_claude_plan_has_the_same_gaps_as_the_deterministi
         servers = {name: module.create_server(settings) for name, module in MODULES.items()}
         targets = {name: (lambda s=server: s) for name, server in servers.items()}
         with anyio.fail_after(60):
-            return await research(STORY, ResearchOptions(seed=1), settings=settings, targets=targets,
-                                  clock=FakeClock(), plan=chosen, planning=planning)  # fmt: skip
+            async with Coordinator(Config(settings), targets=targets, clock=FakeClock()) as coordinator:
+                return await coordinator.research(STORY, seed=1, plan=chosen, planning=planning)
 
     by_claude, deterministic = await run(plan, summary), await run(plan_query(STORY))
     shape = lambda report: [(g.task, g.source, g.state, g.error_category, g.next_step) for g in report.gaps]  # noqa: E731
@@ -206,9 +206,8 @@ async def story_report(settings: SourceSettings) -> Any:
     servers = {name: module.create_server(settings) for name, module in MODULES.items()}
     targets = {name: (lambda s=server: s) for name, server in servers.items()}
     with anyio.fail_after(60):
-        return await research(
-            STORY, ResearchOptions(seed=1), settings=settings, targets=targets, clock=FakeClock()
-        )
+        async with Coordinator(Config(settings), targets=targets, clock=FakeClock()) as coordinator:
+            return await coordinator.research(STORY, seed=1)
 
 
 async def test_claude_writes_the_brief_and_uncited_claims_are_removed(

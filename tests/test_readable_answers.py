@@ -22,12 +22,12 @@ import pytest
 from mcp.server import MCPServer
 from rich.console import Console
 
+from coordinator.core import DEFAULT_GRANTS, Config, Coordinator
 from coordinator.plan import Plan, PlannedTask
 from coordinator.planner import plan_query
 from coordinator.reading import QueryError
 from coordinator.render import print_report
 from coordinator.report import ResearchReport
-from coordinator.research import DEFAULT_GRANTS, ResearchOptions, research
 from coordinator.sentences import describe
 from coordinator.tools import TOPIC_WORDS, tool_arguments
 from sources.catalogue import TOOLS
@@ -96,11 +96,12 @@ def rendered(report: ResearchReport) -> list[str]:
 async def ask(
     settings: SourceSettings, query: str, targets: dict[str, Target] | None = None, plan: Plan | None = None
 ) -> ResearchReport:
+    config = Config(settings, grants=(*DEFAULT_GRANTS, Grant("billing:read")))
     with anyio.fail_after(60):
-        return await research(
-            query, ResearchOptions(seed=1, grants=(*DEFAULT_GRANTS, Grant("billing:read"))), settings=settings,
-            plan=plan, targets=targets or in_memory(settings), clock=FakeClock(),
-        )  # fmt: skip
+        async with Coordinator(
+            config, targets=targets or in_memory(settings), clock=FakeClock()
+        ) as coordinator:
+            return await coordinator.research(query, seed=1, plan=plan)
 
 
 @pytest.mark.anyio

@@ -52,6 +52,7 @@ RUN = (
     "research traces list",
     "research traces show latest",
     "research chaos run --replay ",
+    "research replay ",
 )
 # The fleet's commands: run in README order on free ports; the fleet is stopped after the module.
 FLEET = (

@@ -3,8 +3,9 @@
 Recordings are made here by running generated chaos scenarios and queries (in memory, through the
 real sources), then read back and replayed through the code as it is. One recording is kept in
 the repository (``tests/recordings``): a chaos run whose breaker opened across two tasks, made by
-`research chaos run` and copied from ``<data folder>/traces/recordings/<trace id>.json``; any chaos
-run that shows a defect becomes a test the same way.
+`research chaos run --replay 780260973` (hang:billing, flaky:tickets) and copied from
+``<data folder>/traces/recordings/<trace id>.json``; any chaos run that shows a defect becomes a
+test the same way.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from coordinator import chaos
+from coordinator.core import Config, Coordinator
 from coordinator.plan import Plan, PlannedTask
 from coordinator.replay import RecordedRun, load_recording, recording_path, replay
-from coordinator.research import ResearchOptions, research
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.world import ensure_world
@@ -55,10 +56,14 @@ async def replayed(settings: SourceSettings, trace_id: str) -> Any:
 
 
 def steps(report: Any) -> list[list[tuple[Any, ...]]]:
-    return [[(d.action, d.category, d.attempt, d.backoff_ms) for d in task.decisions] for task in report.tasks]
+    return [
+        [(d.action, d.category, d.attempt, d.backoff_ms) for d in task.decisions] for task in report.tasks
+    ]
 
 
-async def test_every_recorded_chaos_run_replays_to_the_decisions_it_took(chaos_settings: SourceSettings) -> None:
+async def test_every_recorded_chaos_run_replays_to_the_decisions_it_took(
+    chaos_settings: SourceSettings,
+) -> None:
     decided = 0
     for scenario in chaos.scenarios(16, seed=11):
         with anyio.fail_after(60):
@@ -88,10 +93,9 @@ async def test_a_kept_chaos_run_whose_breaker_opened_across_tasks_replays_as_rec
 async def test_a_changed_answer_is_a_diff_of_decisions(chaos_settings: SourceSettings) -> None:
     faults = {"tickets": FaultSettings.parse("transient=1")}
     with anyio.fail_after(60):
-        report = await research(
-            STORY, ResearchOptions(deadline_s=30, seed=1), settings=chaos_settings,
-            targets=in_memory(chaos_settings, faults), clock=FakeClock(),
-        )  # fmt: skip
+        targets = in_memory(chaos_settings, faults)
+        async with Coordinator(Config(chaos_settings), targets=targets, clock=FakeClock()) as coordinator:
+            report = await coordinator.research(STORY, seed=1)
     path = recording_path(chaos_settings.traces_path, report.trace_id)
     kept = json.loads(path.read_text())
     answered = next(a["answer"] for a in kept["attempts"] if a["task"] == "orders")
@@ -107,16 +111,18 @@ async def test_a_changed_answer_is_a_diff_of_decisions(chaos_settings: SourceSet
     assert "-ended escalated" in lines and "+ended ok" in lines
 
 
-async def test_a_recording_holds_no_personal_data_and_its_repair_still_replays(settings: SourceSettings) -> None:
+async def test_a_recording_holds_no_personal_data_and_its_repair_still_replays(
+    settings: SourceSettings,
+) -> None:
     messy = " Jane.Doe@Example.com "
     plan = Plan.of(
         f"who is {messy}?", [PlannedTask("customer", "customers", "customer_lookup", {"identifier": messy})]
     )
     with anyio.fail_after(60):
-        report = await research(
-            plan.query, ResearchOptions(deadline_s=30, seed=1), settings=settings, plan=plan,
-            targets=in_memory(settings), clock=FakeClock(),
-        )  # fmt: skip
+        async with Coordinator(
+            Config(settings), targets=in_memory(settings), clock=FakeClock()
+        ) as coordinator:
+            report = await coordinator.research(plan.query, seed=1, plan=plan)
     (task,) = report.tasks
     assert [d.action for d in task.decisions] == ["repair"] and task.state == "ok"
     text = recording_path(settings.traces_path, report.trace_id).read_text()
@@ -168,9 +174,7 @@ FAILURES = [
     MCPError(REQUEST_TIMEOUT, "Timed out after 0.15s waiting for 'tools/call'"),
     MCPError(-32602, "bad params", {"field": "limit"}),
     httpx2.ConnectError("refused"),
-    httpx2.HTTPStatusError(
-        "503", request=httpx2.Request("POST", "http://x"), response=httpx2.Response(503)
-    ),
+    httpx2.HTTPStatusError("503", request=httpx2.Request("POST", "http://x"), response=httpx2.Response(503)),
     ConnectionResetError(104, "reset by peer"),
     json.JSONDecodeError("Expecting value", "garbage", 0),
     ExceptionGroup("two", [TimeoutError("a"), ConnectionResetError("b")]),
@@ -205,7 +209,11 @@ def research_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]
 def test_research_replay_on_the_command_line(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     none_yet = research_cli(data_dir, "replay")
-    assert none_yet.returncode == 2 and "no recorded runs" in none_yet.stderr and "Traceback" not in none_yet.stderr
+    assert (
+        none_yet.returncode == 2
+        and "no recorded runs" in none_yet.stderr
+        and "Traceback" not in none_yet.stderr
+    )
 
     asked = research_cli(
         data_dir, "ask", STORY, "--faults", "tickets:transient=1", "--seed", str(QUICK_BACKOFF_SEED), "--json"

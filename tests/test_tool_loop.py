@@ -358,18 +358,18 @@ STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whet
 
 
 async def research_story(
-    settings: SourceSettings, claude: ClaudeSettings | None, deadline_s: float = 30.0, **options: Any
+    settings: SourceSettings, claude: ClaudeSettings | None, deadline_s: float = 30.0, **wiring: Any
 ) -> Any:
-    from coordinator.research import ResearchOptions, research
+    """The story in Claude mode (``claude``) on the sources in memory; ``wiring``: the coordinator's
+    ``clock`` (a fake one unless given) and ``client_options``."""
+    from coordinator.core import Config, Coordinator
 
     servers = {name: module.create_server(settings) for name, module in MODULES.items()}
     targets = {name: (lambda s=server: s) for name, server in servers.items()}
-    options.setdefault("clock", FakeClock())
+    wiring.setdefault("clock", FakeClock())
     with anyio.fail_after(60):
-        return await research(
-            STORY, ResearchOptions(seed=1, claude=claude, deadline_s=deadline_s), settings=settings,
-            targets=targets, **options,
-        )  # fmt: skip
+        async with Coordinator(Config(settings, claude=claude), targets=targets, **wiring) as coordinator:
+            return await coordinator.research(STORY, deadline_s=deadline_s, seed=1)
 
 
 def gap_shape(report: Any) -> list[tuple[Any, ...]]:
@@ -552,23 +552,22 @@ async def test_a_model_steered_to_refund_another_order_is_blocked(
     """Claude mode with the refund scope granted: the question is about ORD-10031, and the refund
     subagent's model, steered (as by text a source returned), refunds ORD-10134. The write guard
     blocks it before it leaves; the refund research itself is answered, and billing paid nothing."""
-    from coordinator.research import ResearchOptions, research
+    from coordinator.core import Config, Coordinator
     from subagents.broker import Grant
 
     key = f"steered-{uuid.uuid4().hex[:12]}"
     steered = {"order_id": "ORD-10134", "amount": 20, "idempotency_key": key}
     api = fake_api(refund=[calls(("issue_refund", steered)), says("Refunded.")])
     servers = {name: module.create_server(settings) for name, module in MODULES.items()}
-    options = ResearchOptions(
-        seed=1,
+    config = Config(
+        settings,
         claude=claude_settings(api),
         grants=(Grant("billing:read", None), Grant("billing:refund", None)),
     )
+    targets = {name: (lambda s=server: s) for name, server in servers.items()}
     with anyio.fail_after(60):
-        report = await research(
-            "can we refund £20 on ORD-10031?", options, settings=settings, clock=FakeClock(),
-            targets={name: (lambda s=server: s) for name, server in servers.items()},
-        )  # fmt: skip
+        async with Coordinator(config, targets=targets, clock=FakeClock()) as coordinator:
+            report = await coordinator.research("can we refund £20 on ORD-10031?", seed=1)
     seen = seen_by_model(api, "refund")
     assert (
         seen

@@ -26,7 +26,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from coordinator.cli import app
-from coordinator.research import ResearchOptions, research
+from coordinator.core import Config, Coordinator
 from sources.settings import SourceSettings
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker, Grant
@@ -157,14 +157,10 @@ async def story(settings: SourceSettings) -> Any:
     servers = {name: module.create_server(settings) for name, module in MODULES.items()}
     targets = {name: (lambda s=server: s) for name, server in servers.items()}
     with anyio.fail_after(60):
-        return await research(
-            STORY,
-            ResearchOptions(seed=1),
-            settings=settings,
-            targets=targets,
-            clock=FakeClock(),
-            client_options=JSON_RPC,
-        )
+        async with Coordinator(
+            Config(settings), targets=targets, clock=FakeClock(), client_options=JSON_RPC
+        ) as coordinator:
+            return await coordinator.research(STORY, seed=1)
 
 
 async def test_the_span_tree_of_a_query(settings: SourceSettings, spans: InMemorySpanExporter) -> None:

@@ -19,12 +19,11 @@ from coordinator.batch.questions import Question
 from coordinator.chaos.catalogue import Scenario
 from coordinator.chaos.checker import check
 from coordinator.chaos.history import History, ScenarioResult
+from coordinator.core import Config, Coordinator
 from coordinator.reading import QueryError
-from coordinator.research import DEFAULT_GRANTS, ResearchOptions, make_plan, research
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.claude import ClaudeSettings, TokenBudget
-from subagents.connection import Connections, http_target
 from subagents.guard import Guard
 from subagents.hooks import TrimResults
 from subagents.policy import RecoveryPolicy
@@ -46,21 +45,22 @@ class Setup:
 
 @dataclass(frozen=True)
 class Asking:
-    """What every question of one worker shares: the setup, the sessions it holds, the guard."""
+    """What every question of one worker shares: the setup, and the coordinator holding the sessions
+    and the guard."""
 
     setup: Setup
-    connections: Connections
-    guard: Guard
+    coordinator: Coordinator
 
 
 @asynccontextmanager
 async def asking_at(setup: Setup, guard: Guard) -> AsyncIterator[Asking]:
-    """Sessions to every source of the fleet, opened now and held until the worker is done."""
-    targets = {source: http_target(url) for source, url in setup.urls.items()}
-    async with Connections.opened(targets) as connections:
-        for source in targets:
-            connections[source].open_soon()
-        yield Asking(setup, connections, guard)
+    """A coordinator on every source of the fleet, its sessions opened now and held until the worker is done."""
+    config = Config(
+        setup.settings, policy=setup.policy, claude=setup.claude, demo_over="http", urls=setup.urls
+    )
+    async with Coordinator(config, guard=guard) as coordinator:
+        coordinator.open_soon(setup.urls)
+        yield Asking(setup, coordinator)
 
 
 @dataclass(frozen=True)
@@ -85,27 +85,26 @@ async def answer(question: Question, asking: Asking) -> Answer:
     """Research ``question`` and check its report; a question nobody can plan for is ``failed``."""
     started, setup = time.monotonic(), asking.setup
     deadline_s = question.deadline or setup.deadline_s
-    options = ResearchOptions(
-        deadline_s=deadline_s, transport="http", policy=setup.policy, guard=asking.guard,
-        seed=question_seed(setup.seed, question.id), claude=setup.claude, started_at=started,
-        grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in question.grant)),
-    )  # fmt: skip
+    coordinator, seed = asking.coordinator, question_seed(setup.seed, question.id)
     budget = TokenBudget(setup.claude.token_budget) if setup.claude is not None else None
     try:
-        plan, planning = await make_plan(question.query, options, budget, setup.settings)
+        plan, planning = await coordinator.plan(
+            question.query, deadline_s=deadline_s, started_at=started, budget=budget
+        )
     except QueryError as exc:
         return Answer(question.id, question.query, "failed", error=str(exc))
     history = History()
-    report = await research(
-        question.query, options, settings=setup.settings, plan=plan, planning=planning, budget=budget,
-        connections=asking.connections, post_call=(history.recorder(), TrimResults()),
+    report = await coordinator.research(
+        question.query, deadline_s=deadline_s, started_at=started, seed=seed, plan=plan, planning=planning,
+        budget=budget, grants=tuple(Grant(scope) for scope in question.grant),
+        post_call=(history.recorder(), TrimResults()),
     )  # fmt: skip
     elapsed = time.monotonic() - started
     # Judged as a chaos scenario's query, but for what is not one question's to judge on a shared
     # fleet: no process or socket of its own to leak, and billing's ledger (every question's refunds)
     # is not read; a refund the question asked for is still judged from its calls.
     judged = ScenarioResult(
-        scenario=Scenario(options.seed or 0, question.query, faults={}, refund_amount=None), plan=plan,
+        scenario=Scenario(seed, question.query, faults={}, refund_amount=None), plan=plan,
         report=report, history=history, elapsed_s=elapsed, refunds=[], refund_key=None,
         leaked_processes=[], leaked_sockets=0, policy=setup.policy, query_deadline_s=deadline_s,
     )  # fmt: skip

@@ -28,10 +28,11 @@ from coordinator.report import ResearchReport
 from coordinator.run import DEADLINE_GRACE_S
 from sources.contract import ResultPage
 from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, pounds, within_refund_window
+from subagents.decisions import TaskState
 
 __all__ = ["check"]
 
-_TERMINAL_STATES = ("ok", "empty", "escalated", "blocked", "deadline")
+_TERMINAL_STATES = tuple(TaskState)
 _DEADLINE_SLACK_S = 1.0  # beyond the subagents' grace: the run's own bookkeeping on a busy machine
 
 Invariant = Callable[[ScenarioResult, ResearchReport], Iterator[str]]
@@ -89,7 +90,7 @@ def _no_blind_repeat(result: ScenarioResult, report: ResearchReport) -> Iterator
 def _escalation_complete(result: ScenarioResult, report: ResearchReport) -> Iterator[str]:
     by_task = _calls_by_task(result)
     for gap in report.gaps:  # a gap's partial results are its escalation's
-        if gap.state == "blocked":
+        if gap.state == TaskState.BLOCKED:
             continue
         if not gap.attempted_query.tool or not isinstance(gap.partial_results, list):
             yield f"{gap.task} escalated without attempted_query or partial_results"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -13,20 +14,16 @@ import psutil
 from coordinator.chaos.catalogue import _MODULES, CATALOGUE, CHAOS_POLICY, Scenario
 from coordinator.chaos.checker import check
 from coordinator.chaos.history import History, ScenarioResult
-from coordinator.registry import Registry
-from coordinator.research import ResearchOptions, make_plan, research
-from coordinator.runtime import build_runtime
+from coordinator.core import Config, Coordinator
 from sources.catalogue import SOURCES
 from sources.refund_ledger import LedgerRefund, ledger
 from sources.settings import SourceSettings
-from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier
 from subagents.claude import ClaudeSettings, TokenBudget
-from subagents.connection import Connections, Target, stdio_target
+from subagents.connection import Target, stdio_target
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, TrimResults
 from subagents.policy import RecoveryPolicy
-from subagents.subagent import Observer, Task, run_subagent
-from subagents.tool_loop import claude_subagents
+from subagents.subagent import Observer, Task
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -95,27 +92,27 @@ async def run_scenario(
     history = History()
     sockets_before = _open_sockets()
     targets = _targets(scenario, settings)
-    started = time.monotonic()
+    started = time.monotonic()  # one deadline for planning and the run, from the instant `elapsed` counts
     hooks: tuple[PostCallHook, ...] = (history.recorder(), *post_call, TrimResults())
-    options = ResearchOptions(  # one deadline for planning and the run, from the instant `elapsed` counts
-        deadline_s=scenario.deadline_s, policy=policy, seed=scenario.seed, claude=claude, started_at=started,
-        classifier=classifier,
-    )  # fmt: skip
+    config = Config(settings, policy=policy, claude=claude, classifier=classifier)
     budget = TokenBudget(claude.token_budget) if claude is not None else None
-    # Planned here, as research() would, so the checker judges the plan that ran (Claude's in Claude mode).
-    plan, planning = await make_plan(scenario.query, options, budget)
     report = None
-    with stop or anyio.CancelScope():
-        report = await research(
-            scenario.query, options, settings=settings, targets=targets, post_call=hooks, plan=plan,
-            planning=planning, budget=budget, observer=observer,
-        )  # fmt: skip
+    async with Coordinator(config, targets=targets) as coordinator:
+        # Planned first, so the checker judges the plan that ran (Claude's in Claude mode).
+        plan, planning = await coordinator.plan(
+            scenario.query, deadline_s=scenario.deadline_s, started_at=started, budget=budget
+        )
+        with stop or anyio.CancelScope():
+            report = await coordinator.research(
+                scenario.query, deadline_s=scenario.deadline_s, started_at=started, seed=scenario.seed,
+                plan=plan, planning=planning, budget=budget, observer=observer, post_call=hooks,
+            )  # fmt: skip
     elapsed = time.monotonic() - started
     refunds: list[LedgerRefund] = []
     key = None
     if scenario.refund_amount is not None:
         key = f"chaos-{scenario.seed}-{uuid.uuid4().hex[:8]}"
-        await _refund(scenario, settings, targets, options, pre_call, hooks, key)
+        await _refund(scenario, config, targets["billing"], pre_call, hooks, key)
         refunds = await anyio.to_thread.run_sync(ledger, settings)  # what billing paid, as its ledger says
     # The connections closed their source processes on the way out; give them a bounded moment to go.
     await anyio.to_thread.run_sync(lambda: psutil.wait_procs(_children(), timeout=2))
@@ -129,27 +126,22 @@ async def run_scenario(
 
 
 async def _refund(
-    scenario: Scenario, settings: SourceSettings, targets: dict[str, Target], options: ResearchOptions,
-    pre_call: tuple[PreCallHook, ...], hooks: tuple[PostCallHook, ...], key: str,
+    scenario: Scenario, config: Config, billing: Target, pre_call: tuple[PreCallHook, ...],
+    hooks: tuple[PostCallHook, ...], key: str,
 ) -> None:  # fmt: skip
-    broker = CredentialBroker(settings.signing_key(), base_scopes=frozenset({"billing:refund"}))
-    async with (
-        Connections.opened({"billing": targets["billing"]}) as connections,
-        claude_subagents(options.claude) as model,
-    ):
-        amount = scenario.refund_amount or 0.0
-        task = Task(
-            "refund_issue",
-            "billing",
-            "issue_refund",
-            {"order_id": "ORD-10008", "amount": amount, "idempotency_key": key},
-        )
-        runtime = build_runtime(
-            connections, broker, registry=Registry(None), data_dir=settings.data_dir, named=["ORD-10008"],
-            policy=options.policy, pre_call=pre_call, post_call=hooks, seed=scenario.seed,
-            model=model, classifier=options.classifier,
+    """The scenario's side refund, on a session of its own to billing, with the refund scope from the start."""
+    amount = scenario.refund_amount or 0.0
+    task = Task(
+        "refund_issue",
+        "billing",
+        "issue_refund",
+        {"order_id": "ORD-10008", "amount": amount, "idempotency_key": key},
+    )
+    async with Coordinator(replace(config, grants=()), targets={"billing": billing}) as refunds:
+        await refunds.run_task(
+            task, deadline_s=scenario.deadline_s, named=["ORD-10008"], seed=scenario.seed,
+            base_scopes=frozenset({"billing:refund"}), pre_call=pre_call, post_call=hooks,
         )  # fmt: skip
-        await run_subagent(task, runtime, deadline=runtime.clock.now() + scenario.deadline_s)
 
 
 def _children() -> list[psutil.Process]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import psutil
 
 from coordinator.chaos.catalogue import CHAOS_POLICY, DEADLINE_S, QUERIES
-from coordinator.research import ResearchOptions, research
+from coordinator.core import Config, Coordinator
 from sources.settings import SourceSettings
 from subagents.breaker import Breakers
 from subagents.claude import ClaudeSettings
@@ -42,12 +42,11 @@ async def soak(
     )  # one coordinator process: its breakers outlive each query
     samples = [sample(0)]
     marks = {min(count, 50), count} | {count * share // 10 for share in range(1, 10)}
+    config = Config(settings, policy=CHAOS_POLICY, claude=claude, demo_over="http", urls=urls)
     for index in range(1, count + 1):
-        options = ResearchOptions(
-            deadline_s=DEADLINE_S, transport="http", urls=urls, policy=CHAOS_POLICY, seed=rng.randrange(2**31),
-            guard=guard, claude=claude,
-        )  # fmt: skip
-        await research(rng.choice(QUERIES), options, settings=settings)
+        seed = rng.randrange(2**31)
+        async with Coordinator(config, guard=guard) as coordinator:  # sessions of each query's own
+            await coordinator.research(rng.choice(QUERIES), deadline_s=DEADLINE_S, seed=seed)
         if index in marks:
             samples.append(sample(index))
     return samples

@@ -35,11 +35,11 @@ from coordinator.cli.params import QueryChaos, SourceFaults, query_chaos
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from coordinator.core import Coordinator
     from coordinator.plan import Plan
     from coordinator.registry import Registry
     from coordinator.render import LiveProgress
     from coordinator.report import PlanningSummary, ResearchReport
-    from coordinator.research import ResearchOptions
     from sources.faults import FaultSettings
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings, TokenBudget
@@ -209,34 +209,38 @@ def _research_here(asked: _Asked, plan: Plan) -> None:
     # Here, after the cheap checks of the arguments and the query, not at the top: start-up time.
     import anyio
 
-    from coordinator.research import make_plan
+    from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
     from sources.settings import SourceSettings
     from subagents.claude import TokenBudget
 
     settings = start_tracing(
         SourceSettings.from_environment(), full_payloads=asked.trace_payloads, otlp=asked.otlp
     )
-    options = _research_options(asked, settings)
+    coordinator = _coordinator(asked, settings)
     budget, planning = None, None
     if asked.claude is not None:  # planned before the run, so the progress shows Claude's plan
         budget = TokenBudget(asked.claude.token_budget)
-        plan, planning = anyio.run(make_plan, asked.query, options, budget)
-    report = _run_with_progress(asked, plan, settings, options, planning, budget)
+        plan, planning = anyio.run(
+            functools.partial(
+                coordinator.plan, asked.query, deadline_s=asked.deadline, started_at=STARTED_AT, budget=budget
+            )
+        )
+    report = _run_with_progress(asked, plan, coordinator, planning, budget)
     _after_the_report(report, asked.json_output)
     exit_now(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
 
 
-def _research_options(asked: _Asked, settings: SourceSettings) -> ResearchOptions:
-    from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
-    from coordinator.research import DEFAULT_GRANTS, ResearchOptions
+def _coordinator(asked: _Asked, settings: SourceSettings) -> Coordinator:
+    from coordinator.core import DEFAULT_GRANTS, Config, Coordinator
     from subagents.broker import Grant
 
-    return ResearchOptions(
-        deadline_s=asked.deadline, transport=asked.transport, faults=asked.faults, seed=asked.seed,
-        urls=_fleet_urls(settings) if asked.transport == Transport.http else {}, claude=asked.claude,
-        grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in asked.grants)),
-        started_at=STARTED_AT,  # the deadline covers this command's start-up and planning too
-        registry=asked.registry,
+    return Coordinator(
+        Config(
+            settings, registry=asked.registry, claude=asked.claude, faults=asked.faults,
+            grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in asked.grants)),
+            demo_over="http" if asked.transport == Transport.http else "stdio",
+            urls=_fleet_urls(settings) if asked.transport == Transport.http else {},
+        )
     )  # fmt: skip
 
 
@@ -254,8 +258,8 @@ def _fleet_urls(settings: SourceSettings) -> dict[str, str]:
 
 
 def _run_with_progress(
-    asked: _Asked, plan: Plan, settings: SourceSettings, options: ResearchOptions,
-    planning: PlanningSummary | None, budget: TokenBudget | None,
+    asked: _Asked, plan: Plan, coordinator: Coordinator, planning: PlanningSummary | None,
+    budget: TokenBudget | None,
 ) -> ResearchReport:  # fmt: skip
     """Run the plan with a live table of its tasks on stderr; Ctrl-C cancels it and says what ran."""
     import anyio
@@ -266,7 +270,7 @@ def _run_with_progress(
     progress = LiveProgress(plan, console)
 
     async def asking() -> ResearchReport:
-        return await _research_and_print(asked, plan, settings, options, planning, budget, progress)
+        return await _research_and_print(asked, plan, coordinator, planning, budget, progress)
 
     try:
         with progress:
@@ -280,25 +284,25 @@ def _run_with_progress(
 
 
 async def _research_and_print(
-    asked: _Asked, plan: Plan, settings: SourceSettings, options: ResearchOptions,
-    planning: PlanningSummary | None, budget: TokenBudget | None, progress: LiveProgress,
+    asked: _Asked, plan: Plan, coordinator: Coordinator, planning: PlanningSummary | None,
+    budget: TokenBudget | None, progress: LiveProgress,
 ) -> ResearchReport:  # fmt: skip
     """Research on sessions this command owns, killing sources at the times --chaos says, and print
     the report the moment it is ready: closing the sessions (a hung source's included) comes after."""
     import anyio
 
+    from coordinator.cli import STARTED_AT
     from coordinator.query_chaos import kill_at
-    from coordinator.research import research, targets_for
-    from subagents.connection import Connections
 
-    async with Connections.opened(targets_for(settings, options)) as connections:
+    async with coordinator:
         async with anyio.create_task_group() as chaos_group:
             for source, seconds in asked.kills:
                 registered = not asked.registry.sources()[source].demo
                 chaos_group.start_soon(functools.partial(kill_at, source, seconds, registered=registered))
-            report = await research(
-                asked.query, options, settings=settings, observer=progress, plan=plan, planning=planning,
-                budget=budget, connections=connections,
+            report = await coordinator.research(
+                asked.query, deadline_s=asked.deadline, seed=asked.seed, plan=plan, planning=planning,
+                budget=budget, observer=progress,
+                started_at=STARTED_AT,  # the deadline covers this command's start-up and planning too
             )  # fmt: skip
             chaos_group.cancel_scope.cancel()
         if asked.claude_missing:

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from sources.faults import FaultSettings
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
-    from subagents.connection import Target
     from subagents.decisions import Decision
     from subagents.subagent import SubagentReport, Task
 
@@ -96,20 +95,7 @@ def run_task(
     )  # fmt: skip
     report = anyio.run(_run, call, settings, registry, entry)
     Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))
-    raise typer.Exit(1 if report.state == "escalated" else 0)
-
-
-def _target(entry: SourceEntry, settings: SourceSettings) -> Target:
-    """A demo source spawned with its fault layer set; a registered one as its entry says, its faults
-    injected client-side (it has no layer of its own)."""
-    from coordinator.registered_tools import registered_target
-    from subagents.client_faults import with_client_faults
-    from subagents.connection import stdio_target
-
-    if entry.demo:
-        return stdio_target(entry.name, settings)
-    target = registered_target(entry, settings.data_dir / "logs")
-    return with_client_faults(target, settings.faults) if settings.faults.active else target
+    raise typer.Exit(1 if report.state.is_gap else 0)
 
 
 def _faults_of(source: str, faults: list[SourceFaults]) -> FaultSettings:
@@ -127,35 +113,29 @@ async def _run(
 ) -> SubagentReport:
     """The task, under one root span for the command: the session's handshake and every call are its children."""
     from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
-    from coordinator.runtime import build_runtime
-    from subagents.broker import CredentialBroker, Grant
-    from subagents.connection import Connections
+    from coordinator.core import Config, Coordinator
+    from subagents.broker import Grant
     from subagents.policy import RecoveryPolicy
-    from subagents.subagent import Task, run_subagent
-    from subagents.tool_loop import claude_subagents
+    from subagents.subagent import Task
     from traces.spans import command_span, end_command
 
+    config = Config(
+        settings, registry=registry, claude=call.claude, policy=RecoveryPolicy(call_timeout_s=call.timeout),
+        grants=tuple(Grant(scope, call.purpose) for scope in call.grants),
+    )  # fmt: skip
+    # A demo source spawned (not forked: one source for one task), its fault layer set by --faults.
+    target = entry.connect(settings, settings.faults, over="spawn")
     with command_span("task", f"{call.source}.{call.tool}") as span:
-        async with (
-            Connections.opened({call.source: _target(entry, settings)}) as connections,
-            claude_subagents(call.claude) as model,
-        ):
-            grants = tuple(Grant(scope, call.purpose) for scope in call.grants)
-            runtime = build_runtime(
-                connections, CredentialBroker(settings.signing_key(), grants=(*grants, *registry.grants())),
-                registry=registry, data_dir=settings.data_dir,
-                named=[str(value) for value in call.arguments.values()],  # what the command line names
-                classifier=registry.classifier(),
-                policy=RecoveryPolicy(call_timeout_s=call.timeout), seed=call.seed,
-                observer=_Progress(Console(stderr=True)), model=model,
-            )  # fmt: skip
+        async with Coordinator(config, targets={call.source: target}) as coordinator:
             task = Task(
                 id=f"{call.source}.{call.tool}", source=call.source, tool=call.tool, arguments=call.arguments,
                 purpose=call.purpose,
             )  # fmt: skip
-            report = await run_subagent(
-                task, runtime, deadline=STARTED_AT + call.deadline
-            )  # monotonic, as the clock
+            report = await coordinator.run_task(
+                task, deadline_s=call.deadline, started_at=STARTED_AT, seed=call.seed,
+                named=[str(value) for value in call.arguments.values()],  # what the command line names
+                observer=_Progress(Console(stderr=True)),
+            )  # fmt: skip
         end_command(span, status=report.state)
         return report
 

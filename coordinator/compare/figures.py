@@ -31,7 +31,7 @@ from coordinator.report import ResearchReport
 from sources.contract import ErrorCategory
 from sources.domain import AUTOMATIC_REFUND_LIMIT
 from subagents.classify import Outcome
-from subagents.decisions import Decision
+from subagents.decisions import Decision, TaskState
 
 __all__ = ["FIGURES", "Figures", "figures_of", "pair"]
 
@@ -104,7 +104,7 @@ def figures_of(
 
 
 def _answered(report: ResearchReport | None) -> int:
-    return sum(task.state in ("ok", "empty") for task in report.tasks) if report else 0
+    return sum(not task.state.is_gap for task in report.tasks) if report else 0
 
 
 def _by_task(sent: list[Sent]) -> dict[str, list[Sent]]:
@@ -149,7 +149,7 @@ def _escalations(report: ResearchReport | None, sent: list[Sent], *, routed_only
     by_task, count = _by_task(sent), 0
     for gap in report.gaps:
         truth = _last_failure(by_task.get(gap.task, []))
-        if gap.state == "blocked" or truth is None:
+        if gap.state == TaskState.BLOCKED or truth is None:
             continue  # a blocked task never ran: nothing was routed
         true_category = truth.error.error_category if truth.error else None  # None: truly empty
         count += not routed_only or gap.error_category == true_category

@@ -1,0 +1,350 @@
+"""The coordinator: built once from one ``Config``, and every run of a process goes through it.
+
+``Coordinator`` is to the sources what httpx's ``Client`` is to a server. Made once (``async with``),
+it holds what its runs share: the sessions to the sources (a ``subagents.transport.Transport``), the
+breakers, retry budget and bulkheads (``subagents.guard``), the clock. Each query (``research``) and
+each single task (``run_task``) runs on it, with the subagents' runtime assembled in one place
+(``coordinator.runtime.build_runtime``: the refund, write and allowed-tools guards always on).
+
+Where the sources are is the config's: each entry of its registry connects as it says
+(``coordinator.registry.SourceEntry.connect``). A caller that decides that itself gives ``targets``
+(the chaos scenarios' faulty sources, the service's fleet); a test or a replay gives a whole
+``transport`` (in-memory sessions, a recording), as httpx takes a ``MockTransport``.
+
+Two modes. Deterministic (the default): the code plans, decides every recovery step, writes the
+brief. Claude mode (``Config.claude``): Claude plans, drives each subagent's tool calls and writes
+the brief, while the code keeps the plan's validation, the recovery bounds, the hooks, the gaps and
+the query's token budget; whatever the model cannot do, the code does as in the default.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field, replace
+from types import TracebackType
+from typing import Any, Literal
+
+import anyio
+
+from coordinator.llm import claude_brief, claude_plan
+from coordinator.plan import PLANNING_SHARE, Plan
+from coordinator.planner import plan_query
+from coordinator.reading import identifiers_named
+from coordinator.registry import Registry
+from coordinator.replay import save_recording
+from coordinator.report import PlanningSummary, ResearchReport, TokenUse
+from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
+from coordinator.runtime import build_runtime
+from coordinator.synthesize import synthesize
+from coordinator.tools import Catalog, demo_catalog
+from sources.faults import FaultSettings
+from sources.fleet import Fleet
+from sources.settings import SourceSettings
+from subagents.broker import CredentialBroker, Grant
+from subagents.classify import CONTRACT, Classifier
+from subagents.claude import ClaudeSettings, TokenBudget
+from subagents.connection import Connections, Target
+from subagents.guard import Guard
+from subagents.hooks import PostCallHook, PreCallHook
+from subagents.policy import RecoveryPolicy
+from subagents.recording import RecordingTransport, Tape
+from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SubagentReport, Task, run_subagent
+from subagents.tool_loop import claude_subagents
+from subagents.transport import Transport
+from traces.setup import ensure_tracing
+from traces.spans import (
+    end_research,
+    plan_span,
+    record_plan,
+    record_synthesis,
+    research_span,
+    synthesize_span,
+    trace_id_of,
+)
+
+__all__ = ["DEFAULT_GRANTS", "PLANNING_SHARE", "Config", "Coordinator"]
+
+
+# What the broker may grant, and for which purpose: financial records for refund research only.
+DEFAULT_GRANTS = (Grant("billing:read", "refund research"),)
+
+
+@dataclass(frozen=True)
+class Config:
+    """What a coordinator is made of, chosen once: the sources, how to recover, who decides."""
+
+    settings: SourceSettings
+    # The sources in effect: the five demo sources, and the servers a user added (research.toml).
+    registry: Registry = field(default_factory=lambda: Registry(None))
+    policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
+    grants: tuple[Grant, ...] = DEFAULT_GRANTS  # what the broker may grant (a query may add its own)
+    claude: ClaudeSettings | None = None  # Claude mode; None: the deterministic mode
+    # The classification boundary (subagents.classify): the contract, unless a comparison swaps it.
+    classifier: Classifier = CONTRACT
+    # How the demo sources are reached: forked from the fork server ("stdio"), or over HTTP at the
+    # URL given, else where the fleet of the data folder has each when its session opens.
+    demo_over: Literal["stdio", "http"] = "stdio"
+    urls: Mapping[str, str] = field(default_factory=dict)
+    faults: Mapping[str, FaultSettings] = field(default_factory=dict)  # per source
+
+    def targets(self) -> dict[str, Target]:
+        """Where each source in effect is found: as its registry entry connects."""
+        fleet = Fleet(self.settings)
+        return {
+            name: entry.connect(
+                self.settings,
+                self.faults.get(name, FaultSettings()),
+                over=self.demo_over,
+                url=self.urls.get(name),
+                fleet=fleet,
+            )
+            for name, entry in self.registry.sources().items()
+        }
+
+
+class Coordinator:
+    """The sessions, the guard and the clock a process's runs share; ``research`` runs a query on them."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        targets: Mapping[str, Target] | None = None,
+        transport: Transport | None = None,
+        guard: Guard | None = None,
+        clock: Clock | None = None,
+        client_options: dict[str, Any] | None = None,
+    ) -> None:
+        """``targets`` replaces where the sources are found; ``transport`` replaces the sessions
+        altogether (this coordinator neither opens nor closes them). ``guard`` None: each query has
+        breakers of its own; one given outlives each query (a service's, a batch's). ``clock``: the
+        subagents' time (tests inject one whose back-off sleeps return at once). ``client_options``
+        go to every ``mcp.Client`` (``mode="legacy"``: JSON-RPC framing in memory)."""
+        self.config = config
+        self.guard = guard
+        self.clock = clock or MonotonicClock()
+        self._targets = targets
+        self._transport = transport
+        self._client_options = client_options
+        self._held = AsyncExitStack()
+
+    async def __aenter__(self) -> Coordinator:
+        if self._transport is None:
+            targets = dict(self._targets) if self._targets is not None else self.config.targets()
+            self._transport = await self._held.enter_async_context(
+                Connections.opened(targets, self._client_options)
+            )
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self._held.aclose()
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            raise RuntimeError("a Coordinator is used within `async with`, which opens its sessions")
+        return self._transport
+
+    def sessions_opened(self, sources: Iterable[str]) -> dict[str, int]:
+        """How many sessions each source has had opened so far (a respawn counts): one each while all is well."""
+        return {source: self.transport[source].opened for source in sources}
+
+    def open_soon(self, sources: Iterable[str]) -> None:
+        """Start the sessions of ``sources`` now (a long-lived coordinator's first query finds them open)."""
+        for source in sources:
+            self.transport[source].open_soon()
+
+    async def plan(
+        self,
+        query: str,
+        *,
+        deadline_s: float = 30.0,
+        started_at: float | None = None,
+        budget: TokenBudget | None = None,
+    ) -> tuple[Plan, PlanningSummary | None]:
+        """The plan a query runs, the one place that decides it: in Claude mode Claude's, within its
+        share of the deadline (``PLANNING_SHARE``), else the deterministic planner's. A caller that
+        wants the plan before the run (the CLI's progress table, the chaos checker) asks here and
+        passes it on. Bad queries raise ``QueryError``.
+
+        With registered sources, their tools are the planner's too: as kept, or listed now (starting
+        them) within the planning share of the deadline."""
+        deadline_at = (started_at if started_at is not None else time.monotonic()) + deadline_s
+        within_s = min(deadline_s * PLANNING_SHARE, deadline_at - time.monotonic())
+        catalog = await self._catalog(within_s)
+        if self.config.claude is None:
+            return plan_query(query, catalog), None
+        within_s = min(deadline_s * PLANNING_SHARE, deadline_at - time.monotonic())
+        return await claude_plan(query, self.config.claude, budget, within_s=within_s, catalog=catalog)
+
+    async def _catalog(self, within_s: float) -> Catalog:
+        registry = self.config.registry
+        if not registry.entries and not registry.problems:
+            return demo_catalog()
+        from coordinator.registered_tools import catalog_of  # here: only a registry of servers needs it
+
+        return await catalog_of(registry, self.config.settings.data_dir, timeout_s=max(within_s, 0.1))
+
+    async def research(
+        self,
+        query: str,
+        *,
+        deadline_s: float = 30.0,
+        started_at: float | None = None,
+        seed: int | None = None,
+        plan: Plan | None = None,
+        planning: PlanningSummary | None = None,
+        budget: TokenBudget | None = None,
+        grants: tuple[Grant, ...] = (),
+        observer: Observer | None = None,
+        post_call: tuple[PostCallHook, ...] | None = None,
+        jitter: Callable[[str], random.Random] | None = None,
+        record: bool = True,
+    ) -> ResearchReport:
+        """Research one query. Bad queries raise ``QueryError`` before anything runs.
+
+        The deadline counts from ``started_at`` (the command's first instant; None: now) and covers
+        planning, opening the sessions, the calls and the brief. A caller that planned already passes
+        ``plan`` and ``planning``, and the ``budget`` the planning spent from. ``grants``: what the
+        broker may grant this query beyond the config's. ``seed``: the back-off jitter's (None draws
+        a fresh one); ``jitter`` gives each task's instead (a replay, its recorded one). With
+        ``record``, the run is kept beside its trace (``coordinator.replay``).
+        """
+        started_at = started_at if started_at is not None else time.monotonic()
+        deadline_at = started_at + deadline_s
+        if self.config.claude is not None and budget is None:
+            budget = TokenBudget(self.config.claude.token_budget)
+        ensure_tracing("research-coordinator")
+        query_run = _Query(
+            query, grants, seed, observer, post_call, jitter, Tape(self.clock.now) if record else None
+        )
+        with research_span(query) as root:
+            with plan_span() as planning_span:
+                if plan is None:
+                    plan, planning = await self.plan(
+                        query, deadline_s=deadline_s, started_at=started_at, budget=budget
+                    )
+                record_plan(planning_span, [task.id for task in plan.order()])
+            outcomes = await self._run_tasks(plan, query_run, budget, deadline_at)
+            report = await self._synthesized(plan, trace_id_of(root), outcomes, planning, budget, deadline_at)
+            if query_run.tape is not None:
+                await anyio.to_thread.run_sync(self._keep, report, plan, query_run)
+            end_research(
+                root, status=report.status, plan_size=len(plan.tasks), findings=len(report.findings),
+                gaps=len(report.gaps),
+            )  # fmt: skip
+            return report
+
+    async def run_task(
+        self,
+        task: Task,
+        *,
+        deadline_s: float,
+        named: Iterable[str],
+        started_at: float | None = None,
+        seed: int | None = None,
+        base_scopes: frozenset[str] = frozenset(),
+        pre_call: tuple[PreCallHook, ...] | None = None,
+        post_call: tuple[PostCallHook, ...] | None = None,
+        observer: Observer | None = None,
+    ) -> SubagentReport:
+        """One task through one subagent (`research task`, a chaos scenario's side refund), by
+        ``deadline_s`` from ``started_at`` (on this coordinator's clock; None: now); ``named``: what
+        the task may write to. ``base_scopes``: the credential's scopes before any elevation (none:
+        the broker's own); ``pre_call`` replaces the refund guard (a chaos test passes a broken one
+        to see billing catch it)."""
+        config = self.config
+        broker = CredentialBroker(
+            config.settings.signing_key(), base_scopes=base_scopes, grants=self._grants(())
+        )
+        async with claude_subagents(config.claude) as model:
+            runtime = self._runtime(
+                self.transport, broker, named=named, seed=seed, pre_call=pre_call, post_call=post_call,
+                observer=observer, model=model,
+            )  # fmt: skip
+            started_at = started_at if started_at is not None else runtime.clock.now()
+            return await run_subagent(task, runtime, deadline=started_at + deadline_s)
+
+    def _grants(self, extra: tuple[Grant, ...]) -> tuple[Grant, ...]:
+        return (*self.config.grants, *extra, *self.config.registry.grants())
+
+    def _runtime(self, transport: Transport, broker: CredentialBroker, **chosen: Any) -> Runtime:
+        config, registry = self.config, self.config.registry
+        return build_runtime(
+            transport, broker, registry=registry, data_dir=config.settings.data_dir,
+            policy=replace(config.policy, source_timeouts={**registry.timeouts(), **config.policy.source_timeouts}),
+            guard=self.guard, clock=self.clock,
+            # A comparison swaps the whole boundary; otherwise the registered sources' own rules join it.
+            classifier=registry.classifier() if config.classifier is CONTRACT else config.classifier,
+            **chosen,
+        )  # fmt: skip
+
+    async def _run_tasks(
+        self, plan: Plan, query: _Query, budget: TokenBudget | None, deadline_at: float
+    ) -> dict[str, TaskOutcome]:
+        """Run the plan's tasks through subagents on this coordinator's sessions."""
+        transport = self.transport
+        for source in plan.sources():  # every source the plan needs starts now, while the first tasks run
+            transport[source].open_soon()
+        if query.tape is not None:
+            transport = RecordingTransport(transport, query.tape)
+        async with claude_subagents(self.config.claude, budget) as model:
+            broker = CredentialBroker(self.config.settings.signing_key(), grants=self._grants(query.grants))
+            runtime = self._runtime(
+                transport, broker, named=identifiers_named(query.text), question=query.text, seed=query.seed,
+                post_call=query.post_call, observer=query.observer, model=model, jitter=query.jitter,
+            )  # fmt: skip
+            left_s = deadline_at - time.monotonic()
+            if query.tape is not None:
+                query.tape.start(left_s)
+            return await run_plan(plan, runtime, left_s)
+
+    async def _synthesized(
+        self,
+        plan: Plan,
+        trace_id: str,
+        outcomes: dict[str, TaskOutcome],
+        planning: PlanningSummary | None,
+        budget: TokenBudget | None,
+        deadline_at: float,
+    ) -> ResearchReport:
+        """The report of the tasks' outcomes; in Claude mode, Claude writes the brief (the gaps stay the code's)."""
+        claude = self.config.claude
+        with synthesize_span() as synthesizing:
+            report = synthesize(plan, trace_id, outcomes, planning)
+            if claude is not None and budget is not None:
+                left_s = max(deadline_at - time.monotonic(), 0.0) + DEADLINE_GRACE_S
+                report = await claude_brief(report, claude, budget, within_s=left_s)
+                report = report.model_copy(update={"tokens": TokenUse(limit=budget.limit, used=budget.used)})
+            record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
+        return report
+
+    def _keep(self, report: ResearchReport, plan: Plan, query: _Query) -> None:
+        """Keep the run beside its trace, so `research replay` can run it again."""
+        config, tape = self.config, query.tape
+        assert tape is not None  # only a recorded run is kept
+        save_recording(
+            config.settings.traces_path, report, plan, tape.attempts, deadline_s=tape.deadline_s,
+            policy=config.policy, grants=(*config.grants, *query.grants),
+            mode="claude" if config.claude is not None else "deterministic",
+            breakers="shared" if self.guard is not None else "own",
+            boundary="contract" if config.classifier is CONTRACT else "other",
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Query:
+    """What one query brings to a coordinator's run beyond the plan."""
+
+    text: str
+    grants: tuple[Grant, ...]
+    seed: int | None
+    observer: Observer | None
+    post_call: tuple[PostCallHook, ...] | None
+    jitter: Callable[[str], random.Random] | None
+    tape: Tape | None  # where the run's attempts are recorded, if they are
