@@ -30,7 +30,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coordinator.plan import Plan, PlannedTask  # noqa: E402
+from coordinator.planning.plan import Plan, PlannedTask  # noqa: E402
 from coordinator.run import run_plan  # noqa: E402
 from sources.catalogue import SOURCES  # noqa: E402
 from sources.faults import FaultSettings  # noqa: E402

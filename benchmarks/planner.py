@@ -8,7 +8,7 @@ reported complete while part of the question was missed, the figure that matters
 
 Time: every query planned ``--rounds`` times after one warm-up pass (the first date read loads
 dateparser's tables, the first clause no keyword reads loads the matcher); p50, p90, p99 and the mean.
-Then, each in a fresh process: importing and loading the semantic matcher (``coordinator.meaning``)
+Then, each in a fresh process: importing and loading the semantic matcher (``coordinator.planning.meaning``)
 against ``import mcp.server``, and ``research plan`` from start to exit, warm; and the install size
 the matcher's packages add.
 
@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coordinator.planner import plan_query  # noqa: E402
-from coordinator.reading import QueryError, read_query  # noqa: E402
+from coordinator.planning.planner import plan_query  # noqa: E402
+from coordinator.planning.reading import QueryError, read_query  # noqa: E402
 from tests import corpus  # noqa: E402
 
 # What the matcher brings that the project did not already have (numpy comes with matplotlib).
@@ -139,9 +139,9 @@ def costs() -> None:
     baseline = _seconds("import mcp.server")
     python = _seconds("pass")
     matcher = _seconds(
-        "from coordinator.meaning import nearest_intent; nearest_intent('been in touch', ['touch'])"
+        "from coordinator.planning.meaning import nearest_intent; nearest_intent('been in touch', ['touch'])"
     )
-    english = _seconds("from coordinator.english import is_english; is_english('chipped')")
+    english = _seconds("from coordinator.planning.english import is_english; is_english('chipped')")
     print(
         f"matcher import and load: {matcher:.2f} s in a fresh process (python alone {python:.2f} s, "
         f"import mcp.server {baseline:.2f} s); the English word list: {english:.2f} s"

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.fanout import TASKS  # noqa: E402
-from coordinator.plan import Plan  # noqa: E402
+from coordinator.planning.plan import Plan  # noqa: E402
 from coordinator.run import run_plan  # noqa: E402
 from sources.catalogue import SOURCES  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402

@@ -20,10 +20,10 @@ from subagents._exports import exported
 
 if TYPE_CHECKING:
     from coordinator.core import DEFAULT_GRANTS, Config, Coordinator
-    from coordinator.plan import Plan, PlannedTask, Ref
-    from coordinator.reading import QueryError
+    from coordinator.planning.plan import Plan, PlannedTask, Ref
+    from coordinator.planning.reading import QueryError
     from coordinator.replay import RecordedRun, Replayed, load_recording
-    from coordinator.report import ResearchReport
+    from coordinator.reporting.report import ResearchReport
 
 __all__ = [
     "DEFAULT_GRANTS",
@@ -43,14 +43,14 @@ _HOMES = {
     "DEFAULT_GRANTS": "coordinator.core",
     "Config": "coordinator.core",
     "Coordinator": "coordinator.core",
-    "Plan": "coordinator.plan",
-    "PlannedTask": "coordinator.plan",
-    "Ref": "coordinator.plan",
-    "QueryError": "coordinator.reading",
+    "Plan": "coordinator.planning.plan",
+    "PlannedTask": "coordinator.planning.plan",
+    "Ref": "coordinator.planning.plan",
+    "QueryError": "coordinator.planning.reading",
     "RecordedRun": "coordinator.replay",
     "Replayed": "coordinator.replay",
     "load_recording": "coordinator.replay",
-    "ResearchReport": "coordinator.report",
+    "ResearchReport": "coordinator.reporting.report",
 }
 
 

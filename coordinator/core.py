@@ -30,16 +30,16 @@ from typing import Any, Literal
 import anyio
 
 from coordinator.llm import claude_brief, claude_plan
-from coordinator.plan import PLANNING_SHARE, Plan
-from coordinator.planner import plan_query
-from coordinator.reading import identifiers_named
+from coordinator.planning.plan import PLANNING_SHARE, Plan
+from coordinator.planning.planner import plan_query
+from coordinator.planning.reading import identifiers_named
+from coordinator.planning.tools import Catalog, demo_catalog
 from coordinator.registry import Registry
 from coordinator.replay import save_recording
-from coordinator.report import PlanningSummary, ResearchReport, TokenUse
+from coordinator.reporting.report import PlanningSummary, ResearchReport, TokenUse
+from coordinator.reporting.synthesize import synthesize
 from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
 from coordinator.runtime import build_runtime
-from coordinator.synthesize import synthesize
-from coordinator.tools import Catalog, demo_catalog
 from sources.faults import FaultSettings
 from sources.fleet import Fleet
 from sources.settings import SourceSettings

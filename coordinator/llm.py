@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 from pydantic import BaseModel, Field, ValidationError
 
-from coordinator.plan import Plan, PlanError, PlannedTask, Ref, Unplanned
-from coordinator.planner import account_for, plan_query
-from coordinator.report import (
+from coordinator.planning.plan import Plan, PlanError, PlannedTask, Ref, Unplanned
+from coordinator.planning.planner import account_for, plan_query
+from coordinator.planning.tools import Catalog, demo_catalog
+from coordinator.reporting.report import (
     Finding,
     PlanningStep,
     PlanningSummary,
@@ -37,7 +38,6 @@ from coordinator.report import (
     SynthesisStep,
     SynthesisSummary,
 )
-from coordinator.tools import Catalog, demo_catalog
 from sources.contract import ErrorCategory
 from subagents.claude import MISSING_KEY, ClaudeSettings, TokenBudget, model_api_category
 

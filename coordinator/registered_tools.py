@@ -19,9 +19,9 @@ from typing import Any
 
 import anyio
 
+from coordinator.planning.tools import Catalog, demo_catalog, with_registered
 from coordinator.query_chaos import SOURCE_NAME_VARIABLE
 from coordinator.registry import Registry, SourceEntry
-from coordinator.tools import Catalog, demo_catalog, with_registered
 from sources.private_files import open_private_file, private_folder, publish_file
 
 __all__ = [

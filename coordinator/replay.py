@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
+from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.registry import Registry
-from coordinator.report import ResearchReport
+from coordinator.reporting.report import ResearchReport
 from sources.contract import ErrorCategory
 from sources.private_files import private_folder, publish_file
 from sources.settings import SourceSettings

@@ -21,8 +21,8 @@ from typing import Any
 
 import anyio
 
-from coordinator.plan import Plan, PlannedTask, Ref
-from coordinator.tools import LOOKUPS
+from coordinator.planning.plan import Plan, PlannedTask, Ref
+from coordinator.planning.tools import LOOKUPS
 from sources.contract import AttemptedQuery, ErrorCategory
 from subagents.decisions import Decision, Escalation, TaskState
 from subagents.model_use import ClaudeReport, ModelUse

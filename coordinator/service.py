@@ -48,10 +48,10 @@ from starlette.routing import Route
 
 from coordinator.ask_service import NAME
 from coordinator.core import Config, Coordinator
-from coordinator.planner import QueryError, plan_query
+from coordinator.planning.planner import QueryError, plan_query
 from coordinator.registry import fleet_target
-from coordinator.render import print_report, print_task_table
-from coordinator.report import ResearchReport
+from coordinator.reporting.render import print_report, print_task_table
+from coordinator.reporting.report import ResearchReport
 from sources.catalogue import SOURCES
 from sources.control import refuse_unless_trusted
 from sources.fleet import Fleet

@@ -8,7 +8,7 @@ Every reader and writer of an identifier builds on these facts, so they cannot d
   ``sources.customers`` tells a customer id from an email with ``is_canonical``;
 - ``subagents.repair`` rebuilds an argument a source refused from a tolerant spelling
   ("cust 42" -> "CUST-00042");
-- ``coordinator.reading`` finds identifiers in a question's free text and canonicalises them.
+- ``coordinator.planning.reading`` finds identifiers in a question's free text and canonicalises them.
 
 A pattern here is an unanchored, uncompiled regular expression: each reader anchors it as it needs
 (a whole argument, a word in a sentence) and compiles it once. ``pattern`` is the one form the

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coordinator.plan import Plan, PlannedTask, Ref
-from coordinator.tools import TASK_NAMES
+from coordinator.planning.plan import Plan, PlannedTask, Ref
+from coordinator.planning.tools import TASK_NAMES
 
 __all__ = [
     "CORPUS",

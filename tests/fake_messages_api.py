@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.plan import Plan, Ref
-from coordinator.planner import plan_query
+from coordinator.planning.plan import Plan, Ref
+from coordinator.planning.planner import plan_query
 from tests.loopback import LoopbackServer
 
 Responder = Callable[[dict[str, Any]], "Reply"]

@@ -26,7 +26,7 @@ from typer.testing import CliRunner, Result
 from coordinator.batch.questions import Question, QuestionsError, read_questions
 from coordinator.batch.run import TokenPool
 from coordinator.cli import app
-from coordinator.report import ResearchReport
+from coordinator.reporting.report import ResearchReport
 from sources.catalogue import SOURCES
 from sources.fleet import Fleet
 from sources.settings import SourceSettings

@@ -27,7 +27,7 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed here: pip install '.[ray]'")
 
-from coordinator.report import ResearchReport  # noqa: E402
+from coordinator.reporting.report import ResearchReport  # noqa: E402
 from sources.fleet import Fleet  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.guard import (  # noqa: E402

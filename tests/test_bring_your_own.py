@@ -19,12 +19,12 @@ import anyio
 import pytest
 
 from coordinator.core import Config, Coordinator
-from coordinator.plan import Plan
-from coordinator.planner import plan_query
+from coordinator.planning.plan import Plan
+from coordinator.planning.planner import plan_query
+from coordinator.planning.tools import Catalog, demo_catalog, with_registered
 from coordinator.registered_tools import list_tools, registered_target
 from coordinator.registry import Registry, SourceEntry
-from coordinator.report import ResearchReport
-from coordinator.tools import Catalog, demo_catalog, with_registered
+from coordinator.reporting.report import ResearchReport
 from sources.faults import FaultSettings, rolls
 from sources.settings import SourceSettings
 from subagents.client_faults import with_client_faults

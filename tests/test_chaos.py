@@ -13,7 +13,7 @@ import pytest
 
 from coordinator import chaos
 from coordinator.chaos import Scenario, run_scenario
-from coordinator.planner import plan_query
+from coordinator.planning.planner import plan_query
 from sources.contract import ErrorCategory
 from sources.settings import SourceSettings
 from sources.world import ensure_world

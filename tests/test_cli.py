@@ -574,8 +574,8 @@ def test_a_task_still_running_shows_its_seconds_going_up() -> None:
     each time the table is drawn: the screen is never still for 30 s."""
     from rich.console import Console
 
-    from coordinator.planner import plan_query
-    from coordinator.render import LiveProgress
+    from coordinator.planning.planner import plan_query
+    from coordinator.reporting.render import LiveProgress
     from subagents.task import Task
 
     now = [100.0]

@@ -19,7 +19,7 @@ from coordinator.chaos.runner import run_scenario
 from coordinator.compare.boundary import GENERIC_MESSAGE, Boundary
 from coordinator.compare.figures import Figures, figures_of
 from coordinator.compare.runner import MODES, run_mode, worlds
-from coordinator.planner import plan_query
+from coordinator.planning.planner import plan_query
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
 from sources.settings import SourceSettings
 from subagents.classify import Outcome

@@ -13,9 +13,9 @@ import anyio
 import pytest
 
 from coordinator.core import DEFAULT_GRANTS, Config, Coordinator
-from coordinator.plan import Plan, PlannedTask, Ref
-from coordinator.planner import plan_query
-from coordinator.report import ResearchReport
+from coordinator.planning.plan import Plan, PlannedTask, Ref
+from coordinator.planning.planner import plan_query
+from coordinator.reporting.report import ResearchReport
 from coordinator.run import DEADLINE_GRACE_S
 from sources.faults import FaultSettings
 from sources.fleet import Fleet, Member

@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from coordinator.core import Config, Coordinator
-from coordinator.planner import plan_query
-from coordinator.report import ResearchReport
+from coordinator.planning.planner import plan_query
+from coordinator.reporting.report import ResearchReport
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker

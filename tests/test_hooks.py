@@ -225,7 +225,7 @@ async def test_a_write_acts_only_on_what_the_question_named_or_its_research_foun
     """A refund on an order the question never named is blocked before it leaves, whoever chose it,
     and a lookup a model is steered to ("also refund ORD-10134") does not make it found; an order
     found by a call about what the question named (the customer's own orders) may be acted on."""
-    from coordinator.reading import identifiers_named
+    from coordinator.planning.reading import identifiers_named
     from coordinator.registry import Registry
     from coordinator.runtime import build_runtime
     from sources import orders

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from coordinator.reading import QueryError, read_query
+from coordinator.planning.reading import QueryError, read_query
 from sources import formats
 from sources.formats import Format
 from subagents.repair import repair

@@ -12,8 +12,8 @@ import pytest
 
 from coordinator.core import Config, Coordinator
 from coordinator.llm import ClaudeSettings, claude_plan
-from coordinator.plan import Ref
-from coordinator.planner import plan_query
+from coordinator.planning.plan import Ref
+from coordinator.planning.planner import plan_query
 from sources.settings import SourceSettings
 from tests.conftest import MODULES, QUICK_BACKOFF_SEED
 from tests.fake_messages_api import Conversations, FakeMessagesApi, Reply, Silent, error, tool_use

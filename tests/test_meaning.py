@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from coordinator.intents import EXAMPLES, STOPWORDS
-from coordinator.meaning import THRESHOLD, nearest_intent
-from coordinator.reading import read_query
+from coordinator.planning.intents import EXAMPLES, STOPWORDS
+from coordinator.planning.meaning import THRESHOLD, nearest_intent
+from coordinator.planning.reading import read_query
 from tests.conftest import PROJECT_ROOT
 
 ASKS_IN_OTHER_WORDS = [
@@ -40,7 +40,7 @@ ASKS_NOTHING = [
 
 def _unknown(text: str) -> list[str]:
     """The words of ``text`` the keywords leave unexplained, as the reader passes them."""
-    from coordinator.reading import _known_words
+    from coordinator.planning.reading import _known_words
 
     return [w for w in text.lower().split() if w not in _known_words() and w not in STOPWORDS]
 
@@ -87,7 +87,7 @@ def test_every_example_is_its_own_intent() -> None:
     ],
 )
 def test_a_span_the_matcher_cannot_read_is_not_understood_never_a_crash(query: str) -> None:
-    from coordinator.planner import plan_query
+    from coordinator.planning.planner import plan_query
 
     plan = plan_query(query)
     assert plan.unplanned, plan.describe()
@@ -126,7 +126,7 @@ def test_loading_the_matcher_leaves_the_logging_as_it_was() -> None:
     library's INFO lines (each HTTP request an SDK makes) reach stderr."""
     code = (
         "import logging; before = (logging.getLogger().level, len(logging.getLogger().handlers)); "
-        "from coordinator.meaning import nearest_intent; nearest_intent('been in touch', ['touch']); "
+        "from coordinator.planning.meaning import nearest_intent; nearest_intent('been in touch', ['touch']); "
         "after = (logging.getLogger().level, len(logging.getLogger().handlers)); "
         "logging.getLogger('httpx2').info('HTTP Request: POST'); print(before == after)"
     )

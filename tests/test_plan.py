@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.plan import Plan, PlanError, PlannedTask, QueryError, Ref
-from coordinator.planner import plan_query
-from coordinator.reading import DateRange, read_query
+from coordinator.planning.plan import Plan, PlanError, PlannedTask, QueryError, Ref
+from coordinator.planning.planner import plan_query
+from coordinator.planning.reading import DateRange, read_query
 
 STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
 POLICY = "What is our policy on refunds for damaged items, and which of CUST-00042's orders qualify?"

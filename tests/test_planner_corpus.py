@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from coordinator.llm import ClaudeSettings, claude_plan
-from coordinator.plan import Plan, Ref
-from coordinator.planner import plan_query
-from coordinator.reading import QueryError, read_query
+from coordinator.planning.plan import Plan, Ref
+from coordinator.planning.planner import plan_query
+from coordinator.planning.reading import QueryError, read_query
 from tests import corpus
 from tests.corpus import Case, load_cases, mismatches
 from tests.fake_messages_api import FakeMessagesApi, plan_as_input, tool_use

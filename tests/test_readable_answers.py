@@ -23,13 +23,13 @@ from mcp.server import MCPServer
 from rich.console import Console
 
 from coordinator.core import DEFAULT_GRANTS, Config, Coordinator
-from coordinator.plan import Plan, PlannedTask
-from coordinator.planner import plan_query
-from coordinator.reading import QueryError
-from coordinator.render import print_report
-from coordinator.report import ResearchReport
-from coordinator.sentences import describe
-from coordinator.tools import TOPIC_WORDS, tool_arguments
+from coordinator.planning.plan import Plan, PlannedTask
+from coordinator.planning.planner import plan_query
+from coordinator.planning.reading import QueryError
+from coordinator.planning.tools import TOPIC_WORDS, tool_arguments
+from coordinator.reporting.render import print_report
+from coordinator.reporting.report import ResearchReport
+from coordinator.reporting.sentences import describe
 from sources.catalogue import TOOLS
 from sources.settings import SourceSettings
 from subagents.broker import Grant

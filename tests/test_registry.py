@@ -26,12 +26,12 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from coordinator.plan import Plan, PlanError, PlannedTask
-from coordinator.planner import plan_query
-from coordinator.reading import read_query
+from coordinator.planning.plan import Plan, PlanError, PlannedTask
+from coordinator.planning.planner import plan_query
+from coordinator.planning.reading import read_query
+from coordinator.planning.tools import Catalog, demo_catalog, with_registered
 from coordinator.registered_tools import ListedTool
 from coordinator.registry import BUILT_IN_KINDS, Registry, RegistryError, SourceEntry
-from coordinator.tools import Catalog, demo_catalog, with_registered
 from sources.catalogue import SOURCES
 
 # Seeded (the same examples every run) and no example database: the file runs in well under 5 s.

@@ -25,7 +25,7 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from coordinator import chaos
 from coordinator.core import Config, Coordinator
-from coordinator.plan import Plan, PlannedTask
+from coordinator.planning.plan import Plan, PlannedTask
 from coordinator.replay import RecordedRun, load_recording, recording_path, replay
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings

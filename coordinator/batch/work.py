@@ -20,7 +20,7 @@ from coordinator.chaos.catalogue import Scenario
 from coordinator.chaos.checker import check
 from coordinator.chaos.history import History, ScenarioResult
 from coordinator.core import Config, Coordinator
-from coordinator.reading import QueryError
+from coordinator.planning.reading import QueryError
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.claude import ClaudeSettings, TokenBudget

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 from coordinator.chaos.history import Call, ScenarioResult
-from coordinator.report import ResearchReport
+from coordinator.reporting.report import ResearchReport
 from coordinator.run import DEADLINE_GRACE_S
 from sources.contract import ResultPage
 from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, pounds, within_refund_window

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from coordinator.chaos.catalogue import Scenario
-from coordinator.plan import Plan
-from coordinator.report import ResearchReport
+from coordinator.planning.plan import Plan
+from coordinator.reporting.report import ResearchReport
 from sources.refund_ledger import LedgerRefund
 from subagents.classify import Outcome
 from subagents.hooks import PostCallHook, ToolCall

@@ -36,10 +36,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from coordinator.core import Coordinator
-    from coordinator.plan import Plan
+    from coordinator.planning.plan import Plan
     from coordinator.registry import Registry
-    from coordinator.render import LiveProgress
-    from coordinator.report import PlanningSummary, ResearchReport
+    from coordinator.reporting.render import LiveProgress
+    from coordinator.reporting.report import PlanningSummary, ResearchReport
     from sources.faults import FaultSettings
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings, TokenBudget
@@ -192,13 +192,13 @@ def _check_spawned_only(asked: _Asked) -> None:
 
 def _plan(query: str, registry: Registry, deadline_s: float) -> Plan:
     """The deterministic planner's plan, or the usage error of a query it cannot research."""
-    from coordinator.plan import PLANNING_SHARE
-    from coordinator.planner import QueryError, plan_query  # light: reading a query imports no SDK
+    from coordinator.planning.plan import PLANNING_SHARE
+    from coordinator.planning.planner import QueryError, plan_query  # light: reading a query imports no SDK
 
     try:
         return plan_query(query, registry_catalog(registry, deadline_s * PLANNING_SHARE))
     except QueryError as exc:
-        from coordinator.render import shown
+        from coordinator.reporting.render import shown
 
         raise usage_error(shown(str(exc), keep="")) from None
 
@@ -222,7 +222,11 @@ def _research_here(asked: _Asked, plan: Plan) -> None:
         budget = TokenBudget(asked.claude.token_budget)
         plan, planning = anyio.run(
             functools.partial(
-                coordinator.plan, asked.query, deadline_s=asked.deadline, started_at=STARTED_AT, budget=budget
+                coordinator.plan,
+                asked.query,
+                deadline_s=asked.deadline,
+                started_at=STARTED_AT,
+                budget=budget,
             )
         )
     report = _run_with_progress(asked, plan, coordinator, planning, budget)
@@ -264,7 +268,7 @@ def _run_with_progress(
     """Run the plan with a live table of its tasks on stderr; Ctrl-C cancels it and says what ran."""
     import anyio
 
-    from coordinator.render import LiveProgress
+    from coordinator.reporting.render import LiveProgress
 
     console = Console(stderr=True)
     progress = LiveProgress(plan, console)
@@ -323,7 +327,7 @@ def _print_report(report: ResearchReport, json_output: bool) -> None:
     if json_output:
         typer.echo(report.to_json())
     else:
-        from coordinator.render import print_report
+        from coordinator.reporting.render import print_report
 
         print_report(report, Console())
 
@@ -372,7 +376,7 @@ def _ask_the_coordinator_service(asked: _Asked) -> None:
             output=_terminal(console, asked.json_output), grants=list(asked.grants),
         )  # fmt: skip
     except ask_service.QueryRefused as refused:
-        from coordinator.render import shown
+        from coordinator.reporting.render import shown
 
         raise usage_error(shown(str(refused), keep="")) from None
     except (ask_service.ServiceUnavailable, ValueError) as exc:  # ValueError: an unreadable fleet secret

@@ -24,8 +24,8 @@ from coordinator.cli.params import JsonObject, SourceFaults, any_source, json_ob
 if TYPE_CHECKING:
     from typer.models import CommandFunctionType
 
+    from coordinator.planning.tools import Catalog
     from coordinator.registry import Registry
-    from coordinator.tools import Catalog
     from sources.fleet import Fleet
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
@@ -184,7 +184,7 @@ def load_registry(*, to_change: bool = False) -> Registry:
 def registry_catalog(registry: Registry, within_s: float) -> Catalog:
     """The tools the planner may use with ``registry``: a registered source never listed is listed now
     (started), within ``within_s``; the demo sources' alone are read from the catalogue."""
-    from coordinator.tools import demo_catalog
+    from coordinator.planning.tools import demo_catalog
 
     if not registry.entries and not registry.problems:  # without importing the SDK: start-up time
         return demo_catalog()

@@ -24,7 +24,7 @@ from coordinator.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from coordinator.plan import Plan
+    from coordinator.planning.plan import Plan
 
 
 @app.command("plan")
@@ -51,8 +51,8 @@ def show_plan(
     Example: research plan "refund 45 quid on ORD-10031?"
     """
     claude = claude_or_deterministic(llm)
-    from coordinator.plan import PLANNING_SHARE
-    from coordinator.planner import QueryError, plan_query  # here, not at the top: start-up time
+    from coordinator.planning.plan import PLANNING_SHARE
+    from coordinator.planning.planner import QueryError, plan_query  # here, not at the top: start-up time
 
     catalog = registry_catalog(load_registry(), 30.0 * PLANNING_SHARE)  # as `research ask`'s default deadline
     try:
@@ -66,7 +66,7 @@ def show_plan(
 
             plan, _ = anyio.run(functools.partial(claude_plan, query, claude, catalog=catalog))
     except QueryError as exc:
-        from coordinator.render import shown
+        from coordinator.reporting.render import shown
 
         raise usage_error(shown(str(exc), keep="")) from None
     if json_output:
@@ -81,7 +81,7 @@ def show_plan(
 def _print_plan(plan: Plan, console: Console) -> None:
     """The plan's tasks, what is not researched and the notes: what they quote of the query is
     ``shown`` (a control or bidi character in it is printed escaped)."""
-    from coordinator.render import shown
+    from coordinator.reporting.render import shown
 
     tasks = plan.describe()["tasks"]
     waits = any(task["depends_on"] for task in tasks)  # the column only where a task waits
@@ -112,7 +112,7 @@ def _print_plan(plan: Plan, console: Console) -> None:
 
 def _print_spans(plan: Plan, console: Console) -> None:
     """Every span of the query and what became of it (the deterministic planner's reading)."""
-    from coordinator.render import shown
+    from coordinator.reporting.render import shown
 
     if not plan.spans:
         console.print(

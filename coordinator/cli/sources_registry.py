@@ -20,9 +20,9 @@ from coordinator.cli.params import any_source, http_url
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from coordinator.planning.tools import Catalog
     from coordinator.registered_tools import ListedTool
     from coordinator.registry import Registry, SourceEntry
-    from coordinator.tools import Catalog
 
 _CHECK_TIMEOUT_S = 20.0  # a first `npx -y` may download and unpack its package
 
@@ -212,7 +212,7 @@ def _listed_or_exit(entry: SourceEntry) -> list[ListedTool]:
 
 
 def _catalog_with(entry: SourceEntry, listed: list[ListedTool]) -> Catalog:
-    from coordinator.tools import demo_catalog, with_registered
+    from coordinator.planning.tools import demo_catalog, with_registered
 
     return with_registered(demo_catalog(), entry.name, listed, entry)
 
@@ -303,7 +303,7 @@ def check_source(
 
 
 def _demo_catalog() -> Catalog:
-    from coordinator.tools import demo_catalog
+    from coordinator.planning.tools import demo_catalog
 
     return demo_catalog()
 

@@ -153,7 +153,9 @@ class _Progress:
         pass  # the report that follows says how the task ended
 
     def decided(self, task: Task, decision: Decision) -> None:
-        from coordinator.render import shown  # the reason quotes what a source said: printed escaped
+        from coordinator.reporting.render import (
+            shown,  # the reason quotes what a source said: printed escaped
+        )
 
         wait = f" in {decision.backoff_ms / 1000:.2f} s" if decision.backoff_ms else ""
         category = f" ({decision.category})" if decision.category else ""

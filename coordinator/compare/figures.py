@@ -27,7 +27,7 @@ from itertools import pairwise
 from typing import Any
 
 from coordinator.chaos.history import Call, ScenarioResult
-from coordinator.report import ResearchReport
+from coordinator.reporting.report import ResearchReport
 from sources.contract import ErrorCategory
 from sources.domain import AUTOMATIC_REFUND_LIMIT
 from subagents.classify import Outcome

@@ -12,7 +12,7 @@ Identifiers are read in the forms people type them and normalized to the form th
     people          a first name, or first and last name ("jane", "Jane Doe")
 
 Each recognised span is blanked before the next kind is read, so "order 10023" is one order and not
-also the word "order". What is left is read for intents (``coordinator.intents``) with typos in
+also the word "order". What is left is read for intents (``coordinator.planning.intents``) with typos in
 ordinary words corrected against the intents' vocabulary (rapidfuzz); identifiers are never
 corrected. Dates are read relative to the demo world's calendar (``sources.domain.TODAY``), with
 dateparser for the phrases people write.
@@ -37,8 +37,8 @@ from typing import Any
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
-from coordinator.english import correct, is_english
-from coordinator.intents import (
+from coordinator.planning.english import correct, is_english
+from coordinator.planning.intents import (
     COURTESY_WORDS,
     FULL_AMOUNT_PHRASES,
     GENERIC_WORDS,
@@ -54,7 +54,7 @@ from coordinator.intents import (
     Intent,
     vocabulary,
 )
-from coordinator.spans import ASKS, COURTESY, STORY, Span, cut, sentences
+from coordinator.planning.spans import ASKS, COURTESY, STORY, Span, cut, sentences
 from sources.domain import TODAY, pounds
 from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, EMAIL, ORDER_ID, SKU, NumberedId
 
@@ -125,7 +125,7 @@ class Reading:
     words: tuple[str, ...]  # every remaining word, typos corrected, in order
     topic: tuple[str, ...]  # the words worth searching for
     corrections: tuple[tuple[str, str], ...]  # (as written, read as)
-    spans: tuple[Span, ...] = ()  # the query's clauses and their roles (coordinator.spans)
+    spans: tuple[Span, ...] = ()  # the query's clauses and their roles (coordinator.planning.spans)
     # Read, and qualifying nothing: a story's dates, and a customer's own name beside their email or id.
     context: tuple[Mention, ...] = ()
     full_amount: str = ""  # "in full", "the whole order": the order's paid amount is the amount
@@ -679,7 +679,7 @@ def _asked(
     spans: list[Span], left: str
 ) -> tuple[frozenset[str], frozenset[str], list[Span], tuple[str, ...]]:
     """What the spans ask, by keywords, and by meaning where the keywords leave an ask's words
-    unexplained (``coordinator.meaning``): the intents, the weak ones, the spans with what they ask
+    unexplained (``coordinator.planning.meaning``): the intents, the weak ones, the spans with what they ask
     and their match, and the search words matched phrasings stand for ("send it back": return)."""
     found: set[str] = set()
     weak: set[str] = set()
@@ -740,7 +740,7 @@ def _by_meaning(
         unexplained = [token.word for token in span.tokens]
     if not unexplained:
         return span
-    from coordinator.meaning import nearest_intent  # only a span the keywords cannot read
+    from coordinator.planning.meaning import nearest_intent  # only a span the keywords cannot read
 
     # A word that is one slip from an English word is compared as that word ("goodwil": "goodwill").
     spelled = {word: correct(word) or word for word in unexplained if not is_english(word)}

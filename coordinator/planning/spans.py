@@ -1,6 +1,6 @@
 """A query as spans, each with a role: what asks, what tells a story, what is only courtesy.
 
-The reader (``coordinator.reading``) finds what a query names (ids, emails, amounts, dates, names)
+The reader (``coordinator.planning.reading``) finds what a query names (ids, emails, amounts, dates, names)
 and blanks each; what is left is cut here into spans at the structure people write: sentences, then
 clauses (commas, dashes, "and", "but", and after a thing named, so "refund £45 on ORD-10031 the jug
 came twice" is an ask and a story). Each span's role is decided by its structure, not by its topic:
@@ -11,7 +11,7 @@ came twice" is an ask and a story). Each span's role is decided by its structure
   the past ("the jug came twice"): context, whose dates qualify nothing;
 - ``courtesy``: greetings, sign-offs, thanks and filler.
 
-The planner (``coordinator.planner``) accounts for every word of every ``asks`` span after planning:
+The planner (``coordinator.planning.planner``) accounts for every word of every ``asks`` span after planning:
 each is used by a task, or is listed as not understood or as something no source holds.
 """
 
@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from coordinator.intents import (
+from coordinator.planning.intents import (
     COURTESY_WORDS,
     IRREGULAR_PAST,
     QUESTION_WORDS,
@@ -34,7 +34,7 @@ from coordinator.intents import (
 )
 
 if TYPE_CHECKING:
-    from coordinator.meaning import Match
+    from coordinator.planning.meaning import Match
 
 __all__ = [
     "ASKS",
@@ -351,7 +351,7 @@ def _unread(text: str) -> str:
 def _foreign(tokens: tuple[Token, ...], known: frozenset[str]) -> str:
     """Words of another language written in English letters ("mae fy archeb wedi torri"): two or more
     neighbours that are neither English, nor a word the planner knows, nor a typo of one."""
-    from coordinator.english import is_english
+    from coordinator.planning.english import is_english
 
     def unknown(token: Token) -> bool:
         word = token.word

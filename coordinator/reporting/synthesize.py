@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator import sentences
-from coordinator.plan import Plan, Ref
-from coordinator.report import (
+from coordinator.planning.plan import Plan, Ref
+from coordinator.reporting import sentences
+from coordinator.reporting.report import (
     Finding,
     Gap,
     NextStep,
@@ -36,7 +36,7 @@ _NEXT_STEP: dict[ErrorCategory | None, NextStep] = {
 
 
 def _describe(tool: str, record: Any) -> tuple[str, str]:
-    """A record's id and its sentence (``coordinator.sentences``): never the record as JSON."""
+    """A record's id and its sentence (``coordinator.reporting.sentences``): never the record as JSON."""
     return sentences.record_id(record), sentences.describe(tool, record)
 
 

@@ -1,6 +1,6 @@
 """What a clause asks, by meaning: the offline semantic matcher behind the planner's keywords.
 
-Keywords (``coordinator.intents``) are the exact, fast path. A clause that asks something in words
+Keywords (``coordinator.planning.intents``) are the exact, fast path. A clause that asks something in words
 they do not know ("has she reached out to us", "a goodwill gesture") is compared here with every example
 of every intent (``intents.EXAMPLES``): the whole clause, and each run of one to four of its words that
 holds a word the keywords left unexplained (so "been in touch" is found inside "has Yvonne been in
@@ -22,7 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.intents import EXAMPLE_TOPICS, EXAMPLES
+from coordinator.planning.intents import EXAMPLE_TOPICS, EXAMPLES
 
 __all__ = ["THRESHOLD", "Match", "nearest_intent"]
 
@@ -90,7 +90,7 @@ def _examples() -> tuple[tuple[tuple[str, str], ...], Any]:
 def _example_words() -> tuple[list[str], Any, list[list[int]]]:
     """Each example's content words (not function words), embedded one by one: the distinct words,
     their vectors, and for each example the indices of its words."""
-    from coordinator.intents import STOPWORDS
+    from coordinator.planning.intents import STOPWORDS
 
     pairs, _ = _examples()
     content = [_meaning_words(_WORD.findall(example.lower()), STOPWORDS) for _, example in pairs]

@@ -1,6 +1,6 @@
 """Every word a query asks with is accounted for: used by a task, context, or listed as not researched.
 
-After planning, each ``asks`` span (``coordinator.spans``) is read word by word. A word is accounted
+After planning, each ``asks`` span (``coordinator.planning.spans``) is read word by word. A word is accounted
 for when it asks an intent that was planned or reported (its keyword, a phrase, or the semantic
 matcher's reading of the whole clause), when a task uses it (search words, a name), or when it names a
 field of a record a planned task returns ("the status of ORD-10031"). What is left is listed:
@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from coordinator.intents import (
+from coordinator.planning.intents import (
     ACTION_VERBS,
     GENERIC_WORDS,
     INTENTS,
@@ -28,9 +28,9 @@ from coordinator.intents import (
     SYMPTOM_WORDS,
     TOPIC_WORDS,
 )
-from coordinator.plan import PlannedTask, Unplanned
-from coordinator.reading import Mention, Reading, phrase_words, phrases_in, record_words
-from coordinator.spans import (
+from coordinator.planning.plan import PlannedTask, Unplanned
+from coordinator.planning.reading import Mention, Reading, phrase_words, phrases_in, record_words
+from coordinator.planning.spans import (
     ASKS,
     COURTESY,
     STORY,
@@ -42,7 +42,7 @@ from coordinator.spans import (
     quantity,
     sentences,
 )
-from coordinator.tools import intents_taking
+from coordinator.planning.tools import intents_taking
 
 __all__ = ["SpanRole", "account_for_words"]
 
@@ -179,8 +179,8 @@ def _unexplained_runs(
 def _used_words(task: PlannedTask) -> set[str]:
     """The words a task's arguments use. In a search text, only words or a slip from one ("diference"):
     "damgd" finds nothing, so searching for it explains nothing (a name, an id, a date is used as it is)."""
-    from coordinator.english import correct, is_english
-    from coordinator.tools import tool_arguments
+    from coordinator.planning.english import correct, is_english
+    from coordinator.planning.tools import tool_arguments
 
     kinds = tool_arguments().get(f"{task.source}.{task.tool}", {})
     words: set[str] = set()
@@ -398,7 +398,7 @@ def _listed(span: Span, run: list[tuple[int, Token]], query: str) -> Unplanned:
 
 
 def _threshold() -> float:
-    from coordinator.meaning import THRESHOLD
+    from coordinator.planning.meaning import THRESHOLD
 
     return THRESHOLD
 

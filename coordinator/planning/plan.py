@@ -1,6 +1,6 @@
 """Plan: a research query becomes a DAG of tasks (a ``networkx.DiGraph``), and what was not planned.
 
-A plan is made by the deterministic planner (``coordinator.planner``) or by Claude
+A plan is made by the deterministic planner (``coordinator.planning.planner``) or by Claude
 (``coordinator.llm``); either way it is checked here before anything runs. An argument that comes
 from an upstream task is a ``Ref``: ``Ref("customer", "id")`` is the ``id`` of the one record the
 ``customer`` task returned (several records make the reference ambiguous, and its task is blocked
@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from coordinator.reading import QueryError
+from coordinator.planning.reading import QueryError
 from sources.catalogue import TOOLS
 from subagents.task import Task
 
@@ -88,7 +88,7 @@ class Plan:
     graph: nx.DiGraph = field(default_factory=_graph)
     unplanned: tuple[Unplanned, ...] = ()
     notes: tuple[str, ...] = ()  # how the query was read: typos corrected, the calendar dates are relative to
-    # Every span of the query and its role (coordinator.accounting.SpanRole): the deterministic planner's.
+    # Every span of the query and its role (coordinator.planning.accounting.SpanRole): the deterministic planner's.
     spans: tuple[Any, ...] = ()
 
     @classmethod

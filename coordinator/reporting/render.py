@@ -14,9 +14,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from coordinator.plan import Plan
-from coordinator.report import ResearchReport, TaskSummary
-from coordinator.sentences import describe, plain, record_id
+from coordinator.planning.plan import Plan
+from coordinator.reporting.report import ResearchReport, TaskSummary
+from coordinator.reporting.sentences import describe, plain, record_id
 from subagents.decisions import Decision, TaskState
 
 if TYPE_CHECKING:  # the subagent's module imports the mcp SDK, which rendering a report never needs

@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.intents import INTENTS
+from coordinator.planning.intents import INTENTS
 from sources.catalogue import input_schemas
 from sources.formats import (
     AMOUNT_DESCRIPTION,

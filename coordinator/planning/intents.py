@@ -266,7 +266,7 @@ def vocabulary() -> frozenset[str]:
     return frozenset(words)
 
 
-# --- what is asked in other words: examples for the semantic matcher (coordinator.meaning) -----------
+# --- what is asked in other words: examples for the semantic matcher (coordinator.planning.meaning) -----------
 
 # Phrasings of each intent that its keywords do not catch. A clause whose words the keywords leave
 # unexplained is compared with every example; the intent of the nearest one is taken when it is

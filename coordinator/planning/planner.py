@@ -2,8 +2,8 @@
 
 Planning is driven by data, not by per-tool code:
 
-- what the query names and asks comes from ``coordinator.reading``;
-- which tools answer which question comes from ``coordinator.intents``;
+- what the query names and asks comes from ``coordinator.planning.reading``;
+- which tools answer which question comes from ``coordinator.planning.intents``;
 - what each tool takes comes from its published input schema (``sources/tools.json``, checked
   against every server's ``tools/list`` by a test): an argument's format (its pattern) says which
   kind of thing it takes (a customer id, an order id, search text...), so a tool is bound to what the
@@ -30,13 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from coordinator.accounting import account_for_words
-from coordinator.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
-from coordinator.plan import Plan, PlannedTask, Ref, Unplanned
-from coordinator.reading import Mention, QueryError, Reading, read_query
-from coordinator.spans import ASKS, Span
-from coordinator.spans import clauses as clauses_of
-from coordinator.tools import (
+from coordinator.planning.accounting import account_for_words
+from coordinator.planning.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
+from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
+from coordinator.planning.reading import Mention, QueryError, Reading, read_query
+from coordinator.planning.spans import ASKS, Span
+from coordinator.planning.spans import clauses as clauses_of
+from coordinator.planning.tools import (
     ARGUMENT_PHRASES,
     GIVES,
     LOOKUPS,
