@@ -180,7 +180,7 @@ def save_recording(
     kept = RecordedRun.model_validate(pseudonymous(run.model_dump(mode="json"), keep=words))
     path = recording_path(traces_dir, report.trace_id)
     private_folder(path.parent)
-    publish_file(path, kept.model_dump_json(indent=1), replace=True)
+    publish_file(path, kept.model_dump_json(indent=1), replace=True, durable=False)
     return path
 
 

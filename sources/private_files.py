@@ -147,11 +147,14 @@ def open_private_file(path: Path, mode: Literal["a", "w"]) -> IO[str]:
         raise
 
 
-def publish_file(path: Path, text: str, *, replace: bool, mode: int = 0o600) -> bool:
+def publish_file(path: Path, text: str, *, replace: bool, mode: int = 0o600, durable: bool = True) -> bool:
     """Publish ``text`` at ``path`` whole, with ``mode`` (0600 unless said) from the first byte.
 
     With ``replace`` the file takes the place of any file of that name; without, a file already
     there is kept and this returns False (another process won); True when this call published.
+    ``durable``: on disk before it is published (a report, a fleet's state); without, readers still
+    see it whole or not at all, but a machine that loses power may lose it (a run's recording, kept
+    as a trace is: a debugging aid, not worth a disk flush per query).
     """
     draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.draft")
     descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -159,7 +162,8 @@ def publish_file(path: Path, text: str, *, replace: bool, mode: int = 0o600) -> 
         with os.fdopen(descriptor, "w") as file:
             file.write(text)
             file.flush()
-            os.fsync(file.fileno())
+            if durable:
+                os.fsync(file.fileno())
         if replace:
             os.replace(draft, path)
             return True

@@ -15,6 +15,7 @@ the record and thrown away, so nothing maps them back.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -86,15 +87,28 @@ def pseudonymous(value: Any, *, keep: Iterable[str] = ()) -> Any:
     # Longest first, so an address is replaced whole before a name inside it; never inside a word.
     alternatives = "|".join(re.escape(each) for each in sorted(personal, key=len, reverse=True))
     found = re.compile(rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])", re.IGNORECASE)
-    key = secrets.token_bytes(32)
-    return _swapped(value, "", found, lambda match: _stand_in(match.group(0), key))
+    key, drawn = secrets.token_bytes(32), {}
+
+    def stand_in(match: re.Match[str]) -> str:
+        text = match.group(0)
+        if text not in drawn:
+            drawn[text] = _stand_in(text, key)
+        return drawn[text]
+
+    return _swapped(value, "", found, stand_in)
+
+
+@functools.cache
+def _secret(key: str) -> bool:
+    return bool(key) and _SECRET_KEYS.search(key) is not None
 
 
 def _collect(value: Any, key: str, into: set[str]) -> None:
     if isinstance(value, str):
         if key in _PERSONAL_KEYS and value.strip():
             into.add(value.strip())
-        into.update(_EMAIL.findall(value))
+        if "@" in value:
+            into.update(_EMAIL.findall(value))
     elif isinstance(value, Mapping):
         for name, item in value.items():
             if name != "_meta":
@@ -105,10 +119,10 @@ def _collect(value: Any, key: str, into: set[str]) -> None:
 
 
 def _swapped(value: Any, key: str, found: re.Pattern[str], stand_in: Any) -> Any:
-    if key and _SECRET_KEYS.search(key):
+    if _secret(key):
         return "[redacted credential]"
     if isinstance(value, str):
-        return found.sub(stand_in, _JWT.sub("[redacted credential]", value))
+        return found.sub(stand_in, _JWT.sub("[redacted credential]", value) if "eyJ" in value else value)
     if isinstance(value, Mapping):
         return {name: _swapped(item, str(name), found, stand_in) for name, item in value.items()}
     if isinstance(value, list | tuple):
