@@ -5,7 +5,7 @@ Every figure is one whole command as a user runs it (a fresh `research` process)
 
     floor           python -c "import mcp"   (what any process that talks MCP pays to start)
     story, stdio    the story query, starting its five sources (cold: forked from a fork server that
-                    imports them while the command imports its own, see sources.forked)
+                    imports them while the command imports its own, see sources.processes.forked)
     story, http     the story query against a fleet already serving (`research sources up`),
                     answered by the fleet's coordinator service (warm, see coordinator.service)
     ..., in process the same with the coordinator service killed: the command researches itself

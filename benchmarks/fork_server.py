@@ -1,7 +1,7 @@
 """The fork server against spawning: the story query, its five sources forked or spawned, same run.
 
 `research ask` forks its stdio sources from a fork server that imported them once
-(``sources.forked``); without it, each source is spawned as ``python -m sources.NAME`` and imports
+(``sources.processes.forked``); without it, each source is spawned as ``python -m sources.NAME`` and imports
 the mcp SDK itself. Each round is a fresh process, as a user's command is: it starts the sources as
 one way or the other (``SourceEntry.connect``: ``over="stdio"``, the fork server, or ``"spawn"``),
 researches the story and exits; the two ways alternate so machine noise falls on both alike.
@@ -31,7 +31,7 @@ STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whet
 ROUND = """
 import time; started = time.monotonic()
 import json, sys, anyio
-from sources import forked
+from sources.processes import forked
 way = sys.argv[1]
 if way == "stdio":
     forked.prestart()  # as `research ask` does first: the fork server imports while this process does

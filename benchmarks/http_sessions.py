@@ -30,7 +30,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sources.serve import READY_PREFIX  # noqa: E402
+from sources.processes.serve import READY_PREFIX  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 
 INITIALIZE = {

@@ -26,7 +26,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sources.serve import READY_PREFIX  # noqa: E402
+from sources.processes.serve import READY_PREFIX  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.broker import CredentialBroker  # noqa: E402
 from subagents.connection import Connections, http_target, stdio_target  # noqa: E402

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from sources.catalogue import SOURCES  # noqa: E402
 from sources.faults import FaultSettings  # noqa: E402
-from sources.fleet import Fleet  # noqa: E402
+from sources.processes.fleet import Fleet  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from sources.world import ensure_world  # noqa: E402
 from tests.test_shutdown import HungStdioSource, hung_http_call, open_session, open_stream  # noqa: E402

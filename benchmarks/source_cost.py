@@ -38,7 +38,7 @@ from mcp import Client, StdioServerParameters
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sources.auth import CREDENTIAL_META_KEY, issue_credential  # noqa: E402
+from sources.security.auth import CREDENTIAL_META_KEY, issue_credential  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.connection import stdio_parameters  # noqa: E402
 

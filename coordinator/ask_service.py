@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from sources.fleet_secret import FLEET_SECRET_HEADER
+from sources.security.fleet_secret import FLEET_SECRET_HEADER
 
 __all__ = ["DEFAULT_PORT", "MODULE", "NAME", "Answer", "QueryRefused", "ServiceUnavailable", "ask"]
 

@@ -41,7 +41,7 @@ from coordinator.reporting.synthesize import synthesize
 from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
 from coordinator.runtime import build_runtime
 from sources.faults import FaultSettings
-from sources.fleet import Fleet
+from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker, Grant
 from subagents.classify import CONTRACT, Classifier

@@ -68,7 +68,7 @@ SOURCE_NAME_VARIABLE = "RESEARCH_SOURCE_NAME"
 
 async def kill_at(source: str, seconds: float, *, registered: bool = False) -> None:
     """SIGKILL the stdio process of ``source`` that this process started, ``seconds`` from now:
-    spawned as ``python -m sources.SOURCE`` or forked (``sources.forked``, named alike); a registered
+    spawned as ``python -m sources.SOURCE`` or forked (``sources.processes.forked``, named alike); a registered
     source, every process of the tree started from its command (``npx`` runs the server as its child)."""
     await anyio.sleep(seconds)
     for child in psutil.Process().children(recursive=True):

@@ -22,7 +22,7 @@ import anyio
 from coordinator.planning.tools import Catalog, demo_catalog, with_registered
 from coordinator.query_chaos import SOURCE_NAME_VARIABLE
 from coordinator.registry import Registry, SourceEntry
-from sources.private_files import open_private_file, private_folder, publish_file
+from sources.security.private_files import open_private_file, private_folder, publish_file
 
 __all__ = [
     "ListedTool",

@@ -56,7 +56,7 @@ from sources.contract import ErrorCategory
 
 if TYPE_CHECKING:
     from sources.faults import FaultSettings
-    from sources.fleet import Fleet
+    from sources.processes.fleet import Fleet
     from sources.settings import SourceSettings
     from subagents.broker import Grant
     from subagents.classify import Classifier
@@ -219,7 +219,7 @@ class SourceEntry(BaseModel):
 
 
 def _fleet(settings: SourceSettings) -> Fleet:
-    from sources.fleet import Fleet
+    from sources.processes.fleet import Fleet
 
     return Fleet(settings)
 
@@ -227,7 +227,7 @@ def _fleet(settings: SourceSettings) -> Fleet:
 def fleet_target(fleet: Fleet, source: str) -> Callable[[], str]:
     """A source of the running fleet, looked up in its state each time a session opens: a member
     healed or moved is found where it is now, and a fleet without it is nothing to connect to."""
-    from sources.fleet import FleetError
+    from sources.processes.fleet import FleetError
 
     def where() -> str:
         try:

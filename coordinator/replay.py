@@ -27,7 +27,7 @@ from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.registry import Registry
 from coordinator.reporting.report import ResearchReport
 from sources.contract import ErrorCategory
-from sources.private_files import private_folder, publish_file
+from sources.security.private_files import private_folder, publish_file
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.decisions import Decision

@@ -15,14 +15,14 @@ comes back; the command imports neither the SDK nor the sources.
                    "sessions_opened": {"customers": 1, ...},
                    "dialled": {"customers": ["http://127.0.0.1:8101/mcp"], ...}}
 
-Each source is dialled where the fleet's state (``fleet.json``, ``sources.fleet``) has it when its
+Each source is dialled where the fleet's state (``fleet.json``, ``sources.processes.fleet``) has it when its
 session opens, never on a default port: ``dialled`` lists the URLs each was opened on.
 
 ``output`` says how the asker prints: ``{"json": true}`` for the report's JSON, otherwise the
 rendered report for its terminal (``width``, ``terminal``, ``color_system``), so that the asker need
 not import the report's models to print it. An asker that hangs up (Ctrl-C) cancels its query.
 
-Protected as chaos control is (``sources.control``): loopback only, the SDK's Host and Origin checks,
+Protected as chaos control is (``sources.processes.control``): loopback only, the SDK's Host and Origin checks,
 JSON only, and the fleet's secret in a header. Deterministic mode only: Claude mode runs in the
 asking process, with the asker's own API key.
 """
@@ -53,10 +53,10 @@ from coordinator.registry import fleet_target
 from coordinator.reporting.render import print_report, print_task_table
 from coordinator.reporting.report import ResearchReport
 from sources.catalogue import SOURCES
-from sources.control import refuse_unless_trusted
-from sources.fleet import Fleet
-from sources.fleet_secret import FLEET_SECRET_ENV
-from sources.serve import READY_PREFIX, BoundedShutdownServer, bind_loopback, log_plainly
+from sources.processes.control import refuse_unless_trusted
+from sources.processes.fleet import Fleet
+from sources.processes.serve import READY_PREFIX, BoundedShutdownServer, bind_loopback, log_plainly
+from sources.security.fleet_secret import FLEET_SECRET_ENV
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.connection import Target

@@ -22,7 +22,6 @@ from typing import Annotated, Any
 from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
-from sources.auth import current_principal, require_scope
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
 from sources.domain import (
     AUTOMATIC_REFUND_LIMIT,
@@ -34,6 +33,7 @@ from sources.domain import (
 )
 from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY_KEY, ORDER_ID, InvoiceStatus
 from sources.refund_ledger import order_refunded
+from sources.security.auth import current_principal, require_scope
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.toolkit import invalid, open_source, page_of
@@ -354,6 +354,6 @@ def _replay(
 
 
 if __name__ == "__main__":
-    from sources.serve import main
+    from sources.processes.serve import main
 
     main(create_server)

@@ -18,11 +18,11 @@ from pydantic import BaseModel
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
-from sources.auth import require_scope
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
 from sources.domain import AUTOMATIC_REFUND_LIMIT, pounds
 from sources.formats import CUSTOMER_IDENTIFIER, PERSON_NAME, CustomerTier, LookupMode, one_of, whole_number
 from sources.identifiers import CUSTOMER_ID
+from sources.security.auth import require_scope
 from sources.settings import SourceSettings
 from sources.store import Store, starts_a_word
 from sources.toolkit import open_source, page_of
@@ -175,6 +175,6 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
 
 
 if __name__ == "__main__":
-    from sources.serve import main
+    from sources.processes.serve import main
 
     main(create_server)

@@ -160,6 +160,6 @@ def create_server(
 
 
 if __name__ == "__main__":
-    from sources.serve import main
+    from sources.processes.serve import main
 
     main(create_server)

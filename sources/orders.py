@@ -161,6 +161,6 @@ def _with_items(store: Store, row: dict[str, Any]) -> Order:
 
 
 if __name__ == "__main__":
-    from sources.serve import main
+    from sources.processes.serve import main
 
     main(create_server)

@@ -120,7 +120,7 @@ class SourceSettings:
 
         The coordinator's side only: a source verifies with ``verification_key`` and cannot sign.
         """
-        from sources.keys import ensure_key_pair, load_private_pem
+        from sources.security.keys import ensure_key_pair, load_private_pem
 
         if self.signing_key_pem:
             return load_private_pem(self.signing_key_pem, SIGNING_KEY_ENV)
@@ -131,7 +131,7 @@ class SourceSettings:
 
         None while no coordinator has made the pair (a source started first); never the private key.
         """
-        from sources.keys import load_public_pem, read_public_key
+        from sources.security.keys import load_public_pem, read_public_key
 
         if self.public_key_pem:
             return load_public_pem(self.public_key_pem, PUBLIC_KEY_ENV)
@@ -158,7 +158,7 @@ class SourceSettings:
         }
         # The public half of the key this process signs with (the pair made now if need be), so the
         # child accepts exactly the credentials its spawner issues. Never the private half.
-        from sources.keys import public_pem
+        from sources.security.keys import public_pem
 
         env[PUBLIC_KEY_ENV] = public_pem(self.signing_key())
         if self.faults.active:

@@ -186,6 +186,6 @@ def _described(
 
 
 if __name__ == "__main__":
-    from sources.serve import main
+    from sources.processes.serve import main
 
     main(create_server)

@@ -35,7 +35,6 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel
 
 from sources.arguments import MISSING, ArgumentGuard, echo_arguments, invalid_argument
-from sources.auth import CredentialCheck
 from sources.contract import (
     AttemptedQuery,
     EmptyResult,
@@ -47,6 +46,7 @@ from sources.contract import (
 )
 from sources.faults import FaultLayer
 from sources.formats import Format
+from sources.security.auth import CredentialCheck
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.wire import Wire

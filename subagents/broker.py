@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from sources.auth import CREDENTIAL_META_KEY, MAX_CREDENTIAL_LIFETIME_S, issue_credential
+from sources.security.auth import CREDENTIAL_META_KEY, MAX_CREDENTIAL_LIFETIME_S, issue_credential
 
 __all__ = ["CredentialBroker", "Elevation", "Grant"]
 

@@ -63,7 +63,7 @@ def stdio_target(source: str, settings: SourceSettings, *extra_args: str) -> Tar
 
 
 def forked_target(source: str, settings: SourceSettings) -> Target:
-    """Fork the source from the fork server (``sources.forked``): a stdio source that starts in
+    """Fork the source from the fork server (``sources.processes.forked``): a stdio source that starts in
     milliseconds, since the fork server has imported it already."""
     from subagents.forked_transport import forked_source
 
@@ -184,7 +184,7 @@ async def _abandon(opening: _Opening) -> None:
     Not at once: a cancellation that lands while the SDK is still spawning the process leaves it
     unreaped (asyncio later warns that "the loop that handles" its pid is closed). A spawn takes
     milliseconds; after it, a cancelled handshake closes the child's stdin, which ends the child at
-    once (``sources.lifeline``), and it is reaped.
+    once (``sources.processes.lifeline``), and it is reaped.
     """
     with anyio.move_on_after(_SPAWN_GRACE_S):
         await opening.settled.wait()

@@ -1,4 +1,4 @@
-"""An MCP client transport to a forked source (``sources.forked``): stdio's framing over a socket.
+"""An MCP client transport to a forked source (``sources.processes.forked``): stdio's framing over a socket.
 
 The mcp SDK's ``stdio_client`` spawns a command and talks to its pipes; a forked source is started
 by the fork server instead, and hands us one end of a socket pair. What travels on it is exactly
@@ -24,7 +24,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
-from sources import forked
+from sources.processes import forked
 
 __all__ = ["forked_source"]
 

@@ -32,10 +32,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from coordinator.ask_service import DEFAULT_PORT as SERVICE_PORT
 from sources import billing, customers, kb, orders, tickets
-from sources.auth import CREDENTIAL_META_KEY, issue_credential
 from sources.catalogue import DEFAULT_PORTS
-from sources.keys import private_pem, public_pem
-from sources.serve import READY_PREFIX
+from sources.processes.serve import READY_PREFIX
+from sources.security.auth import CREDENTIAL_META_KEY, issue_credential
+from sources.security.keys import private_pem, public_pem
 from sources.settings import SourceSettings
 from sources.world import ensure_world
 from subagents.policy import RecoveryPolicy

@@ -28,7 +28,7 @@ from coordinator.batch.run import TokenPool
 from coordinator.cli import app
 from coordinator.reporting.report import ResearchReport
 from sources.catalogue import SOURCES
-from sources.fleet import Fleet
+from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from subagents.guard import Bulkheads
 from tests.conftest import PROJECT_ROOT

@@ -28,7 +28,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed here: pip install '.[ray]'")
 
 from coordinator.reporting.report import ResearchReport  # noqa: E402
-from sources.fleet import Fleet  # noqa: E402
+from sources.processes.fleet import Fleet  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.guard import (  # noqa: E402
     DEFAULT_RETRY_RESERVE_PER_S,

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from sources.fleet_secret import FLEET_SECRET_HEADER, make_secret, read_secret
+from sources.security.fleet_secret import FLEET_SECRET_HEADER, make_secret, read_secret
 from sources.settings import SourceSettings
 from tests.conftest import PROJECT_ROOT, HttpSource, child_environment
 

@@ -18,8 +18,8 @@ from coordinator.planning.planner import plan_query
 from coordinator.reporting.report import ResearchReport
 from coordinator.run import DEADLINE_GRACE_S
 from sources.faults import FaultSettings
-from sources.fleet import Fleet, Member
-from sources.private_files import publish_file
+from sources.processes.fleet import Fleet, Member
+from sources.security.private_files import publish_file
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.classify import SourceUnavailable, classify_exception

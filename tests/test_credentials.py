@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from mcp import Client
 from mcp.server import MCPServer
 
-from sources.auth import (
+from sources.security.auth import (
     CREDENTIAL_META_KEY,
     MAX_CREDENTIAL_LIFETIME_S,
     CredentialCheck,
@@ -38,7 +38,13 @@ from sources.auth import (
     audience_of,
     issue_credential,
 )
-from sources.keys import PRIVATE_KEY_FILE, PUBLIC_KEY_FILE, ensure_key_pair, public_pem, read_public_key
+from sources.security.keys import (
+    PRIVATE_KEY_FILE,
+    PUBLIC_KEY_FILE,
+    ensure_key_pair,
+    public_pem,
+    read_public_key,
+)
 from sources.settings import PUBLIC_KEY_ENV, SIGNING_KEY_ENV, SourceSettings
 from sources.world import world_path
 from tests.conftest import PROJECT_ROOT, TEST_KEY, HttpSource, call, credential, wire
@@ -359,7 +365,7 @@ def test_processes_making_the_pair_at_once_all_end_with_the_same_key(tmp_path: P
     code = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from sources.keys import ensure_key_pair, public_pem\n"
+        "from sources.security.keys import ensure_key_pair, public_pem\n"
         "time.sleep(max(0.0, float(sys.argv[2]) - time.time()))\n"
         "print(public_pem(ensure_key_pair(Path(sys.argv[1]))), end='')\n"
     )

@@ -152,7 +152,7 @@ async def test_a_bad_credential_is_rejected_without_being_echoed(
 async def test_a_credential_signed_with_another_key_is_rejected(server: MCPServer) -> None:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from sources.auth import CREDENTIAL_META_KEY, issue_credential
+    from sources.security.auth import CREDENTIAL_META_KEY, issue_credential
 
     another_key = Ed25519PrivateKey.generate()
     forged = issue_credential(another_key, "intruder", ["customers:restricted"], source="customers")

@@ -18,7 +18,7 @@ from mcp.types import CallToolResult
 
 from sources.contract import EmptyResult, to_call_tool_result
 from sources.faults import FaultLayer, FaultSettings, rolls
-from sources.fleet_secret import FLEET_SECRET_HEADER
+from sources.security.fleet_secret import FLEET_SECRET_HEADER
 from sources.settings import SourceSettings
 from subagents.classify import classify_exception
 from tests.conftest import MODULES, PROJECT_ROOT, HttpSource, call, child_environment, stdio_parameters, wire

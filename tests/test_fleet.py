@@ -14,9 +14,9 @@ import httpx2
 import psutil
 import pytest
 
-from sources import serve
+from sources.processes import serve
 from sources.catalogue import SOURCES
-from sources.fleet import Fleet
+from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from tests.conftest import (
     DEFAULT_FLEET_PORTS,

@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from sources import billing, tickets
-from sources.auth import issue_credential
 from sources.contract import ErrorCategory, ResultPage, ToolError
+from sources.security.auth import issue_credential
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import world_path

@@ -1,4 +1,4 @@
-"""Standard MCP authorization on a source's HTTP endpoint (``sources.http_auth``), from outside, as real
+"""Standard MCP authorization on a source's HTTP endpoint (``sources.security.http_auth``), from outside, as real
 HTTP requests: bearer tokens, the 401 and its ``WWW-Authenticate``, RFC 9728 metadata, and session
 room kept for clients with a token whatever anonymous clients open.
 
@@ -21,7 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from sources.auth import SCOPES_BY_SOURCE, issue_credential
+from sources.security.auth import SCOPES_BY_SOURCE, issue_credential
 from tests.conftest import CALL_TIMEOUT, MODULES, PROJECT_ROOT, TEST_KEY, HttpSource, call, wire
 from tests.test_credentials import ATTACKS
 

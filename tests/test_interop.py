@@ -7,7 +7,7 @@ an opaque protocol error. Each outcome must come back as data: a success with it
 an error as its JSON in the text block, with the contract's fields.
 
 Over HTTP the same client also authenticates as hosts do, with the coordinator's credential sent as
-``Authorization: Bearer`` (``sources.http_auth``), and reads the 401 and the metadata it is refused with.
+``Authorization: Bearer`` (``sources.security.http_auth``), and reads the 401 and the metadata it is refused with.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from sources.auth import CREDENTIAL_META_KEY, issue_credential
 from sources.catalogue import TOOLS
+from sources.security.auth import CREDENTIAL_META_KEY, issue_credential
 from sources.settings import SourceSettings
 from tests.conftest import (
     MODULES,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sources.private_files import NotYoursError, open_private_file, private_folder
+from sources.security.private_files import NotYoursError, open_private_file, private_folder
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import ensure_world, world_path

@@ -15,7 +15,7 @@ from mcp import Client
 
 from sources import contract
 from sources.catalogue import TOOLS
-from sources.keys import private_pem
+from sources.security.keys import private_pem
 from sources.settings import SourceSettings
 from tests.conftest import MODULES, TEST_KEY, HttpSource, credential, http_sources, stdio_parameters, wire
 from tests.outcomes import OUTCOMES, PROCESS_ENVIRONMENT, VALID_CALLS

@@ -29,7 +29,7 @@ from typing import IO
 import pytest
 
 from sources.catalogue import DEFAULT_PORTS, SOURCES
-from sources.serve import READY_PREFIX
+from sources.processes.serve import READY_PREFIX
 from sources.settings import SourceSettings
 from tests.conftest import PROJECT_ROOT, default_ports_held, free_ports, private_settings
 

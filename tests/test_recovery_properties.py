@@ -18,8 +18,8 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from sources import billing
-from sources.auth import CREDENTIAL_META_KEY
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
+from sources.security.auth import CREDENTIAL_META_KEY
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import world_path

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from coordinator.batch.questions import Question, read_questions
 from sources import kb
-from sources.fleet import Fleet
+from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from sources.world import ensure_world, world_path
 from subagents.broker import CredentialBroker

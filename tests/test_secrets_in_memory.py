@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="nee
 _COORDINATOR = """
 import sys
 from multiprocessing import forkserver
-from sources import forked
+from sources.processes import forked
 from sources.settings import SourceSettings
 
 settings = SourceSettings.from_environment()

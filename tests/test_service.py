@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from sources.catalogue import SOURCES
-from sources.fleet import Fleet, Member
-from sources.fleet_secret import FLEET_SECRET_HEADER
+from sources.processes.fleet import Fleet, Member
+from sources.security.fleet_secret import FLEET_SECRET_HEADER
 from sources.settings import SourceSettings
 from tests.conftest import DefaultPortsHeld, default_ports_held, free_ports, private_settings
 from tests.test_cli import research, research_process

@@ -23,7 +23,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from sources.serve import READY_PREFIX
+from sources.processes.serve import READY_PREFIX
 from sources.settings import SourceSettings
 from tests.conftest import PROJECT_ROOT, child_environment
 

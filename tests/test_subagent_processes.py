@@ -1,7 +1,7 @@
 """The subagent against real source processes: killed mid-call, hung, gone, restarted, never started.
 
 A stdio source is either spawned (``python -m sources.NAME``) or forked from the fork server
-(``sources.forked``, what `research ask` uses): each process scenario runs against both.
+(``sources.processes.forked``, what `research ask` uses): each process scenario runs against both.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 from opentelemetry.trace import SpanContext
 
-from sources.private_files import open_private_file, private_folder
+from sources.security.private_files import open_private_file, private_folder
 
 __all__ = ["file_exporter", "load_traces", "span_line"]
 

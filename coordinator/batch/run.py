@@ -26,7 +26,7 @@ from coordinator.batch.summary import Tally, summarize
 from coordinator.batch.work import Answer, Setup
 from sources.catalogue import SOURCES
 from sources.faults import FaultSettings
-from sources.fleet import Fleet
+from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from subagents.claude import ClaudeSettings
 from subagents.guard import DEFAULT_RETRY_SHARE

@@ -148,7 +148,7 @@ def ask(
         _ask_the_coordinator_service(asked)  # returns when there is no service to answer
     _check_spawned_only(asked)
     if asked.transport == Transport.stdio and asked.query.strip():
-        from sources.forked import prestart
+        from sources.processes.forked import prestart
 
         # Before planning, so the sources' imports overlap this process's from the start. A query the
         # planner then refuses leaves the fork server to finish importing and leave on its own.
@@ -250,7 +250,7 @@ def _coordinator(asked: _Asked, settings: SourceSettings) -> Coordinator:
 
 def _fleet_urls(settings: SourceSettings) -> dict[str, str]:
     """The running fleet's sources; no fleet at all is the way out named, not five unreachable gaps."""
-    from sources.fleet import Fleet
+    from sources.processes.fleet import Fleet
 
     fleet = Fleet(settings)
     if not any(member.alive() for member in fleet.members().values()):
@@ -355,7 +355,7 @@ def _ask_the_coordinator_service(asked: _Asked) -> None:
     or it does not answer (then this process researches itself, within what is left of the deadline)."""
     from coordinator import ask_service
     from coordinator.cli import STARTED_AT
-    from sources.fleet import Fleet
+    from sources.processes.fleet import Fleet
     from sources.settings import SourceSettings, data_dir_from
 
     fleet = Fleet(SourceSettings(data_dir=data_dir_from()))

@@ -28,7 +28,7 @@ from coordinator.cli.params import known_member, known_source
 
 if TYPE_CHECKING:
     from coordinator.chaos import Scenario, ScenarioResult
-    from sources.fleet import Member, MemberStatus
+    from sources.processes.fleet import Member, MemberStatus
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
 
@@ -345,7 +345,7 @@ def _soak(count: int, seed: int, claude: ClaudeSettings | None) -> None:
 
     from coordinator import chaos
     from sources.faults import FaultSettings
-    from sources.fleet import Fleet
+    from sources.processes.fleet import Fleet
     from sources.settings import SourceSettings
     from traces.setup import ensure_tracing
 

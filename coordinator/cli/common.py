@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from coordinator.planning.tools import Catalog
     from coordinator.registry import Registry
-    from sources.fleet import Fleet
+    from sources.processes.fleet import Fleet
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
 
@@ -351,7 +351,7 @@ def start_tracing(
     exporters the command chose, to the sources it spawns. The data folder is made private first
     (0700, what is in it too); another user's is refused in one line, before anything is written
     there or any source starts."""
-    from sources.private_files import private_folder
+    from sources.security.private_files import private_folder
     from traces.setup import exporter_names, start_run  # here, not at the top: start-up time
 
     full_payloads = full_payloads or settings.full_payloads
@@ -371,14 +371,14 @@ def start_tracing(
 
 def fleet() -> Fleet:
     # Here, not at the top: start-up time (the fleet module and the settings import mcp).
-    from sources.fleet import Fleet
+    from sources.processes.fleet import Fleet
     from sources.settings import SourceSettings
 
     return Fleet(SourceSettings.from_environment())
 
 
 def fleet_call(action: Callable[[], Any]) -> Any:
-    from sources.fleet import FleetError  # here, not at the top: start-up time
+    from sources.processes.fleet import FleetError  # here, not at the top: start-up time
 
     try:
         return action()

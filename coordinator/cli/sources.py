@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from mcp import StdioServerParameters
     from mcp.types import CallToolResult, RequestParamsMeta
 
-    from sources.fleet import MemberStatus
+    from sources.processes.fleet import MemberStatus
     from sources.settings import SourceSettings
 
 
@@ -175,7 +175,10 @@ def _credential(settings: SourceSettings, source: str, scopes: list[str]) -> Req
     """A credential holding ``scopes`` for ``source``, as a call's ``_meta``; None for no scope."""
     if not scopes:
         return None
-    from sources.auth import CREDENTIAL_META_KEY, issue_credential  # here, not at the top: start-up time
+    from sources.security.auth import (  # here, not at the top: start-up time
+        CREDENTIAL_META_KEY,
+        issue_credential,
+    )
 
     token = issue_credential(settings.signing_key(), "research-cli", scopes, source=source)
     # An open TypedDict (extra_items=Any, PEP 728), which mypy does not model yet: the SDK casts so too.

@@ -1,4 +1,4 @@
-"""Imported by the fork server of ``sources.forked`` alone (it is on its preload list): the fork
+"""Imported by the fork server of ``sources.processes.forked`` alone (it is on its preload list): the fork
 server leaves without the interpreter's teardown.
 
 The fork server ends when the process that started it does, and it holds that process's stdout and

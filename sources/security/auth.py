@@ -2,7 +2,7 @@
 
 A credential is a short-lived JWT naming a subject, its scopes and the one source it is for. The
 coordinator signs it with its Ed25519 private key (``SourceSettings.signing_key``, made once in the
-data folder, see ``sources.keys``); a source holds only the public key (``SourceSettings.verification_key``)
+data folder, see ``sources.security.keys``); a source holds only the public key (``SourceSettings.verification_key``)
 and so can verify credentials but never mint one, not even for itself.
 
 A credential travels **per call**, in the request's ``_meta`` under ``CREDENTIAL_META_KEY``, over
@@ -11,7 +11,7 @@ and no server restarts or session reopens. A call without a credential runs as t
 principal, which holds no scope.
 
 Over HTTP the same token may instead come as ``Authorization: Bearer <token>``, as any MCP host
-sends it (``sources.http_auth``): the HTTP layer refuses an invalid one with 401 before the call is
+sends it (``sources.security.http_auth``): the HTTP layer refuses an invalid one with 401 before the call is
 read, and a call that carried a valid one is checked here exactly as if the token were in its
 ``_meta``. When a call has both, **the ``_meta`` credential wins**: it is the one verified and the
 one whose principal the call runs as (the bearer token, already verified, then only names who
@@ -280,7 +280,7 @@ class CredentialCheck:
 def _bearer_token(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """The bearer token the HTTP request carrying this call was authenticated with, if any.
 
-    The SDK's ``BearerAuthBackend`` (``sources.http_auth``) puts the user it authenticated in the
+    The SDK's ``BearerAuthBackend`` (``sources.security.http_auth``) puts the user it authenticated in the
     HTTP request's scope; the SDK hands a call its HTTP request (``ctx.request``), none over stdio.
     The token is verified again here, with the ``_meta`` credential's rules, so that whatever the
     HTTP layer did, a call runs only as a principal this check itself accepted.

@@ -1,7 +1,7 @@
 """A stdio source exits the moment its client hangs up, even while it is still starting.
 
 A client ends a stdio session by closing the source's stdin (MCP's shutdown), and a client that dies
-closes it too. The server notices the end of its input only once it serves (``sources.serve`` then
+closes it too. The server notices the end of its input only once it serves (``sources.processes.serve`` then
 leaves at once): a source still importing (a second or more on a busy machine) would finish starting
 for nobody, and the SDK's client waits up to two seconds for it before a SIGTERM. So from its first
 instant a stdio source watches its stdin for a hang-up (POLLHUP: the last writer closed) without

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from sources.faults import FaultLayer, FaultSettings
-from sources.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER
+from sources.security.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER
 
 __all__ = ["add_control_routes", "fault_layer_of", "refuse_unless_trusted"]
 

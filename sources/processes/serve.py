@@ -5,7 +5,7 @@
     python -m sources.kb --http --port 0             # any free port; the ready line says which
 
 Over HTTP a client may send the coordinator's credential as ``Authorization: Bearer <token>``, and
-the source serves the protected-resource metadata that MCP hosts look for (``sources.http_auth``).
+the source serves the protected-resource metadata that MCP hosts look for (``sources.security.http_auth``).
 
 Over HTTP the source binds its port before serving and prints one line to stderr when it is ready:
 ``research-source ready {"source": "kb", "url": "http://127.0.0.1:40123/mcp", "pid": 1234}``.
@@ -46,9 +46,9 @@ import uvicorn
 from mcp.server import MCPServer
 from starlette.requests import ClientDisconnect
 
-from sources.control import add_control_routes
 from sources.faults import FaultSettings
-from sources.http_auth import MCP_PATH, authorized_http_app
+from sources.processes.control import add_control_routes
+from sources.security.http_auth import MCP_PATH, authorized_http_app
 from sources.settings import SourceSettings
 from sources.wire import HttpWire, StdioWire
 from traces.setup import configure_tracing, flush_spans
@@ -150,7 +150,7 @@ async def _serve_http(
 ) -> None:
     sock = bind_loopback(port)
     url = f"http://{LOOPBACK}:{sock.getsockname()[1]}{MCP_PATH}"
-    # Bearer tokens, 401s and protected-resource metadata (sources.http_auth). Sessions are bounded
+    # Bearer tokens, 401s and protected-resource metadata (sources.security.http_auth). Sessions are bounded
     # by the SDK's own options, for anonymous sessions and for those opened with a token each: idle
     # ones end, and past the cap a new one is refused with 503 "Too many open sessions" until some end.
     app = authorized_http_app(

@@ -1,6 +1,6 @@
 """Standard MCP authorization on a source's HTTP endpoint: bearer tokens, 401s, protected-resource metadata.
 
-Any MCP host can call a source with the coordinator's credential (``sources.auth``: an Ed25519-signed
+Any MCP host can call a source with the coordinator's credential (``sources.security.auth``: an Ed25519-signed
 JWT for one source, at most five minutes long) sent as ``Authorization: Bearer <token>``:
 
 * a request to ``/mcp`` that carries an ``Authorization`` header must carry a valid bearer token for
@@ -64,8 +64,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sources.auth import SCOPES_BY_SOURCE, CredentialCheck, CredentialRejected
-from sources.control import refuse_unless_trusted
+from sources.processes.control import refuse_unless_trusted
+from sources.security.auth import SCOPES_BY_SOURCE, CredentialCheck, CredentialRejected
 
 __all__ = [
     "MCP_PATH",

@@ -43,12 +43,12 @@ __all__ = ["ForkedSource", "prestart", "start", "title"]
 # what the SDK imports only once a server starts. ``__main__`` too, as multiprocessing would import
 # it in every child otherwise (a guarded script, as ``research`` is, does nothing more).
 _PRELOAD = [
-    "sources.fork_server_exit",
+    "sources.processes.fork_server_exit",
     "__main__",
     "anyio._backends._asyncio",
     "rich.logging",
-    "sources.lifeline",
-    "sources.serve",
+    "sources.processes.lifeline",
+    "sources.processes.serve",
     *(f"sources.{source}" for source in SOURCES),
 ]
 # Variables a child takes from the coordinator's settings only, never from the fork server's copy
@@ -178,8 +178,8 @@ def _serve(source: str, wire: socket.socket, environment: dict[str, str]) -> Non
     wire.close()
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115  (the process's own stdin)
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-    from sources.lifeline import exit_when_stdin_hangs_up
-    from sources.serve import serve_stdio
+    from sources.processes.lifeline import exit_when_stdin_hangs_up
+    from sources.processes.serve import serve_stdio
     from sources.settings import SourceSettings
 
     exit_when_stdin_hangs_up()

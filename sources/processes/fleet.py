@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from sources.catalogue import DEFAULT_PORTS, SOURCES
-from sources.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER, make_secret, read_secret
-from sources.private_files import NotYoursError, open_private_file, private_folder, publish_file
+from sources.security.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER, make_secret, read_secret
+from sources.security.private_files import NotYoursError, open_private_file, private_folder, publish_file
 from sources.settings import SIGNING_KEY_ENV, SourceSettings
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["Fleet", "FleetError", "Member", "MemberStatus"]
 
 _READY_TIMEOUT_S = 20.0
-# A source exits within SHUTDOWN_S of SIGTERM (sources.serve), a hung call or an open stream included;
+# A source exits within SHUTDOWN_S of SIGTERM (sources.processes.serve), a hung call or an open stream included;
 # past this, it is killed.
 _TERM_GRACE_S = 1.0
 _KILL_WAIT_S = 2.0  # SIGKILL cannot be refused: this bounds only a process stuck in the kernel
@@ -179,7 +179,7 @@ class Fleet:
     def _await_ready(self, launched: _Launched, chaos_control: bool, deadline: float) -> Member:
         # Here, not at the top: the server's module imports the mcp SDK and uvicorn (about a second),
         # which `down`, `kill` and `status` never need; only starting a source reads its ready line.
-        from sources.serve import READY_PREFIX
+        from sources.processes.serve import READY_PREFIX
 
         source, process = launched.source, launched.process
         while time.monotonic() < deadline:
