@@ -14,8 +14,8 @@ import httpx2
 import psutil
 import pytest
 
-from sources.processes import serve
 from sources.catalogue import SOURCES
+from sources.processes import serve
 from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from tests.conftest import (
