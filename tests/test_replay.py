@@ -229,10 +229,13 @@ def test_research_replay_on_the_command_line(tmp_path: Path) -> None:
     kept = json.loads(path.read_text())
     answered = next(a["answer"] for a in kept["attempts"] if a["task"] == "orders")
     next(a for a in kept["attempts"] if a["task"] == "tickets").update(answer=answered, raised=None)
+    recorded = next(outcome for outcome in kept["outcomes"] if outcome["id"] == "tickets")
+    recorded["decisions"][0]["reason"] += " \u202eevil"  # what a source said, printed in the diff
     path.write_text(json.dumps(kept))
     changed = research_cli(data_dir, "replay", trace_id[:8])
     assert changed.returncode == 1, changed.stderr
     assert "--- tickets (recorded)" in changed.stdout and "+ended ok" in changed.stdout
+    assert "\\u202eevil" in changed.stdout and "\u202e" not in changed.stdout  # escaped for a terminal
 
     as_json = json.loads(research_cli(data_dir, "replay", trace_id, "--json").stdout)
     assert as_json["same"] is False and as_json["trace_id"] == trace_id and as_json["differences"]

@@ -53,6 +53,8 @@ def replay_run(
 
 
 def _show(replayed: Replayed, json_output: bool) -> None:
+    from coordinator.reporting.render import shown  # here, not at the top: start-up time
+
     run, same = replayed.recorded, not replayed.differences
     if json_output:
         typer.echo(
@@ -76,8 +78,8 @@ def _show(replayed: Replayed, json_output: bool) -> None:
             typer.echo(
                 f"replayed {run.trace_id} ({what}): {len(replayed.differences)} difference(s) from the recording"
             )
-            for difference in replayed.differences:
-                typer.echo(difference)
+            for difference in replayed.differences:  # it quotes what sources said: escaped for a terminal
+                typer.echo(shown(difference))
         for caveat in replayed.caveats:
             typer.echo(f"note: {caveat}", err=True)
         typer.echo(f"the replay's own trace: {replayed.report.trace_id}", err=True)
