@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.broker import CredentialBroker  # noqa: E402
 from subagents.claude import ClaudeSettings, TokenBudget  # noqa: E402
-from subagents.connection import Connections, stdio_target  # noqa: E402
 from subagents.model_use import ClaudeReport  # noqa: E402
+from subagents.sessions.connection import Connections, stdio_target  # noqa: E402
 from subagents.subagent import Runtime, Task, run_subagent  # noqa: E402
 from subagents.tool_loop import ClaudeSubagents  # noqa: E402
 from tests.fake_messages_api import Conversations, FakeMessagesApi  # noqa: E402

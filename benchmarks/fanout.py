@@ -36,7 +36,7 @@ from sources.catalogue import SOURCES  # noqa: E402
 from sources.faults import FaultSettings  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.broker import CredentialBroker  # noqa: E402
-from subagents.connection import Connections, stdio_target  # noqa: E402
+from subagents.sessions.connection import Connections, stdio_target  # noqa: E402
 from subagents.subagent import Runtime, run_subagent  # noqa: E402
 
 LATENCY_S = 0.2

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from sources.processes.serve import READY_PREFIX  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.broker import CredentialBroker  # noqa: E402
-from subagents.connection import Connections, http_target, stdio_target  # noqa: E402
+from subagents.sessions.connection import Connections, http_target, stdio_target  # noqa: E402
 from subagents.subagent import Runtime, Task, run_subagent  # noqa: E402
 
 ARGUMENTS = {"customer_id": "CUST-00042"}

@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from sources.security.auth import CREDENTIAL_META_KEY, issue_credential  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
-from subagents.connection import stdio_parameters  # noqa: E402
+from subagents.sessions.connection import stdio_parameters  # noqa: E402
 
 READ_GOAL, ANY_GOAL, TRACING_GOAL, START_GOAL_S = 1.3, 1.5, 1.10, 0.3
 NOOP = "noop"

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.broker import CredentialBroker  # noqa: E402
-from subagents.connection import Connections, stdio_target  # noqa: E402
+from subagents.sessions.connection import Connections, stdio_target  # noqa: E402
 from subagents.subagent import Runtime, Task, run_subagent  # noqa: E402
 
 ARGUMENTS = {"customer_id": "CUST-00042"}

@@ -33,7 +33,7 @@ from coordinator.run import run_plan  # noqa: E402
 from sources.catalogue import SOURCES  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.broker import CredentialBroker  # noqa: E402
-from subagents.connection import Connections, stdio_target  # noqa: E402
+from subagents.sessions.connection import Connections, stdio_target  # noqa: E402
 from subagents.subagent import Runtime  # noqa: E402
 from traces.client_status import ClientSpanStatus  # noqa: E402
 from traces.files import file_exporter  # noqa: E402

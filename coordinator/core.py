@@ -46,11 +46,11 @@ from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker, Grant
 from subagents.classify import CONTRACT, Classifier
 from subagents.claude import ClaudeSettings, TokenBudget
-from subagents.connection import Connections, Target
 from subagents.guard import Guard
 from subagents.hooks import PostCallHook, PreCallHook
 from subagents.policy import RecoveryPolicy
-from subagents.recording import RecordingTransport, Tape
+from subagents.sessions.connection import Connections, Target
+from subagents.sessions.recording import RecordingTransport, Tape
 from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SubagentReport, Task, run_subagent
 from subagents.tool_loop import claude_subagents
 from subagents.transport import Transport

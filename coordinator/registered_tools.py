@@ -82,7 +82,7 @@ async def _logged(open_stdio: Any, parameters: Any, log: Path) -> AsyncIterator[
 
 
 def registered_target(entry: SourceEntry, log_dir: Path) -> Callable[[], Any]:
-    """A registered source as a ``subagents.connection`` target: each session spawns (or dials) anew."""
+    """A registered source as a ``subagents.sessions.connection`` target: each session spawns (or dials) anew."""
     return lambda: target_of(entry, log_dir)
 
 

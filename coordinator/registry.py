@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from sources.settings import SourceSettings
     from subagents.broker import Grant
     from subagents.classify import Classifier
-    from subagents.connection import Target
+    from subagents.sessions.connection import Target
 
 __all__ = [
     "BUILT_IN_KINDS",
@@ -203,8 +203,8 @@ class SourceEntry(BaseModel):
         port). A registered source is reached as its entry says, its faults injected client-side (it
         has no layer of its own)."""
         # Here, not at the top: the registry is read by every command, most of which start no session.
-        from subagents import connection
-        from subagents.client_faults import with_client_faults
+        from subagents.sessions import connection
+        from subagents.sessions.client_faults import with_client_faults
 
         if not self.demo:
             from coordinator.registered_tools import registered_target

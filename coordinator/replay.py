@@ -2,9 +2,9 @@
 
 Each query's run is written to ``<traces>/recordings/<trace id>.json`` as it ends (personal data
 replaced by stand-ins of the same shape, ``traces.redact.pseudonymous``): the plan it ran,
-the recovery policy and deadline it ran under, every attempt's answer (``subagents.recording``) and
+the recovery policy and deadline it ran under, every attempt's answer (``subagents.sessions.recording``) and
 every task's decisions. ``replay`` runs the coordinator on that plan against the recording
-(``subagents.replaying``: the recorded answers, on the recorded clock, with the recorded jitter)
+(``subagents.sessions.replaying``: the recorded answers, on the recorded clock, with the recorded jitter)
 and compares the decisions it takes with the recorded ones. The classification, the policy, the
 hooks and the guard are today's code, so a replay that differs means the code now decides
 otherwise, or the recording was changed.
@@ -32,7 +32,7 @@ from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.decisions import Decision
 from subagents.policy import Recovery, RecoveryPolicy
-from subagents.recording import Attempt
+from subagents.sessions.recording import Attempt
 from traces.redact import pseudonymous
 
 __all__ = ["RecordedRun", "Replayed", "load_recording", "recording_path", "replay", "save_recording"]
@@ -228,7 +228,7 @@ async def replay(run: RecordedRun, settings: SourceSettings, registry: Registry 
     """Run ``run``'s plan against its recording and compare the decisions (``registry``: the sources
     in effect, whose rules classify the registered ones' answers; None: the demo sources alone)."""
     from coordinator.core import Config, Coordinator
-    from subagents.replaying import RecordedJitter, ReplayClock, ReplayTransport
+    from subagents.sessions.replaying import RecordedJitter, ReplayClock, ReplayTransport
 
     transport = ReplayTransport(run.attempts)
     jitters = {

@@ -59,8 +59,8 @@ from sources.processes.serve import READY_PREFIX, BoundedShutdownServer, bind_lo
 from sources.security.fleet_secret import FLEET_SECRET_ENV
 from sources.settings import SourceSettings
 from subagents.broker import Grant
-from subagents.connection import Target
 from subagents.guard import LocalGuard
+from subagents.sessions.connection import Target
 from traces.setup import start_run
 
 __all__ = ["create_app", "main"]

@@ -205,7 +205,7 @@ def rolls(settings: FaultSettings) -> Iterator[Roll]:
 def transient_result(source: str) -> CallToolResult:
     """The answer of the transient fault: a contract transient error saying the call did not run.
 
-    One builder for the server-side layer and the client-side one (``subagents.client_faults``), so
+    One builder for the server-side layer and the client-side one (``subagents.sessions.client_faults``), so
     a caller cannot tell which side injected it.
     """
     # Here, not at the top: the fleet's commands read fault settings without the contract's models.

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 from subagents._exports import exported
 
 if TYPE_CHECKING:
-    from subagents.connection import Connections
     from subagents.decisions import Decision, Escalation, SubagentReport, TaskState
     from subagents.policy import RecoveryPolicy
-    from subagents.recording import RecordingTransport, Tape
-    from subagents.replaying import ReplayClock, ReplayTransport
+    from subagents.sessions.connection import Connections
+    from subagents.sessions.recording import RecordingTransport, Tape
+    from subagents.sessions.replaying import ReplayClock, ReplayTransport
     from subagents.subagent import Runtime, run_subagent
     from subagents.task import Task
     from subagents.transport import SourceLink, Transport
@@ -40,16 +40,16 @@ __all__ = [
 ]
 
 _HOMES = {
-    "Connections": "subagents.connection",
+    "Connections": "subagents.sessions.connection",
     "Decision": "subagents.decisions",
     "Escalation": "subagents.decisions",
     "SubagentReport": "subagents.decisions",
     "TaskState": "subagents.decisions",
     "RecoveryPolicy": "subagents.policy",
-    "RecordingTransport": "subagents.recording",
-    "Tape": "subagents.recording",
-    "ReplayClock": "subagents.replaying",
-    "ReplayTransport": "subagents.replaying",
+    "RecordingTransport": "subagents.sessions.recording",
+    "Tape": "subagents.sessions.recording",
+    "ReplayClock": "subagents.sessions.replaying",
+    "ReplayTransport": "subagents.sessions.replaying",
     "Runtime": "subagents.subagent",
     "run_subagent": "subagents.subagent",
     "Task": "subagents.task",

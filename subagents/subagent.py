@@ -123,7 +123,7 @@ class ModelDriver(Protocol):
 class Runtime:
     """What the subagents of one coordinator process share."""
 
-    connections: Transport  # live sessions (subagents.connection), or a recording's answers
+    connections: Transport  # live sessions (subagents.sessions.connection), or a recording's answers
     broker: CredentialBroker
     policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
     # The fleet's rules for each source: breaker, retry budget, bulkhead (``subagents.guard``).

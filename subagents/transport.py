@@ -1,9 +1,9 @@
 """The seam between the recovery and the wire: what a subagent needs of a source, and nothing more.
 
 A subagent asks its ``Transport`` for the ``SourceLink`` of its task's source, opens a session on it,
-sends each attempt, and has a session it saw fail dropped. ``subagents.connection.Connections`` is
-the live transport (MCP sessions over stdio, HTTP or a forked process); ``subagents.recording``
-records what a live one answered, and ``subagents.replaying`` answers from such a recording, as
+sends each attempt, and has a session it saw fail dropped. ``subagents.sessions.connection.Connections`` is
+the live transport (MCP sessions over stdio, HTTP or a forked process); ``subagents.sessions.recording``
+records what a live one answered, and ``subagents.sessions.replaying`` answers from such a recording, as
 httpx's ``MockTransport`` answers for a server. Each attempt travels as its ``ToolCall``, so a
 transport knows which task's which attempt it carries (a recording is keyed by that).
 """

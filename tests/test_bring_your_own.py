@@ -27,9 +27,9 @@ from coordinator.registry import Registry, SourceEntry
 from coordinator.reporting.report import ResearchReport
 from sources.faults import FaultSettings, rolls
 from sources.settings import SourceSettings
-from subagents.client_faults import with_client_faults
-from subagents.connection import Target
 from subagents.policy import RecoveryPolicy
+from subagents.sessions.client_faults import with_client_faults
+from subagents.sessions.connection import Target
 from tests.conftest import PROJECT_ROOT
 from tests.test_coordinator import in_memory
 from tests.third_party import INTEROP, filesystem_server, time_server
@@ -370,7 +370,7 @@ async def test_a_write_tool_of_a_registered_source_is_never_called(
     that the entry does not name, never reaches the server: the file is not written."""
     from coordinator.runtime import build_runtime
     from subagents.broker import CredentialBroker
-    from subagents.connection import Connections
+    from subagents.sessions.connection import Connections
     from subagents.subagent import run_subagent
     from subagents.task import Task
 
@@ -449,7 +449,7 @@ async def test_a_timed_kill_ends_the_registered_servers_process_and_all_it_start
 
     from coordinator.query_chaos import kill_at
     from subagents.classify import classify_exception
-    from subagents.connection import Connections, SourceConnection
+    from subagents.sessions.connection import Connections, SourceConnection
 
     entry = docs_entry(docs)
     assert entry.command is not None

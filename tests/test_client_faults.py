@@ -17,8 +17,8 @@ from mcp_types import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT
 
 from sources.faults import OVERSIZE_BYTES, FaultLayer, FaultSettings, rolls
 from subagents.classify import classify_exception, classify_result
-from subagents.client_faults import with_client_faults
-from subagents.connection import Connections, SourceConnection, Target
+from subagents.sessions.client_faults import with_client_faults
+from subagents.sessions.connection import Connections, SourceConnection, Target
 
 pytestmark = pytest.mark.anyio
 

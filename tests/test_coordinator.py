@@ -23,7 +23,7 @@ from sources.security.private_files import publish_file
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.classify import SourceUnavailable, classify_exception
-from subagents.connection import Target, stdio_target
+from subagents.sessions.connection import Target, stdio_target
 from subagents.subagent import MonotonicClock
 from tests.conftest import MODULES
 from tests.fakes import FakeClock

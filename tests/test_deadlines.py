@@ -20,7 +20,7 @@ from coordinator.reporting.report import ResearchReport
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
-from subagents.connection import Connections, Target, stdio_target
+from subagents.sessions.connection import Connections, Target, stdio_target
 from subagents.subagent import Runtime, Subagent, SubagentReport, Task, run_subagent
 from tests.test_cli import research_process
 from tests.test_coordinator import STORY, in_memory

@@ -18,8 +18,8 @@ from sources.store import Store
 from sources.world import world_path
 from subagents.broker import CredentialBroker
 from subagents.classify import Outcome
-from subagents.connection import Connections
 from subagents.hooks import RefundLimit, ToolCall, TrimResults, redact, refund_guard
+from subagents.sessions.connection import Connections
 from subagents.subagent import Runtime, Task, run_subagent
 from tests.conftest import TEST_KEY, call, credential, wire
 from tests.fakes import FakeClock

@@ -33,7 +33,7 @@ from coordinator.reporting.sentences import describe
 from sources.catalogue import TOOLS
 from sources.settings import SourceSettings
 from subagents.broker import Grant
-from subagents.connection import Target
+from subagents.sessions.connection import Target
 from tests.conftest import PROJECT_ROOT
 from tests.fakes import FakeClock
 from tests.test_coordinator import in_memory

@@ -25,9 +25,9 @@ from sources.store import Store
 from sources.world import world_path
 from subagents.breaker import Breakers, BreakerState
 from subagents.broker import CredentialBroker, Grant
-from subagents.connection import Connections
 from subagents.guard import LocalGuard
 from subagents.policy import RecoveryPolicy
+from subagents.sessions.connection import Connections
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from tests.conftest import TEST_KEY
 from tests.fakes import FakeClock

@@ -31,7 +31,7 @@ from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.world import ensure_world
 from subagents.classify import SourceUnavailable, classify_exception
-from subagents.recording import NotRebuilt, Raised, raised, rebuilt
+from subagents.sessions.recording import NotRebuilt, Raised, raised, rebuilt
 from tests.conftest import PROJECT_ROOT, QUICK_BACKOFF_SEED
 from tests.fakes import FakeClock
 from tests.test_coordinator import STORY, in_memory

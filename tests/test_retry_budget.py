@@ -34,7 +34,6 @@ from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from sources.world import ensure_world, world_path
 from subagents.broker import CredentialBroker
-from subagents.connection import Connections
 from subagents.guard import (
     DEFAULT_RETRY_RESERVE_PER_S,
     DEFAULT_RETRY_SHARE,
@@ -44,6 +43,7 @@ from subagents.guard import (
     SourceState,
 )
 from subagents.policy import RecoveryPolicy
+from subagents.sessions.connection import Connections
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from tests.conftest import PROJECT_ROOT, TEST_KEY
 from tests.fakes import FakeClock

@@ -21,9 +21,9 @@ from sources.world import world_path
 from subagents.breaker import Breakers, BreakerState
 from subagents.broker import CredentialBroker, Grant
 from subagents.classify import TextRule, contract_with_rules
-from subagents.connection import Connections
 from subagents.guard import LocalGuard
 from subagents.policy import RecoveryPolicy
+from subagents.sessions.connection import Connections
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from tests.conftest import MODULES, TEST_KEY
 from tests.fakes import FakeClock

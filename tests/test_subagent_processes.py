@@ -18,8 +18,8 @@ import pytest
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
-from subagents.connection import Connections, Target, forked_target, http_target, stdio_target
 from subagents.policy import RecoveryPolicy
+from subagents.sessions.connection import Connections, Target, forked_target, http_target, stdio_target
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from tests.conftest import TEST_KEY, HttpSource
 from tests.fakes import FakeClock

@@ -19,9 +19,9 @@ from sources.store import Store
 from sources.world import world_path
 from subagents.broker import CredentialBroker, Grant
 from subagents.claude import ClaudeSettings, TokenBudget
-from subagents.connection import Connections
 from subagents.hooks import TrimResults
 from subagents.policy import RecoveryPolicy
+from subagents.sessions.connection import Connections
 from subagents.subagent import MonotonicClock, Runtime, SubagentReport, Task, run_subagent
 from subagents.tool_loop import ClaudeSubagents
 from tests.conftest import MODULES, TEST_KEY

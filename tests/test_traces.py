@@ -30,8 +30,8 @@ from coordinator.core import Config, Coordinator
 from sources.settings import SourceSettings
 from subagents.breaker import Breakers
 from subagents.broker import CredentialBroker, Grant
-from subagents.connection import Connections
 from subagents.guard import LocalGuard
+from subagents.sessions.connection import Connections
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from tests.conftest import MODULES, PROJECT_ROOT, TEST_KEY, credential
 from tests.fakes import FakeClock

@@ -20,9 +20,9 @@ from sources.refund_ledger import LedgerRefund, ledger
 from sources.settings import SourceSettings
 from subagents.classify import CONTRACT, Classifier
 from subagents.claude import ClaudeSettings, TokenBudget
-from subagents.connection import Target, stdio_target
 from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, TrimResults
 from subagents.policy import RecoveryPolicy
+from subagents.sessions.connection import Target, stdio_target
 from subagents.subagent import Observer, Task
 
 if TYPE_CHECKING:

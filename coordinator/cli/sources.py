@@ -78,7 +78,7 @@ def _live_tools() -> dict[str, list[str]]:
     from mcp import Client
 
     from sources.settings import SourceSettings
-    from subagents.connection import stdio_parameters
+    from subagents.sessions.connection import stdio_parameters
 
     async def listing() -> dict[str, list[str]]:
         settings = SourceSettings.from_environment()
@@ -141,7 +141,7 @@ def call_source(
 
     from coordinator.registered_tools import one_line, target_of
     from sources.settings import SourceSettings
-    from subagents.connection import stdio_parameters
+    from subagents.sessions.connection import stdio_parameters
 
     # The call's tracing: one trace, its run's id passed to the source.
     settings = start_tracing(SourceSettings.from_environment())

@@ -314,7 +314,7 @@ def _demo_listed(name: str) -> list[ListedTool]:
 
     from coordinator.registered_tools import tools_at
     from sources.settings import SourceSettings
-    from subagents.connection import stdio_parameters
+    from subagents.sessions.connection import stdio_parameters
 
     target = stdio_parameters(name, SourceSettings.from_environment())
     return anyio.run(lambda: tools_at(target, timeout_s=_CHECK_TIMEOUT_S))

@@ -3,7 +3,7 @@
 A run's decisions follow from what the code decides (the classification, the policy, the hooks,
 the guard) and from what it is given: each attempt's answer or failure, when that came on the run's
 clock, and the back-off jitter. ``RecordingTransport`` keeps the first two as each attempt ends; the
-jitter is in the decisions themselves. ``subagents.replaying`` gives them back in the same order.
+jitter is in the decisions themselves. ``subagents.sessions.replaying`` gives them back in the same order.
 
 Kept here as it came, in this process's memory for the run's length; what is written
 (``coordinator.replay``) has no credential (an attempt's ``_meta`` is not even kept here) and no

@@ -65,7 +65,7 @@ def stdio_target(source: str, settings: SourceSettings, *extra_args: str) -> Tar
 def forked_target(source: str, settings: SourceSettings) -> Target:
     """Fork the source from the fork server (``sources.processes.forked``): a stdio source that starts in
     milliseconds, since the fork server has imported it already."""
-    from subagents.forked_transport import forked_source
+    from subagents.sessions.forked_transport import forked_source
 
     return lambda: forked_source(source, settings.child_environment())
 

@@ -1,6 +1,6 @@
 """A recorded run given back: each attempt answered as it was, at the time it was, with its jitter.
 
-``ReplayTransport`` answers each task's each attempt from the recording (``subagents.recording``),
+``ReplayTransport`` answers each task's each attempt from the recording (``subagents.sessions.recording``),
 whatever order the tasks now run in; an attempt the recording lacks (the replayed code called
 something the recorded run did not) fails as nothing to connect to, which the decisions then show.
 ``ReplayClock`` is the run's time made of the recording: a task's clock stands where its last
@@ -20,7 +20,7 @@ from mcp.types import CallToolResult
 
 from subagents.classify import SourceUnavailable
 from subagents.hooks import ToolCall
-from subagents.recording import Attempt, rebuilt
+from subagents.sessions.recording import Attempt, rebuilt
 from subagents.transport import SourceLink
 
 __all__ = ["RecordedJitter", "ReplayClock", "ReplayTransport"]

@@ -72,7 +72,7 @@ from pydantic import ValidationError
 
 from sources.faults import OVERSIZE_BYTES, FaultSettings, Roll, rolls, transient_result
 from sources.wire import GARBAGE
-from subagents.connection import Target
+from subagents.sessions.connection import Target
 
 __all__ = ["with_client_faults"]
 
