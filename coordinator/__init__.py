@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from subagents._exports import exported
+from sources.deferred import exported
 
 if TYPE_CHECKING:
     from coordinator.core import DEFAULT_GRANTS, Config, Coordinator

@@ -34,6 +34,7 @@ from coordinator.planning.plan import PLANNING_SHARE, Plan
 from coordinator.planning.planner import plan_query
 from coordinator.planning.reading import identifiers_named
 from coordinator.planning.tools import Catalog, demo_catalog
+from coordinator.registered_tools import catalog_of
 from coordinator.registry import Registry
 from coordinator.replay import save_recording
 from coordinator.reporting.report import PlanningSummary, ResearchReport, TokenUse
@@ -186,8 +187,6 @@ class Coordinator:
         registry = self.config.registry
         if not registry.entries and not registry.problems:
             return demo_catalog()
-        from coordinator.registered_tools import catalog_of  # here: only a registry of servers needs it
-
         return await catalog_of(registry, self.config.settings.data_dir, timeout_s=max(within_s, 0.1))
 
     async def research(

@@ -39,11 +39,14 @@ from coordinator.reporting.report import (
     SynthesisSummary,
 )
 from sources.contract import ErrorCategory
+from sources.deferred import deferred
 from subagents.claude import MISSING_KEY, ClaudeSettings, TokenBudget, model_api_category
 
 if TYPE_CHECKING:
     import anthropic
     from anthropic.types import Message, MessageParam, ToolParam, ToolUseBlock
+else:
+    anthropic = deferred("anthropic")  # the SDK takes seconds to import: only Claude mode asks it
 
 __all__ = ["ClaudeSettings", "TokenBudget", "claude_brief", "claude_plan", "model_api_category"]
 
@@ -99,8 +102,6 @@ async def _bounded(
 ) -> _T | _Unanswered:
     """``ask`` the model API within ``within_s``: its answer, or why there is none (the one place a
     model's time is bounded and its API's failures are classified, for the plan and the brief alike)."""
-    import anthropic  # here, not at the top: start-up time (the SDK takes seconds to import)
-
     client = settings.client()
     try:
         with anyio.move_on_after(within_s):

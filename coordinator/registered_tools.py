@@ -15,14 +15,21 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from coordinator.planning.tools import Catalog, demo_catalog, with_registered
 from coordinator.query_chaos import SOURCE_NAME_VARIABLE
 from coordinator.registry import Registry, SourceEntry
+from sources.deferred import deferred
 from sources.security.private_files import open_private_file, private_folder, publish_file
+
+if TYPE_CHECKING:
+    import mcp
+    import mcp.client.stdio
+else:
+    mcp = deferred("mcp")  # planning reads the tools kept; only listing them again starts a server
 
 __all__ = [
     "ListedTool",
@@ -57,9 +64,6 @@ def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
     A spawned server's stderr (its banner, its logs) goes to ``log_dir/NAME.log`` when given, so it
     does not interleave with what the command prints; the SDK's default is this process's stderr.
     """
-    from mcp import StdioServerParameters  # here, not at the top: start-up time
-    from mcp.client.stdio import stdio_client
-
     if entry.url is not None:
         return entry.url
     assert entry.command is not None  # an entry has a command or a URL (SourceEntry checks)
@@ -67,10 +71,10 @@ def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
     # The SDK passes a child a safe subset of this environment (PATH, HOME...); the entry adds its own.
     # Named in its environment, which what it starts inherits: a chaos kill finds the whole tree.
     environment = {**entry.env, SOURCE_NAME_VARIABLE: entry.name}
-    parameters = StdioServerParameters(command=program, args=arguments, env=environment, cwd=entry.cwd)
+    parameters = mcp.StdioServerParameters(command=program, args=arguments, env=environment, cwd=entry.cwd)
     if log_dir is None:
         return parameters
-    return _logged(stdio_client, parameters, log_dir / f"{entry.name}.log")
+    return _logged(mcp.client.stdio.stdio_client, parameters, log_dir / f"{entry.name}.log")
 
 
 @asynccontextmanager
@@ -148,10 +152,8 @@ async def list_tools(
 
 async def tools_at(target: Any, *, timeout_s: float = _LIST_TIMEOUT_S) -> list[ListedTool]:
     """The tools of the server at ``target`` (anything ``mcp.Client`` opens), as it lists them."""
-    from mcp import Client  # here, not at the top: start-up time
-
     with anyio.fail_after(timeout_s):
-        async with Client(target, read_timeout_seconds=timeout_s) as client:
+        async with mcp.Client(target, read_timeout_seconds=timeout_s) as client:
             listed = (await client.list_tools()).tools
     return [
         ListedTool(

@@ -53,14 +53,30 @@ from pydantic import (
 from coordinator.registry_trust import fingerprint
 from sources.catalogue import SOURCES
 from sources.contract import ErrorCategory
+from sources.deferred import deferred
 
+# Deferred: the registry is read by every command, most of which start no session and write no file.
 if TYPE_CHECKING:
+    import tomli_w
+
+    from coordinator import registered_tools
     from sources.faults import FaultSettings
+    from sources.processes import fleet as fleets
     from sources.processes.fleet import Fleet
     from sources.settings import SourceSettings
+    from subagents import broker, classify
     from subagents.broker import Grant
     from subagents.classify import Classifier
+    from subagents.sessions import client_faults, connection
     from subagents.sessions.connection import Target
+else:
+    tomli_w = deferred("tomli_w")  # only `sources add` and `remove` write
+    registered_tools = deferred("coordinator.registered_tools")  # it imports this module
+    fleets = deferred("sources.processes.fleet")
+    broker = deferred("subagents.broker")
+    classify = deferred("subagents.classify")
+    client_faults = deferred("subagents.sessions.client_faults")
+    connection = deferred("subagents.sessions.connection")
 
 __all__ = [
     "BUILT_IN_KINDS",
@@ -202,15 +218,9 @@ class SourceEntry(BaseModel):
         over HTTP at ``url``, else where ``fleet`` has it each time a session opens (never on a default
         port). A registered source is reached as its entry says, its faults injected client-side (it
         has no layer of its own)."""
-        # Here, not at the top: the registry is read by every command, most of which start no session.
-        from subagents.sessions import connection
-        from subagents.sessions.client_faults import with_client_faults
-
         if not self.demo:
-            from coordinator.registered_tools import registered_target
-
-            target = registered_target(self, settings.data_dir / "logs")
-            return with_client_faults(target, faults) if faults.active else target
+            target = registered_tools.registered_target(self, settings.data_dir / "logs")
+            return client_faults.with_client_faults(target, faults) if faults.active else target
         if over == "http":
             return connection.http_target(url) if url else fleet_target(fleet or _fleet(settings), self.name)
         if over == "spawn":
@@ -219,20 +229,17 @@ class SourceEntry(BaseModel):
 
 
 def _fleet(settings: SourceSettings) -> Fleet:
-    from sources.processes.fleet import Fleet
-
-    return Fleet(settings)
+    return fleets.Fleet(settings)
 
 
 def fleet_target(fleet: Fleet, source: str) -> Callable[[], str]:
     """A source of the running fleet, looked up in its state each time a session opens: a member
     healed or moved is found where it is now, and a fleet without it is nothing to connect to."""
-    from sources.processes.fleet import FleetError
 
     def where() -> str:
         try:
             return fleet.url(source)
-        except FleetError as exc:  # no fleet, or none with this source
+        except fleets.FleetError as exc:  # no fleet, or none with this source
             raise ConnectionRefusedError(str(exc)) from None
         except ValueError as exc:
             raise ConnectionRefusedError(
@@ -319,21 +326,19 @@ class Registry:
 
     def grants(self) -> tuple[Grant, ...]:
         """What the credential broker may grant for calls to a registered source: the scopes its tools need."""
-        from subagents.broker import Grant
-
         return tuple(
-            Grant(scope, None, name) for name, entry in self.entries.items() for scope in entry.scopes
+            broker.Grant(scope, None, name) for name, entry in self.entries.items() for scope in entry.scopes
         )
 
     def classifier(self) -> Classifier:
         """The classification boundary with each registered source's own rules and words for nothing found."""
-        from subagents.classify import TextRule, contract_with_rules
-
         rules = {
-            name: tuple(TextRule.of(pattern, category) for pattern, category in entry.errors.items())
+            name: tuple(classify.TextRule.of(pattern, category) for pattern, category in entry.errors.items())
             for name, entry in self.entries.items()
         }
-        return contract_with_rules(rules, {name: entry.empty for name, entry in self.entries.items()})
+        return classify.contract_with_rules(
+            rules, {name: entry.empty for name, entry in self.entries.items()}
+        )
 
     def added(self, entry: SourceEntry) -> Registry:
         if entry.name in self.sources():
@@ -355,8 +360,6 @@ class Registry:
 
     def save(self, path: Path | None = None) -> Path:
         """Write the file's entries (the defaults are not written). Comments in the file are not kept."""
-        import tomli_w  # here, not at the top: only `sources add` and `remove` write
-
         target = path or self.path or Path(FILE_NAME)
         tables = [entry.model_dump(exclude_defaults=True) for entry in self.entries.values()]
         content = tomli_w.dumps({"source": tables}).encode("utf-8")

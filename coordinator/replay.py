@@ -16,10 +16,11 @@ a run under another classification boundary (a comparison's).
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,13 +28,20 @@ from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.registry import Registry
 from coordinator.reporting.report import ResearchReport
 from sources.contract import ErrorCategory
+from sources.deferred import deferred
 from sources.security.private_files import private_folder, publish_file
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.decisions import Decision
 from subagents.policy import Recovery, RecoveryPolicy
 from subagents.sessions.recording import Attempt
+from subagents.sessions.replaying import RecordedJitter, ReplayClock, ReplayTransport
 from traces.redact import pseudonymous
+
+if TYPE_CHECKING:
+    from coordinator import core
+else:
+    core = deferred("coordinator.core")  # it imports this module (to record a run)
 
 __all__ = ["RecordedRun", "Replayed", "load_recording", "recording_path", "replay", "save_recording"]
 
@@ -227,17 +235,16 @@ def caveats_of(run: RecordedRun) -> list[str]:
 async def replay(run: RecordedRun, settings: SourceSettings, registry: Registry | None = None) -> Replayed:
     """Run ``run``'s plan against its recording and compare the decisions (``registry``: the sources
     in effect, whose rules classify the registered ones' answers; None: the demo sources alone)."""
-    from coordinator.core import Config, Coordinator
-    from subagents.sessions.replaying import RecordedJitter, ReplayClock, ReplayTransport
-
     transport = ReplayTransport(run.attempts)
     jitters = {
         kept.id: RecordedJitter(d.backoff_ms / 1000 for d in kept.decisions if d.action == "retry")
         for kept in run.outcomes
     }
     grants = tuple(Grant(scope, purpose, source) for scope, purpose, source in run.grants)
-    config = Config(settings, registry=registry or Registry(None), policy=run.policy.policy(), grants=grants)
-    async with Coordinator(config, transport=transport, clock=ReplayClock()) as coordinator:
+    config = core.Config(
+        settings, registry=registry or Registry(None), policy=run.policy.policy(), grants=grants
+    )
+    async with core.Coordinator(config, transport=transport, clock=ReplayClock()) as coordinator:
         report = await coordinator.research(
             run.query, deadline_s=run.deadline_s, plan=run.plan(), record=False,
             jitter=lambda task_id: jitters.setdefault(task_id, RecordedJitter(())),
@@ -263,8 +270,6 @@ def _said(decision: Decision) -> str:
 
 def differences(recorded: list[KeptOutcome], report: ResearchReport) -> list[str]:
     """Each way the report's tasks differ from the recorded ones, in words (a unified diff of decisions)."""
-    import difflib  # here, not at the top: only a replay compares
-
     now = {task.id: task for task in report.tasks}
     found: list[str] = []
     for kept in recorded:

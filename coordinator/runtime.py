@@ -15,6 +15,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from coordinator.registered_tools import allowed_tools
 from coordinator.registry import Registry
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier
@@ -89,6 +90,4 @@ def build_runtime(
 def _allowed_tools(registry: Registry, data_dir: Path) -> dict[str, frozenset[str]]:
     if not registry.entries:
         return {}
-    from coordinator.registered_tools import allowed_tools  # here: only a registry of servers needs it
-
     return allowed_tools(registry, data_dir)

@@ -23,8 +23,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
+from sources.deferred import deferred
+
+# Loaded by the generator alone (see above).
 if TYPE_CHECKING:
+    import mcp
+
+    from sources import settings as source_settings
     from sources.settings import SourceSettings
+else:
+    mcp = deferred("mcp")
+    source_settings = deferred("sources.settings")
 
 __all__ = [
     "DEFAULT_PORTS",
@@ -103,12 +114,10 @@ def _fields_of(output_schema: dict[str, Any] | None) -> dict[str, Field]:
 
 async def _listed(settings: SourceSettings) -> dict[str, list[Any]]:
     """What each source answers to ``tools/list`` (in memory)."""
-    from mcp import Client
-
     listed: dict[str, list[Any]] = {}
     for source in SOURCES:
         server = importlib.import_module(f"sources.{source}").create_server(settings)
-        async with Client(server) as client:
+        async with mcp.Client(server) as client:
             listed[source] = list((await client.list_tools()).tools)
     return listed
 
@@ -137,16 +146,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--write", action="store_true", help=f"write them to {INPUT_SCHEMAS_FILE} instead")
     arguments = parser.parse_args(argv)
 
-    import anyio
-
-    from sources.settings import SourceSettings
-
     async def ask(settings: SourceSettings) -> tuple[InputSchemas, RecordFields]:
         with anyio.fail_after(60):
             return await live_input_schemas(settings), await live_record_fields(settings)
 
     with tempfile.TemporaryDirectory() as data_dir:  # the servers need a world; a private one leaves no trace
-        schemas, fields = anyio.run(ask, SourceSettings(data_dir=Path(data_dir)))
+        schemas, fields = anyio.run(ask, source_settings.SourceSettings(data_dir=Path(data_dir)))
     for path, recorded in ((INPUT_SCHEMAS_FILE, schemas), (RECORD_FIELDS_FILE, fields)):
         text = json.dumps(recorded, sort_keys=True, indent=2) + "\n"
         if arguments.write:

@@ -32,8 +32,14 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sources.deferred import deferred
+
+# The mcp SDK loads with the first result made or read: the CLI and the planner read the models only.
 if TYPE_CHECKING:
+    import mcp.types
     from mcp.types import CallToolResult
+else:
+    mcp = deferred("mcp")
 
 __all__ = [
     "AttemptedQuery",
@@ -146,13 +152,10 @@ class ContractViolation(ValueError):
 
 def to_call_tool_result(model: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
     """The one way a contract model becomes an MCP result: its JSON as text; a success's also as structured content."""
-    # mcp imported here, not at the top: start-up time (the CLI and the planner read the models only).
-    from mcp.types import CallToolResult, TextContent
-
     payload = model.to_wire()
     is_error = isinstance(model, ToolError)
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+    return mcp.types.CallToolResult(
+        content=[mcp.types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
         structured_content=None if is_error else payload,  # an error is not the published page shape
         is_error=is_error,
     )
@@ -160,9 +163,7 @@ def to_call_tool_result(model: ResultPage[Any] | EmptyResult | ToolError) -> Cal
 
 def result_text(result: CallToolResult) -> str:
     """A result's text blocks, joined: where every result's JSON is (an error's only copy)."""
-    from mcp.types import TextContent  # here, not at the top: start-up time
-
-    return "".join(block.text for block in result.content if isinstance(block, TextContent))
+    return "".join(block.text for block in result.content if isinstance(block, mcp.types.TextContent))
 
 
 def parse_tool_result(result: CallToolResult) -> ResultPage[Any] | EmptyResult | ToolError:

@@ -38,11 +38,20 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sources.deferred import deferred
 from sources.wire import StdioWire, Wire
 
+# The fleet's commands read fault settings without the contract's models; the mcp SDK is loaded
+# already wherever a fault layer runs (inside a server).
 if TYPE_CHECKING:
+    import mcp.types
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.types import CallToolResult
+
+    from sources import contract
+else:
+    mcp = deferred("mcp")
+    contract = deferred("sources.contract")
 
 _HANDSHAKE = frozenset({"initialize", "server/discover"})
 OVERSIZE_BYTES = 2 * 1024 * 1024
@@ -208,12 +217,9 @@ def transient_result(source: str) -> CallToolResult:
     One builder for the server-side layer and the client-side one (``subagents.sessions.client_faults``), so
     a caller cannot tell which side injected it.
     """
-    # Here, not at the top: the fleet's commands read fault settings without the contract's models.
-    from sources.contract import ErrorCategory, ToolError, to_call_tool_result
-
-    return to_call_tool_result(
-        ToolError.of(
-            ErrorCategory.TRANSIENT,
+    return contract.to_call_tool_result(
+        contract.ToolError.of(
+            contract.ErrorCategory.TRANSIENT,
             f"The {source} source is temporarily unavailable (injected fault); "
             "the request did not execute and should succeed on retry.",
         )
@@ -283,9 +289,7 @@ class FaultLayer:
         result = await call_next(ctx)
         if roll.lose:
             await anyio.sleep_forever()  # the call ran; its answer is lost on the way back
-        from mcp.types import CallToolResult, TextContent  # loaded already: this runs inside a server
-
-        if roll.oversize and isinstance(result, CallToolResult):
-            padding = TextContent(type="text", text="x" * OVERSIZE_BYTES)
+        if roll.oversize and isinstance(result, mcp.types.CallToolResult):
+            padding = mcp.types.TextContent(type="text", text="x" * OVERSIZE_BYTES)
             return result.model_copy(update={"content": [*result.content, padding]})
         return result

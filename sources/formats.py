@@ -13,9 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from sources import identifiers
+from sources.deferred import deferred
+
+if TYPE_CHECKING:
+    import pydantic
+else:
+    pydantic = deferred("pydantic")  # loaded by the first Field: see AMOUNT below
 
 __all__ = [
     "AMOUNT",  # noqa: F822  (built on first use: see __getattr__)
@@ -52,10 +58,8 @@ class Format:
 
     def field(self, summary: str | None = None, **constraints: Any) -> Any:
         """A pydantic ``Field`` publishing this format in a tool's input schema."""
-        from pydantic import Field  # here, not at the top: see AMOUNT below
-
         description = f"{summary} {self.expected}" if summary else self.expected
-        return Field(
+        return pydantic.Field(
             description=description,
             examples=[self.example],
             pattern=self.pattern,
@@ -135,9 +139,7 @@ CURSOR = Format(
 
 def whole_number(summary: str, low: int, high: int, example: int) -> Any:
     """A pydantic ``Field`` for a bounded whole number, described the way formats are."""
-    from pydantic import Field  # here, not at the top: see AMOUNT below
-
-    return Field(
+    return pydantic.Field(
         description=f"{summary} Expected: a whole number from {low} to {high}.",
         examples=[example],
         ge=low,
@@ -147,10 +149,8 @@ def whole_number(summary: str, low: int, high: int, example: int) -> Any:
 
 def one_of(summary: str, choices: type[StrEnum], example: StrEnum) -> Any:
     """A pydantic ``Field`` for a choice among an enum's values, described the way formats are."""
-    from pydantic import Field  # here, not at the top: see AMOUNT below
-
     names = ", ".join(choice.value for choice in choices)
-    return Field(description=f"{summary} Expected: one of {names}.", examples=[example.value])
+    return pydantic.Field(description=f"{summary} Expected: one of {names}.", examples=[example.value])
 
 
 # What a count of links says of itself: the planner reads "two hops out" into the argument that says it.
@@ -168,11 +168,9 @@ def __getattr__(name: str) -> Any:
     pydantic (a tenth of a second to import); only the sources' schemas do.
     """
     if name == "AMOUNT":
-        from pydantic import Field
-
         return Annotated[
             float,
-            Field(description=f"Expected: {AMOUNT_DESCRIPTION}.", examples=[45.0], gt=0, le=100_000),
+            pydantic.Field(description=f"Expected: {AMOUNT_DESCRIPTION}.", examples=[45.0], gt=0, le=100_000),
         ]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -17,14 +17,19 @@ from mcp.server import MCPServer
 from pydantic import BaseModel, Field
 
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, ToolFailure
+from sources.deferred import deferred
 from sources.formats import ARTICLE_ID, LINKS_DESCRIPTION, SEARCH_TEXT, whole_number
 from sources.settings import SourceSettings
 from sources.store import Store, match_any_word
 from sources.toolkit import open_source, page_of
 from sources.wire import Wire
 
+# networkx takes a quarter of a second to import, which every kb process would pay at start for a
+# tool that few queries call: it loads with the first graph.
 if TYPE_CHECKING:
     import networkx as nx
+else:
+    nx = deferred("networkx")
 
 __all__ = ["Policy", "RelatedPolicy", "create_server"]
 
@@ -47,10 +52,6 @@ class RelatedPolicy(BaseModel):
 
 
 def _policy_graph(store: Store) -> nx.DiGraph:
-    # Here, not at the top: networkx takes a quarter of a second to import, which every kb process
-    # would pay at start for a tool that few queries call.
-    import networkx as nx
-
     graph = nx.DiGraph()
     for policy in store.rows("SELECT id, title, summary FROM policies"):
         graph.add_node(policy["id"], **policy)
@@ -127,8 +128,6 @@ def create_server(
         An unknown article, or one without links, is a valid empty result. Just after the source
         starts, its index warms up: calls then fail with a `transient` error carrying `retryAfterMs`.
         """
-        import networkx as nx  # loaded with the graph: see _policy_graph
-
         require_warm_index()
         graph = policy_graph()
         if article_id not in graph:

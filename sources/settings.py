@@ -32,10 +32,22 @@ from typing import TYPE_CHECKING
 
 import platformdirs
 
+from sources.deferred import deferred
+
+# The faults' and the keys' modules load when first used, not with this one: a command that only
+# needs to know where the data folder is (asking the coordinator service) stays quick. pydantic-settings
+# is slow to import too (see sources.environment).
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+    from sources import environment
+    from sources import faults as fault_layer
     from sources.faults import FaultSettings
+    from sources.security import keys
+else:
+    environment = deferred("sources.environment")
+    fault_layer = deferred("sources.faults")
+    keys = deferred("sources.security.keys")
 
 __all__ = ["DEFAULT_SEED", "PUBLIC_KEY_ENV", "SIGNING_KEY_ENV", "SourceSettings", "data_dir_from"]
 
@@ -51,11 +63,7 @@ def data_dir_from(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def _no_faults() -> FaultSettings:
-    # The faults' and the keys' modules are imported when first used, not with this one: a command
-    # that only needs to know where the data folder is (asking the coordinator service) stays quick.
-    from sources.faults import FaultSettings
-
-    return FaultSettings()
+    return fault_layer.FaultSettings()
 
 
 @dataclass(frozen=True)
@@ -87,17 +95,13 @@ class SourceSettings:
 
         A bad value raises ``ValueError`` naming the variable, the form it takes and an example.
         """
-        # Imported here, not at the top: pydantic-settings is slow to import (see sources.environment).
-        from sources.environment import SourceEnvironment
-        from sources.faults import FaultSettings
-
-        env = SourceEnvironment.read(environ)
+        env = environment.SourceEnvironment.read(environ)
         return cls(
             data_dir=data_dir_from(environ),
             seed=env.seed,
             signing_key_pem=env.signing_key,
             public_key_pem=env.public_key,
-            faults=FaultSettings.parse(env.faults),
+            faults=fault_layer.FaultSettings.parse(env.faults),
             kb_warmup_ms=env.kb_warmup_ms,
             tickets_rate_per_second=env.tickets_rate,
             tickets_burst=env.tickets_burst,
@@ -120,22 +124,18 @@ class SourceSettings:
 
         The coordinator's side only: a source verifies with ``verification_key`` and cannot sign.
         """
-        from sources.security.keys import ensure_key_pair, load_private_pem
-
         if self.signing_key_pem:
-            return load_private_pem(self.signing_key_pem, SIGNING_KEY_ENV)
-        return ensure_key_pair(self.data_dir)
+            return keys.load_private_pem(self.signing_key_pem, SIGNING_KEY_ENV)
+        return keys.ensure_key_pair(self.data_dir)
 
     def verification_key(self) -> Ed25519PublicKey | None:
         """The public key a source verifies credentials with: configured, or the data folder's.
 
         None while no coordinator has made the pair (a source started first); never the private key.
         """
-        from sources.security.keys import load_public_pem, read_public_key
-
         if self.public_key_pem:
-            return load_public_pem(self.public_key_pem, PUBLIC_KEY_ENV)
-        return read_public_key(self.data_dir)
+            return keys.load_public_pem(self.public_key_pem, PUBLIC_KEY_ENV)
+        return keys.read_public_key(self.data_dir)
 
     def without_signing_key(self) -> SourceSettings:
         """These settings as a source keeps them: with no private key in them."""
@@ -158,9 +158,7 @@ class SourceSettings:
         }
         # The public half of the key this process signs with (the pair made now if need be), so the
         # child accepts exactly the credentials its spawner issues. Never the private half.
-        from sources.security.keys import public_pem
-
-        env[PUBLIC_KEY_ENV] = public_pem(self.signing_key())
+        env[PUBLIC_KEY_ENV] = keys.public_pem(self.signing_key())
         if self.faults.active:
             env["RESEARCH_FAULTS"] = self.faults.spec()
         if self.traces_dir is not None:  # otherwise the child derives the same folder from the data folder

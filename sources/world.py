@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sources.catalogue import SOURCES
+from sources.deferred import deferred
 from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, TODAY, pounds
 from sources.formats import CustomerTier, InvoiceStatus, OrderStatus, TicketPriority
 from sources.identifiers import CUSTOMER_ID, ORDER_ID, SKU
@@ -55,7 +56,12 @@ from sources.products import PRODUCTS
 from sources.security.private_files import open_private_file, private_folder
 
 if TYPE_CHECKING:
+    import faker
     from faker import Faker
+else:
+    # Every source imports this module to find its world at start-up; only generating one needs
+    # Faker (a seventh of a source's start).
+    faker = deferred("faker")
 
 __all__ = ["SOURCES", "TODAY", "World", "build_world", "ensure_world", "world_path"]
 
@@ -413,15 +419,12 @@ def _sku(rng: random.Random, product_index: int) -> str:
 
 def build_world(seed: int) -> World:
     """Every row of the demo world for this seed, story records included."""
-    # Imported here, not at the top: every source imports this module to find its world at start-up,
-    # and only generating one needs Faker (a seventh of a source's start).
-    from faker import Faker
 
     rng = random.Random(seed)  # noqa: S311  (demo data, not cryptography)
     # Delivery dates from a generator of their own: drawing them from ``rng`` would have changed every
     # row generated after the first order (names, tickets), which tests and docs quote.
     deliveries = random.Random(f"{seed}:deliveries")  # noqa: S311
-    fake = Faker("en_GB")
+    fake = faker.Faker("en_GB")
     fake.seed_instance(seed)
     # The draws happen in this order, customers, orders, tickets, and must stay in it: each step's
     # draws move every later one, and the same seed must give the same world.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from subagents._exports import exported
+from sources.deferred import exported
 
 if TYPE_CHECKING:
     from subagents.decisions import Decision, Escalation, SubagentReport, TaskState

@@ -18,10 +18,13 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from sources.contract import ErrorCategory
+from sources.deferred import deferred
 from sources.environment import Environment, variable
 
 if TYPE_CHECKING:
     import anthropic
+else:
+    anthropic = deferred("anthropic")  # the SDK takes seconds to import: loaded by the first client
 
 __all__ = ["MISSING_KEY", "SET_THE_KEY", "ClaudeSettings", "TokenBudget", "model_api_category"]
 
@@ -60,8 +63,6 @@ class ClaudeSettings:
     def client(self) -> anthropic.AsyncAnthropic:
         # The SDK's OpenTelemetry spans are on by default and use the global tracer provider, so its
         # API calls and tool-runner spans join the query's trace with nothing more to do here.
-        import anthropic  # here, not at the top: start-up time (the SDK takes seconds to import)
-
         return anthropic.AsyncAnthropic(
             api_key=self.api_key, base_url=self.base_url, max_retries=self.max_retries, timeout=self.timeout_s
         )
@@ -106,8 +107,6 @@ class TokenBudget:
 
 def model_api_category(exc: anthropic.AnthropicError) -> ErrorCategory:
     """A model API failure in the contract's terms."""
-    import anthropic  # loaded already: ``exc`` is one of its errors
-
     if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
         return ErrorCategory.TRANSIENT
     if isinstance(exc, anthropic.APIStatusError):

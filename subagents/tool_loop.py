@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from sources.contract import ErrorCategory, ResultPage, ToolError
+from sources.deferred import deferred
 from subagents import recovery
 from subagents.classify import Outcome
 from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
@@ -42,10 +43,14 @@ from subagents.recovery import ACCEPT_EMPTY, Stop, SubagentReport, add_new
 from subagents.subagent import Settled, Subagent
 from traces.spans import record_model_use
 
+# The SDK takes seconds to import, and every run loads this module (deterministic ones too): only
+# Claude mode loads the SDK.
 if TYPE_CHECKING:
     import anthropic
     from anthropic.types.beta import BetaMessage, BetaMessageParam
     from mcp.types import CallToolResult
+else:
+    anthropic = deferred("anthropic")
 
 __all__ = ["ClaudeSubagents", "ModelCaller", "claude_subagents"]
 
@@ -269,7 +274,8 @@ class ClaudeSubagents:
 
     def _runner(self, agent: Subagent, caller: ModelCaller, tools: list[Any]) -> Any:
         """The SDK's tool runner over the source's tools, each answered through ``caller``."""
-        # Here, not at the top: start-up time (the SDK takes seconds to import; only Claude mode needs it).
+        # Here, not at the top: `import anthropic` does not load this helper module, and deferring it
+        # (``deferred("anthropic.lib.tools.mcp")``) would import its parent, the whole SDK, at once.
         from anthropic.lib.tools.mcp import async_mcp_tool
 
         task = agent.task
@@ -290,8 +296,6 @@ class ClaudeSubagents:
         )
 
     async def _loop(self, agent: Subagent, caller: ModelCaller, tools: list[Any], use: _Use) -> None:
-        import anthropic  # here, not at the top: start-up time (see _runner)
-
         runner = caller.runner = self._runner(agent, caller, tools)
         try:
             stop = await self._turns(agent, caller, runner, {tool.name for tool in tools}, use)

@@ -109,6 +109,20 @@ async def test_a_missing_file_is_a_gap_classified_by_the_sources_own_rule(
     assert any(finding.source == "billing" for finding in report.findings)  # the other branch still answered
 
 
+async def test_a_replay_classifies_a_registered_sources_answers_by_its_own_rules(
+    settings: SourceSettings, docs: Path, tmp_path: Path
+) -> None:
+    """`research replay` reads the registry in effect: the ENOENT rule decides again, as it did."""
+    entry = docs_entry(docs)
+    _, report = await ask_across(settings, entry, f"what does {docs}/nope.md say, and ORD-10031?")
+    assert any(gap.error_category == "validation" for gap in report.gaps if gap.source == "docs")
+    registry = Registry(None, {entry.name: entry}).save(tmp_path / "research.toml")
+    assert research_cli(settings, registry, "sources", "trust").returncode == 0
+    replayed = research_cli(settings, registry, "replay", report.trace_id)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "every decision as recorded" in replayed.stdout
+
+
 async def test_a_folder_is_listed_and_nothing_named_is_dropped(settings: SourceSettings, docs: Path) -> None:
     question = f"what is in {docs} and in {docs}/notes.pdf, and ORD-10031?"
     plan, report = await ask_across(settings, docs_entry(docs), question)

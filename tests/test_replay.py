@@ -223,7 +223,8 @@ def test_research_replay_on_the_command_line(tmp_path: Path) -> None:
 
     same = research_cli(data_dir, "replay", "latest")
     assert same.returncode == 0, same.stderr
-    assert same.stdout.startswith(f"replayed {trace_id} (") and "every decision as recorded" in same.stdout
+    assert same.stdout.startswith(f"replayed {trace_id}: every decision as recorded\n  (")
+    assert max(map(len, same.stdout.splitlines())) <= 80
 
     path = recording_path(data_dir / "traces", trace_id)
     kept = json.loads(path.read_text())

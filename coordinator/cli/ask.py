@@ -8,9 +8,12 @@ import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
+import anyio
 import typer
+from opentelemetry import trace
 from rich.console import Console
 
+from coordinator.cli import STARTED_AT  # set before this module is imported: a deadline counts from it
 from coordinator.cli.common import (
     EXIT_COMPLETE,
     EXIT_INTERRUPTED,
@@ -31,18 +34,43 @@ from coordinator.cli.common import (
     usage_error,
 )
 from coordinator.cli.params import QueryChaos, SourceFaults, query_chaos
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from coordinator.core import Coordinator
+    from opentelemetry.sdk import trace as trace_sdk
+
+    from coordinator import ask_service, core
+    from coordinator import query_chaos as chaos_kills
+    from coordinator.planning import plan as planned
+    from coordinator.planning import planner
     from coordinator.planning.plan import Plan
     from coordinator.registry import Registry
-    from coordinator.reporting.render import LiveProgress
+    from coordinator.reporting import render
     from coordinator.reporting.report import PlanningSummary, ResearchReport
+    from sources import settings as source_settings
     from sources.faults import FaultSettings
+    from sources.processes import fleet as fleets
+    from sources.processes import forked
     from sources.settings import SourceSettings
-    from subagents.claude import ClaudeSettings, TokenBudget
+    from subagents import broker
+    from subagents import claude as claude_mode
+    from traces import setup as tracing
+else:
+    trace_sdk = deferred("opentelemetry.sdk.trace")
+    ask_service = deferred("coordinator.ask_service")
+    core = deferred("coordinator.core")
+    planned = deferred("coordinator.planning.plan")
+    planner = deferred("coordinator.planning.planner")
+    source_settings = deferred("sources.settings")
+    fleets = deferred("sources.processes.fleet")
+    forked = deferred("sources.processes.forked")
+    chaos_kills = deferred("coordinator.query_chaos")
+    render = deferred("coordinator.reporting.render")
+    broker = deferred("subagents.broker")
+    claude_mode = deferred("subagents.claude")
+    tracing = deferred("traces.setup")
 
 # The arguments of `research ask`, named here so that the command reads as what it does.
 QueryArgument = Annotated[
@@ -96,7 +124,7 @@ class _Asked(NamedTuple):
     faults: Mapping[str, FaultSettings]  # --faults and --chaos together, per source
     kills: tuple[tuple[str, float], ...]  # --chaos kill:SOURCE@TIME
     seed: int | None
-    claude: ClaudeSettings | None
+    claude: claude_mode.ClaudeSettings | None
     claude_missing: bool  # --llm claude, and Claude cannot be asked (no key): deterministic, said so
     grants: tuple[str, ...]
     json_output: bool
@@ -148,11 +176,9 @@ def ask(
         _ask_the_coordinator_service(asked)  # returns when there is no service to answer
     _check_spawned_only(asked)
     if asked.transport == Transport.stdio and asked.query.strip():
-        from sources.processes.forked import prestart
-
         # Before planning, so the sources' imports overlap this process's from the start. A query the
         # planner then refuses leaves the fork server to finish importing and leave on its own.
-        prestart()
+        forked.prestart()
     plan = _plan(asked.query, asked.registry, asked.deadline)
     _research_here(asked, plan)
 
@@ -192,34 +218,22 @@ def _check_spawned_only(asked: _Asked) -> None:
 
 def _plan(query: str, registry: Registry, deadline_s: float) -> Plan:
     """The deterministic planner's plan, or the usage error of a query it cannot research."""
-    from coordinator.planning.plan import PLANNING_SHARE
-    from coordinator.planning.planner import QueryError, plan_query  # light: reading a query imports no SDK
-
     try:
-        return plan_query(query, registry_catalog(registry, deadline_s * PLANNING_SHARE))
-    except QueryError as exc:
-        from coordinator.reporting.render import shown
-
-        raise usage_error(shown(str(exc), keep="")) from None
+        return planner.plan_query(query, registry_catalog(registry, deadline_s * planned.PLANNING_SHARE))
+    except planner.QueryError as exc:
+        raise usage_error(render.shown(str(exc), keep="")) from None
 
 
 def _research_here(asked: _Asked, plan: Plan) -> None:
     """Research in this process: trace the run, plan with Claude in Claude mode, run the tasks with
     their progress on stderr, print the report, and exit by its status."""
-    # Here, after the cheap checks of the arguments and the query, not at the top: start-up time.
-    import anyio
-
-    from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
-    from sources.settings import SourceSettings
-    from subagents.claude import TokenBudget
-
     settings = start_tracing(
-        SourceSettings.from_environment(), full_payloads=asked.trace_payloads, otlp=asked.otlp
+        source_settings.SourceSettings.from_environment(), full_payloads=asked.trace_payloads, otlp=asked.otlp
     )
     coordinator = _coordinator(asked, settings)
     budget, planning = None, None
     if asked.claude is not None:  # planned before the run, so the progress shows Claude's plan
-        budget = TokenBudget(asked.claude.token_budget)
+        budget = claude_mode.TokenBudget(asked.claude.token_budget)
         plan, planning = anyio.run(
             functools.partial(
                 coordinator.plan,
@@ -234,14 +248,11 @@ def _research_here(asked: _Asked, plan: Plan) -> None:
     exit_now(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
 
 
-def _coordinator(asked: _Asked, settings: SourceSettings) -> Coordinator:
-    from coordinator.core import DEFAULT_GRANTS, Config, Coordinator
-    from subagents.broker import Grant
-
-    return Coordinator(
-        Config(
+def _coordinator(asked: _Asked, settings: SourceSettings) -> core.Coordinator:
+    return core.Coordinator(
+        core.Config(
             settings, registry=asked.registry, claude=asked.claude, faults=asked.faults,
-            grants=(*DEFAULT_GRANTS, *(Grant(scope) for scope in asked.grants)),
+            grants=(*core.DEFAULT_GRANTS, *(broker.Grant(scope) for scope in asked.grants)),
             demo_over="http" if asked.transport == Transport.http else "stdio",
             urls=_fleet_urls(settings) if asked.transport == Transport.http else {},
         )
@@ -250,9 +261,7 @@ def _coordinator(asked: _Asked, settings: SourceSettings) -> Coordinator:
 
 def _fleet_urls(settings: SourceSettings) -> dict[str, str]:
     """The running fleet's sources; no fleet at all is the way out named, not five unreachable gaps."""
-    from sources.processes.fleet import Fleet
-
-    fleet = Fleet(settings)
+    fleet = fleets.Fleet(settings)
     if not any(member.alive() for member in fleet.members().values()):
         raise usage_error(
             "no fleet is running for --transport http: start one with `research sources up`, "
@@ -262,16 +271,12 @@ def _fleet_urls(settings: SourceSettings) -> dict[str, str]:
 
 
 def _run_with_progress(
-    asked: _Asked, plan: Plan, coordinator: Coordinator, planning: PlanningSummary | None,
-    budget: TokenBudget | None,
+    asked: _Asked, plan: Plan, coordinator: core.Coordinator, planning: PlanningSummary | None,
+    budget: claude_mode.TokenBudget | None,
 ) -> ResearchReport:  # fmt: skip
     """Run the plan with a live table of its tasks on stderr; Ctrl-C cancels it and says what ran."""
-    import anyio
-
-    from coordinator.reporting.render import LiveProgress
-
     console = Console(stderr=True)
-    progress = LiveProgress(plan, console)
+    progress = render.LiveProgress(plan, console)
 
     async def asking() -> ResearchReport:
         return await _research_and_print(asked, plan, coordinator, planning, budget, progress)
@@ -288,21 +293,18 @@ def _run_with_progress(
 
 
 async def _research_and_print(
-    asked: _Asked, plan: Plan, coordinator: Coordinator, planning: PlanningSummary | None,
-    budget: TokenBudget | None, progress: LiveProgress,
+    asked: _Asked, plan: Plan, coordinator: core.Coordinator, planning: PlanningSummary | None,
+    budget: claude_mode.TokenBudget | None, progress: render.LiveProgress,
 ) -> ResearchReport:  # fmt: skip
     """Research on sessions this command owns, killing sources at the times --chaos says, and print
     the report the moment it is ready: closing the sessions (a hung source's included) comes after."""
-    import anyio
-
-    from coordinator.cli import STARTED_AT
-    from coordinator.query_chaos import kill_at
-
     async with coordinator:
         async with anyio.create_task_group() as chaos_group:
             for source, seconds in asked.kills:
                 registered = not asked.registry.sources()[source].demo
-                chaos_group.start_soon(functools.partial(kill_at, source, seconds, registered=registered))
+                chaos_group.start_soon(
+                    functools.partial(chaos_kills.kill_at, source, seconds, registered=registered)
+                )
             report = await coordinator.research(
                 asked.query, deadline_s=asked.deadline, seed=asked.seed, plan=plan, planning=planning,
                 budget=budget, observer=progress,
@@ -318,33 +320,24 @@ async def _research_and_print(
 
 
 def _no_model_note() -> str:
-    from subagents.claude import MISSING_KEY  # loaded already
-
-    return f"a deterministic run: --llm claude, but {MISSING_KEY}; the plan, the calls and the answer are the code's"
+    return f"a deterministic run: --llm claude, but {claude_mode.MISSING_KEY}; the plan, the calls and the answer are the code's"
 
 
 def _print_report(report: ResearchReport, json_output: bool) -> None:
     if json_output:
         typer.echo(report.to_json())
     else:
-        from coordinator.reporting.render import print_report
-
-        print_report(report, Console())
+        render.print_report(report, Console())
 
 
 def _after_the_report(report: ResearchReport, json_output: bool) -> None:
     """Flush the trace; under a report for people, say where to see it."""
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-
     provider = trace.get_tracer_provider()
-    if isinstance(provider, TracerProvider):  # the SDK's, as the run configured it
+    if isinstance(provider, trace_sdk.TracerProvider):  # the SDK's, as the run configured it
         provider.force_flush()
     if json_output:
         return
-    from traces.setup import otlp_delivered  # here, not at the top: start-up time
-
-    if otlp_delivered():  # None without --otlp; False when no collector took it (one warning said so)
+    if tracing.otlp_delivered():  # None without --otlp; False when no collector took it (one warning said so)
         Console().print(f"Jaeger: {jaeger_ui()}/trace/{report.trace_id}")
     Console().print(f"[dim]research traces show {report.trace_id}[/]")
 
@@ -353,12 +346,7 @@ def _ask_the_coordinator_service(asked: _Asked) -> None:
     """Against a running fleet, its coordinator service (``coordinator.service``) answers warm: this
     process imports neither the mcp SDK nor the sources. Returns only when there is no such service,
     or it does not answer (then this process researches itself, within what is left of the deadline)."""
-    from coordinator import ask_service
-    from coordinator.cli import STARTED_AT
-    from sources.processes.fleet import Fleet
-    from sources.settings import SourceSettings, data_dir_from
-
-    fleet = Fleet(SourceSettings(data_dir=data_dir_from()))
+    fleet = fleets.Fleet(source_settings.SourceSettings(data_dir=source_settings.data_dir_from()))
     service = fleet.members().get(ask_service.NAME)
     if service is None:  # no fleet: researching here says what is missing
         return
@@ -376,9 +364,7 @@ def _ask_the_coordinator_service(asked: _Asked) -> None:
             output=_terminal(console, asked.json_output), grants=list(asked.grants),
         )  # fmt: skip
     except ask_service.QueryRefused as refused:
-        from coordinator.reporting.render import shown
-
-        raise usage_error(shown(str(refused), keep="")) from None
+        raise usage_error(render.shown(str(refused), keep="")) from None
     except (ask_service.ServiceUnavailable, ValueError) as exc:  # ValueError: an unreadable fleet secret
         Console(stderr=True).print(f"[dim]{exc}; researching in this process[/]")
         return

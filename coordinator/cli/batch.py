@@ -6,6 +6,7 @@ questions failed (see DIR), 2 for a usage error, 130 when interrupted (every fin
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -25,13 +26,29 @@ from coordinator.cli.common import (
     usage_error,
 )
 from coordinator.cli.params import SourceUrl, source_url
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from rich import progress as rich_progress
+
+    from coordinator.batch import local, ray_engine
+    from coordinator.batch import questions as batch_questions
+    from coordinator.batch import run as batch_run
+    from coordinator.batch import summary as batch_summary
     from coordinator.batch.run import Batch, Engine
     from coordinator.batch.summary import Tally
     from coordinator.batch.work import Answer, Setup
+    from sources import settings as source_settings
+else:
+    rich_progress = deferred("rich.progress")  # only a batch shows it: its import is not cheap
+    local = deferred("coordinator.batch.local")
+    ray_engine = deferred("coordinator.batch.ray_engine")  # imports Ray, which is optional: see `_engine`
+    batch_questions = deferred("coordinator.batch.questions")
+    batch_run = deferred("coordinator.batch.run")
+    batch_summary = deferred("coordinator.batch.summary")
+    source_settings = deferred("sources.settings")
 
 QuestionsArgument = Annotated[
     Path,
@@ -65,9 +82,7 @@ def batch(
     """
     if engine not in ("local", "ray"):
         raise usage_error(f"--engine takes local or ray; got {engine!r}")
-    from coordinator.batch.run import Batch
-
-    asked = Batch(
+    asked = batch_run.Batch(
         questions, out, engine, address, concurrency, workers, deadline, seed, retry_budget, bulkhead,
         {each.source: each.settings for each in faults or []}, dict(url or []), claude=claude_or_deterministic(llm),
         total_tokens=total_tokens,
@@ -78,24 +93,21 @@ def batch(
 
 
 def _run(asked: Batch) -> dict[str, Any]:
-    from coordinator.batch.questions import QuestionsError
-    from coordinator.batch.run import BatchError, run_batch
-    from coordinator.batch.summary import summary_table
-    from sources.settings import SourceSettings
-
     console = Console(stderr=True)
     progress = BarProgress(console)
     try:
         with progress.bar:
             summary: dict[str, Any] = fleet_call(
-                lambda: run_batch(asked, SourceSettings.from_environment(), _engine(asked), progress)
+                lambda: batch_run.run_batch(
+                    asked, source_settings.SourceSettings.from_environment(), _engine(asked), progress
+                )
             )
-    except (QuestionsError, BatchError) as exc:
+    except (batch_questions.QuestionsError, batch_run.BatchError) as exc:
         raise usage_error(str(exc)) from None
     except KeyboardInterrupt:
         console.print(f"interrupted: the finished reports are in {asked.out}; run the same command to go on")
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    Console().print(summary_table(summary))
+    Console().print(batch_summary.summary_table(summary))
     typer.echo(f"reports: {asked.out / 'reports'}   summary: {asked.out / 'summary.json'}")
     return summary
 
@@ -103,17 +115,14 @@ def _run(asked: Batch) -> dict[str, Any]:
 def _engine(asked: Batch) -> Callable[[Setup], Engine]:
     def make(setup: Setup) -> Engine:
         if asked.engine == "ray":
-            try:
-                from coordinator.batch.ray_engine import RayEngine
-            except ImportError:
-                raise usage_error("--engine ray needs Ray: pip install '.[ray]'") from None
-            return RayEngine(
+            # Asked before the deferred module runs: its `import ray` would fail there without Ray.
+            if importlib.util.find_spec("ray") is None:
+                raise usage_error("--engine ray needs Ray: pip install '.[ray]'")
+            return ray_engine.RayEngine(
                 setup, workers=asked.workers, retry_share=asked.retry_share, bulkhead=asked.bulkhead,
                 address=asked.address,
             )  # fmt: skip
-        from coordinator.batch.local import LocalEngine
-
-        return LocalEngine(setup, retry_share=asked.retry_share, bulkhead=asked.bulkhead)
+        return local.LocalEngine(setup, retry_share=asked.retry_share, bulkhead=asked.bulkhead)
 
     return make
 
@@ -122,11 +131,10 @@ class BarProgress:
     """A progress bar on stderr: questions done, complete / partial / failed, and the retry ratio."""
 
     def __init__(self, console: Console) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(
-            TextColumn("batch"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
-            TimeElapsedColumn(), console=console, transient=False,
+        self.bar = rich_progress.Progress(
+            rich_progress.TextColumn("batch"), rich_progress.BarColumn(), rich_progress.MofNCompleteColumn(),
+            rich_progress.TextColumn("{task.fields[counts]}"), rich_progress.TimeElapsedColumn(),
+            console=console, transient=False,
         )  # fmt: skip
         self._task: Any = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import tempfile
@@ -10,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NamedTuple
 
+import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -25,20 +27,32 @@ from coordinator.cli.common import (
     usage_error,
 )
 from coordinator.cli.params import known_member, known_source
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    from coordinator import chaos
     from coordinator.chaos import Scenario, ScenarioResult
+    from sources import faults as fault_settings
+    from sources import settings as source_settings
+    from sources import world
+    from sources.processes import fleet as fleets
     from sources.processes.fleet import Member, MemberStatus
     from sources.settings import SourceSettings
     from subagents.claude import ClaudeSettings
+    from traces import setup as tracing
+else:
+    chaos = deferred("coordinator.chaos")  # it imports the five sources
+    fault_settings = deferred("sources.faults")  # it imports pydantic
+    source_settings = deferred("sources.settings")
+    world = deferred("sources.world")
+    fleets = deferred("sources.processes.fleet")
+    tracing = deferred("traces.setup")
 
 
 def _chaos(source: str, faults: dict[str, float]) -> None:
     """Add a fault to those a running source has in force: set these ``FaultSettings`` fields, keep the
     others; print all its faults after."""
-    from sources.faults import FaultSettings  # here, not at the top: start-up time (it imports mcp)
-
-    change = FaultSettings.model_validate(faults)  # the fields given, and only those, are set
+    change = fault_settings.FaultSettings.model_validate(faults)  # the fields given, and only those, are set
     state = fleet_call(lambda: fleet().set_faults(source, change, merge=True))
     typer.echo(f"{source}: faults now {state['faults'] or 'none'}")
 
@@ -265,8 +279,6 @@ def chaos_run(
     if soak is not None:
         _soak(soak, seed, claude)
         return
-    from coordinator import chaos  # here, not at the top: start-up time (it imports the five sources)
-
     chosen = [chaos.scenario_from(replay)] if replay is not None else chaos.scenarios(scenarios, seed)
     console = Console()
     results, elapsed = _run_scenarios(chosen, claude, console)
@@ -285,17 +297,10 @@ def _run_scenarios(
 ) -> tuple[list[ScenarioResult], float]:
     """Run each scenario in this process, on a world of its own (chaos refunds stay out of yours),
     printing a line for each as it ends; the results, and the seconds they took."""
-    import dataclasses
-
-    import anyio
-
-    from coordinator import chaos
-    from sources.settings import SourceSettings
-
     results: list[ScenarioResult] = []
     # Traced to your trace files, as `research ask` is: each scenario's trace, and the recording of its
     # run beside it (`research replay`), outlive the scenario's own world.
-    yours = start_tracing(SourceSettings.from_environment())
+    yours = start_tracing(source_settings.SourceSettings.from_environment())
     with tempfile.TemporaryDirectory() as data_dir:
         settings = dataclasses.replace(
             _chaos_world(Path(data_dir)), traces_dir=yours.traces_path, run_id=yours.run_id,
@@ -315,13 +320,10 @@ def _run_scenarios(
 
 def _chaos_world(data_dir: Path) -> SourceSettings:
     """Settings for the scenarios' sources in ``data_dir``, its world generated: no warm-up, no rate limit."""
-    from sources.settings import SourceSettings
-    from sources.world import ensure_world
-
-    settings = SourceSettings(
+    settings = source_settings.SourceSettings(
         data_dir=data_dir, kb_warmup_ms=0, tickets_rate_per_second=1000, tickets_burst=1000
     )
-    ensure_world(settings.data_dir, settings.seed)
+    world.ensure_world(settings.data_dir, settings.seed)
     return settings
 
 
@@ -340,28 +342,19 @@ def _summary(results: list[ScenarioResult], elapsed: float) -> Table:
 
 
 def _soak(count: int, seed: int, claude: ClaudeSettings | None) -> None:
-    # Here, not at the top: start-up time.
-    import anyio
-
-    from coordinator import chaos
-    from sources.faults import FaultSettings
-    from sources.processes.fleet import Fleet
-    from sources.settings import SourceSettings
-    from traces.setup import ensure_tracing
-
-    settings = SourceSettings.from_environment()
-    fleet = Fleet(settings)
+    settings = source_settings.SourceSettings.from_environment()
+    fleet = fleets.Fleet(settings)
     urls = fleet.urls()
     if not urls or not all(member.alive() for member in fleet.members().values()):
         raise usage_error("the soak runs against the HTTP fleet: `research sources up --chaos` first")
-    ensure_tracing("research-coordinator")
+    tracing.ensure_tracing("research-coordinator")
     flaky = "orders"
     if all(member.chaos_control for member in fleet.members().values()):
-        fleet.set_faults(flaky, FaultSettings(transient=0.3, seed=seed))
+        fleet.set_faults(flaky, fault_settings.FaultSettings(transient=0.3, seed=seed))
     started = time.monotonic()
     samples = anyio.run(chaos.soak, count, urls, settings, seed, claude)
     if all(member.chaos_control for member in fleet.members().values()):
-        fleet.set_faults(flaky, FaultSettings())
+        fleet.set_faults(flaky, fault_settings.FaultSettings())
     table = Table("after queries", "memory (RSS)", "open files", "child processes")
     for point in samples:
         table.add_row(

@@ -1,9 +1,10 @@
 """What every `research` command shares: the command groups, exit statuses, the shared options.
 
 Start-up time: every command module is imported for any command, `--help` and usage errors
-included, so the modules import only typer, rich, the standard library and light project modules
-at the top. What a command needs to do its work (mcp, the anthropic SDK, the sources, the planner,
-the fleet) it imports in its body, after its arguments are checked.
+included, so the modules load at their top only typer, rich, anyio, the standard library and the
+command line's shared modules (this one, ``coordinator.cli.params``). What a command needs to do
+its work (mcp, the anthropic SDK, the sources, the planner, the fleet) is declared there too, but
+deferred (``sources.deferred``): it loads when the command first uses it, after its arguments are checked.
 """
 
 from __future__ import annotations
@@ -16,19 +17,45 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
+import anyio
 import typer
 from typer.core import TyperArgument, TyperCommand
 
 from coordinator.cli.params import JsonObject, SourceFaults, any_source, json_object, source_faults
+from coordinator.cli.params import unapproved as not_approved
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
     from typer.models import CommandFunctionType
 
+    from coordinator import registered_tools
+    from coordinator import registry as registries
+    from coordinator.planning import tools
     from coordinator.planning.tools import Catalog
     from coordinator.registry import Registry
+    from sources import settings as source_settings
+    from sources.processes import fleet as fleets
     from sources.processes.fleet import Fleet
+    from sources.security import private_files
     from sources.settings import SourceSettings
+    from subagents import claude as claude_mode
     from subagents.claude import ClaudeSettings
+    from traces import setup as tracing
+else:
+    registered_tools = deferred("coordinator.registered_tools")
+    registries = deferred("coordinator.registry")
+    tools = deferred("coordinator.planning.tools")
+    source_settings = deferred("sources.settings")
+    fleets = deferred("sources.processes.fleet")
+    private_files = deferred("sources.security.private_files")
+    claude_mode = deferred("subagents.claude")
+    tracing = deferred("traces.setup")
+
+# The exceptions of the click that typer parses with: its own copy since typer 0.2x, else click.
+try:
+    from typer._click import exceptions as parser_errors
+except ImportError:  # an older typer, on the click package
+    from click import exceptions as parser_errors  # type: ignore[no-redef]  # the same exceptions, from click itself
 
 
 class _ArgumentInWords(TyperArgument):
@@ -75,21 +102,20 @@ class _OneLineUsageErrors(_Commands):
     choices) is one line on stderr and exit 2, like the usage errors the commands find themselves."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        parser = _parser_errors()
         try:
             status = super().__call__(*args, standalone_mode=False, **kwargs)
-        except parser.NoArgsIsHelpError as asked:  # `research sources`: the help it asks for
+        except parser_errors.NoArgsIsHelpError as asked:  # `research sources`: the help it asks for
             asked.show()
             sys.exit(asked.exit_code)
-        except parser.UsageError as exc:
+        except parser_errors.UsageError as exc:
             where = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
             typer.echo(f"error: {_usage_message(exc)}{where}", err=True)
             sys.exit(EXIT_USAGE)
         # Ctrl-C while the parser or a prompt waits; typer's own click has no Abort of its own, an
         # older typer's click has (an except clause naming a missing one would fail on any exception).
-        except (getattr(parser, "Abort", typer.Abort), typer.Abort):
+        except (getattr(parser_errors, "Abort", typer.Abort), typer.Abort):
             sys.exit(EXIT_INTERRUPTED)
-        except parser.ClickException as exc:
+        except parser_errors.ClickException as exc:
             typer.echo(f"error: {exc.format_message()}", err=True)
             sys.exit(exc.exit_code)
         sys.exit(status if isinstance(status, int) else 0)
@@ -104,15 +130,6 @@ def _usage_message(exc: Any) -> str:
         return str(exc.message)
     # typer checks choices through pydantic, whose "Value error, " adds nothing for a reader
     return str(exc.format_message()).replace("Value error, ", "").rstrip(".")
-
-
-def _parser_errors() -> Any:
-    """The exceptions of the click that typer parses with: its own copy since typer 0.2x, else click."""
-    try:
-        from typer._click import exceptions
-    except ImportError:  # an older typer, on the click package
-        from click import exceptions  # type: ignore[no-redef]  # the same exceptions, from click itself
-    return exceptions
 
 
 app = _OneLineUsageErrors(
@@ -144,10 +161,8 @@ def _every_command(
 ) -> None:
     """What every command shares: the registry file, when given (the sources each command sees)."""
     if sources is not None:
-        from coordinator.registry import ENVIRONMENT_VARIABLE  # light
-
         # Through the environment: the commands' converters read it, and so does anything they start.
-        os.environ[ENVIRONMENT_VARIABLE] = sources
+        os.environ[registries.ENVIRONMENT_VARIABLE] = sources
 
 
 def load_registry(*, to_change: bool = False) -> Registry:
@@ -158,12 +173,9 @@ def load_registry(*, to_change: bool = False) -> Registry:
     sources are left out, said in one line; ``to_change`` (`add`, `remove`) refuses it instead, so
     that writing to it never approves what someone else put there.
     """
-    from coordinator.cli.params import unapproved as not_approved
-    from coordinator.registry import Registry, RegistryError
-
     try:
-        registry = Registry.load()
-    except RegistryError as exc:
+        registry = registries.Registry.load()
+    except registries.RegistryError as exc:
         raise usage_error(str(exc)) from None
     unapproved = not_approved(registry)
     if unapproved is not None:
@@ -175,7 +187,7 @@ def load_registry(*, to_change: bool = False) -> Registry:
                 f"warning: {unapproved}: its sources ({names}) are left out; read it, then `research sources trust`",
                 err=True,
             )
-        return Registry(registry.path)
+        return registries.Registry(registry.path)
     for problem in registry.problems.values():
         typer.echo(f"warning: {registry.path}: {problem} (left out)", err=True)
     return registry
@@ -184,16 +196,13 @@ def load_registry(*, to_change: bool = False) -> Registry:
 def registry_catalog(registry: Registry, within_s: float) -> Catalog:
     """The tools the planner may use with ``registry``: a registered source never listed is listed now
     (started), within ``within_s``; the demo sources' alone are read from the catalogue."""
-    from coordinator.planning.tools import demo_catalog
-
     if not registry.entries and not registry.problems:  # without importing the SDK: start-up time
-        return demo_catalog()
-    import anyio
-
-    from coordinator.registered_tools import catalog_of
-    from sources.settings import data_dir_from
-
-    return anyio.run(lambda: catalog_of(registry, data_dir_from(), timeout_s=max(within_s, 0.1)))
+        return tools.demo_catalog()
+    return anyio.run(
+        lambda: registered_tools.catalog_of(
+            registry, source_settings.data_dir_from(), timeout_s=max(within_s, 0.1)
+        )
+    )
 
 
 traces_app = _Commands(
@@ -319,10 +328,8 @@ def claude_for(llm: Llm | str) -> ClaudeSettings | None:
         raise usage_error(f"--llm must be claude, none or auto, not {llm!r}")
     if llm == "none" or (llm == "auto" and not os.environ.get("ANTHROPIC_API_KEY")):
         return None
-    from subagents.claude import ClaudeSettings  # here, not at the top: start-up time
-
     try:
-        return ClaudeSettings.from_environment()
+        return claude_mode.ClaudeSettings.from_environment()
     except ValueError as exc:
         raise usage_error(str(exc)) from None
 
@@ -334,10 +341,9 @@ def claude_or_deterministic(llm: Llm | str) -> ClaudeSettings | None:
     claude = claude_for(llm)
     if claude is None or claude.api_key:
         return claude
-    from subagents.claude import MISSING_KEY, SET_THE_KEY  # loaded already, by claude_for
-
     typer.echo(
-        f"warning: --llm claude, but {MISSING_KEY}: this run is deterministic; to use Claude, {SET_THE_KEY}",
+        f"warning: --llm claude, but {claude_mode.MISSING_KEY}: this run is deterministic; to use Claude, "
+        f"{claude_mode.SET_THE_KEY}",
         err=True,
     )
     return None
@@ -351,16 +357,14 @@ def start_tracing(
     exporters the command chose, to the sources it spawns. The data folder is made private first
     (0700, what is in it too); another user's is refused in one line, before anything is written
     there or any source starts."""
-    from sources.security.private_files import private_folder
-    from traces.setup import exporter_names, start_run  # here, not at the top: start-up time
-
     full_payloads = full_payloads or settings.full_payloads
     try:
-        private_folder(settings.data_dir, contents=True)  # NotYoursError is a ValueError: one line
-        exporters = exporter_names()
+        # NotYoursError is a ValueError: one line
+        private_files.private_folder(settings.data_dir, contents=True)
+        exporters = tracing.exporter_names()
         if otlp and "otlp" not in exporters:
             exporters.append("otlp")
-        run_id = start_run(
+        run_id = tracing.start_run(
             "research-coordinator", settings.traces_path, full_payloads=full_payloads, exporters=exporters
         )
     except ValueError as exc:
@@ -370,18 +374,12 @@ def start_tracing(
 
 
 def fleet() -> Fleet:
-    # Here, not at the top: start-up time (the fleet module and the settings import mcp).
-    from sources.processes.fleet import Fleet
-    from sources.settings import SourceSettings
-
-    return Fleet(SourceSettings.from_environment())
+    return fleets.Fleet(source_settings.SourceSettings.from_environment())
 
 
 def fleet_call(action: Callable[[], Any]) -> Any:
-    from sources.processes.fleet import FleetError  # here, not at the top: start-up time
-
     try:
         return action()
-    except FleetError as exc:
+    except fleets.FleetError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

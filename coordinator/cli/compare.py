@@ -12,11 +12,21 @@ from rich.console import Console
 from rich.table import Table
 
 from coordinator.cli.common import Llm, LlmOption, app, claude_for, usage_error
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    from coordinator import chaos
     from coordinator.chaos.catalogue import Scenario
+    from coordinator.compare import plot as plotting
+    from coordinator.compare import runner
     from coordinator.compare.figures import Figures
     from coordinator.compare.runner import Comparison
+    from traces import setup as tracing
+else:
+    chaos = deferred("coordinator.chaos")  # it imports the five sources
+    plotting = deferred("coordinator.compare.plot")
+    runner = deferred("coordinator.compare.runner")
+    tracing = deferred("traces.setup")
 
 # The rows of the table: (figure, what it says, whether more is better).
 _ROWS = (
@@ -61,21 +71,17 @@ def compare_command(
         )
     if plot is not None:
         _check_plot(plot)
-    from coordinator.chaos.catalogue import scenarios as draw  # here: start-up time (the five sources)
-    from coordinator.compare.runner import compare
-    from traces.setup import ensure_tracing
-
-    ensure_tracing("research-coordinator")
+    tracing.ensure_tracing("research-coordinator")
     progress = Console(stderr=True)
-    comparison = compare(draw(scenarios, seed), seed, claude, on_scenario=_progress(progress, scenarios))
+    comparison = runner.compare(
+        chaos.scenarios(scenarios, seed), seed, claude, on_scenario=_progress(progress, scenarios)
+    )
     if as_json:
         typer.echo(json.dumps(comparison.as_dict()))
     else:
         Console().print(_table(comparison))
     if plot is not None:
-        from coordinator.compare.plot import plot as draw_chart
-
-        progress.print(f"chart: {draw_chart(comparison.modes, scenarios, seed, plot)}")
+        progress.print(f"chart: {plotting.plot(comparison.modes, scenarios, seed, plot)}")
 
 
 def _check_plot(plot: Path) -> None:

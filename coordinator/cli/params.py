@@ -2,8 +2,9 @@
 
 Each converter is given to typer as an option's or argument's ``parser``: typer calls it on every
 value given, and a value it refuses is a usage error on one line (exit status 2) that names the
-option, the form it takes and an example. A converter imports what it needs when it is called, so
-`research --help` and the usage errors of other options stay quick. The values are typed
+option, the form it takes and an example. What a converter needs of the project is deferred
+(``sources.deferred``): it loads when the converter is first called, so `research --help` and the
+usage errors of other options stay quick. The values are typed
 ``NamedTuple``s, as are the commands' other records: every command module is imported for any
 command, and a ``NamedTuple`` costs a fifth of a frozen dataclass to define (start-up time).
 
@@ -24,14 +25,28 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from urllib.parse import urlsplit
 
 import typer
 
 from sources.catalogue import SOURCES
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    from coordinator import ask_service, registry_trust
+    from coordinator import query_chaos as chaos_grammar
+    from coordinator import registry as registries
     from coordinator.registry import Registry
+    from sources import faults as fault_settings
+    from sources import settings as source_settings
     from sources.faults import FaultSettings
+else:
+    ask_service = deferred("coordinator.ask_service")
+    registry_trust = deferred("coordinator.registry_trust")
+    chaos_grammar = deferred("coordinator.query_chaos")  # it imports the fault settings and psutil
+    registries = deferred("coordinator.registry")
+    fault_settings = deferred("sources.faults")  # it imports pydantic
+    source_settings = deferred("sources.settings")
 
 __all__ = [
     "TRACE_KINDS",
@@ -69,10 +84,8 @@ def source_faults(value: str) -> SourceFaults:
         raise typer.BadParameter(
             f"--faults takes SOURCE:SETTINGS with a source among {', '.join(source_names())}, e.g. tickets:transient=0.5,seed=13; got {value!r}"
         )
-    from sources.faults import FaultSettings  # here, not at the top: start-up time (it imports pydantic)
-
     try:
-        return SourceFaults(source, FaultSettings.parse(settings))
+        return SourceFaults(source, fault_settings.FaultSettings.parse(settings))
     except ValueError as exc:
         raise typer.BadParameter(f"--faults {source}: {exc}") from None
 
@@ -85,11 +98,8 @@ class QueryChaos(NamedTuple):
 
 
 def query_chaos(value: str) -> QueryChaos:
-    # Here, not at the top: start-up time (it imports the fault settings and psutil).
-    from coordinator.query_chaos import parse_query_chaos
-
     try:
-        faults, kills = parse_query_chaos(value, source_names())
+        faults, kills = chaos_grammar.parse_query_chaos(value, source_names())
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     return QueryChaos(faults, tuple(kills))
@@ -103,20 +113,17 @@ class MemberPort(NamedTuple):
 
 
 def member_port(value: str) -> MemberPort:
-    from coordinator.ask_service import NAME  # light
-
     name, sep, port = value.partition("=")
-    if not sep or name not in (*SOURCES, NAME) or not port.isdigit() or not 0 < int(port) < 65536:
+    members = (*SOURCES, ask_service.NAME)
+    if not sep or name not in members or not port.isdigit() or not 0 < int(port) < 65536:
         raise typer.BadParameter(
-            f"--port takes NAME=PORT with a name among {', '.join((*SOURCES, NAME))}, e.g. kb=9105; got {value!r}"
+            f"--port takes NAME=PORT with a name among {', '.join(members)}, e.g. kb=9105; got {value!r}"
         )
     return MemberPort(name, int(port))
 
 
 def http_url(value: str) -> str:
     """``--url``: an http(s) URL with a host (and a port that is a number, when it has one)."""
-    from urllib.parse import urlsplit
-
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018  (raises for a port that is not a number)
@@ -187,11 +194,9 @@ def any_source(source: str) -> str:
     out) is refused here, saying why, before the command looks it up: one line, never a traceback."""
     if source in SOURCES:
         return source
-    from coordinator.registry import Registry, RegistryError
-
     try:
-        registry = Registry.load()
-    except RegistryError as exc:
+        registry = registries.Registry.load()
+    except registries.RegistryError as exc:
         raise typer.BadParameter(f"source {source!r} is not in effect: {exc}") from None
     if source in registry.problems:
         raise typer.BadParameter(
@@ -211,32 +216,25 @@ def any_source(source: str) -> str:
 def unapproved(registry: Registry) -> str | None:
     """Why a registry's sources are left out when its file is not approved here (what `research
     sources trust` is for); None when they are in effect (no file, or the very bytes read approved)."""
-    from coordinator.registry_trust import is_trusted
-    from sources.settings import data_dir_from
-
     if registry.path is None or not registry.path.exists():
         return None
-    if is_trusted(registry.path, data_dir_from(), registry.digest):
+    if registry_trust.is_trusted(registry.path, source_settings.data_dir_from(), registry.digest):
         return None
     return f"{registry.path} is not approved here (written elsewhere, or changed since)"
 
 
 def source_names() -> tuple[str, ...]:
     """The demo sources and the registry's (read only when a name is not a demo source's: start-up time)."""
-    from coordinator.registry import Registry, RegistryError
-
     try:
-        return tuple(Registry.load().sources())
-    except RegistryError:
+        return tuple(registries.Registry.load().sources())
+    except registries.RegistryError:
         return SOURCES  # the registry's own error is reported by the command that reads it
 
 
 def known_member(name: str) -> str:
     """A member of the fleet: a source, or the coordinator service (which can be killed and healed)."""
-    from coordinator.ask_service import NAME  # light
-
-    if name not in (*SOURCES, NAME):
+    if name not in (*SOURCES, ask_service.NAME):
         raise typer.BadParameter(
-            f"unknown fleet member {name!r}; choose one of {', '.join((*SOURCES, NAME))}"
+            f"unknown fleet member {name!r}; choose one of {', '.join((*SOURCES, ask_service.NAME))}"
         )
     return name

@@ -6,6 +6,7 @@ import functools
 import json
 from typing import TYPE_CHECKING, Annotated
 
+import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -22,9 +23,19 @@ from coordinator.cli.common import (
     registry_catalog,
     usage_error,
 )
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    from coordinator import llm as claude_planning
+    from coordinator.planning import plan as planned
+    from coordinator.planning import planner
     from coordinator.planning.plan import Plan
+    from coordinator.reporting import render
+else:
+    claude_planning = deferred("coordinator.llm")  # Claude mode only
+    planned = deferred("coordinator.planning.plan")
+    planner = deferred("coordinator.planning.planner")
+    render = deferred("coordinator.reporting.render")
 
 
 @app.command("plan")
@@ -51,24 +62,17 @@ def show_plan(
     Example: research plan "refund 45 quid on ORD-10031?"
     """
     claude = claude_or_deterministic(llm)
-    from coordinator.planning.plan import PLANNING_SHARE
-    from coordinator.planning.planner import QueryError, plan_query  # here, not at the top: start-up time
-
-    catalog = registry_catalog(load_registry(), 30.0 * PLANNING_SHARE)  # as `research ask`'s default deadline
+    # 30 s: as `research ask`'s default deadline
+    catalog = registry_catalog(load_registry(), 30.0 * planned.PLANNING_SHARE)
     try:
         if claude is None:
-            plan = plan_query(query, catalog)
+            plan = planner.plan_query(query, catalog)
         else:
-            # Claude mode only, so here (start-up time).
-            import anyio
-
-            from coordinator.llm import claude_plan
-
-            plan, _ = anyio.run(functools.partial(claude_plan, query, claude, catalog=catalog))
-    except QueryError as exc:
-        from coordinator.reporting.render import shown
-
-        raise usage_error(shown(str(exc), keep="")) from None
+            plan, _ = anyio.run(
+                functools.partial(claude_planning.claude_plan, query, claude, catalog=catalog)
+            )
+    except planner.QueryError as exc:
+        raise usage_error(render.shown(str(exc), keep="")) from None
     if json_output:
         typer.echo(json.dumps(plan.describe(), ensure_ascii=False, indent=2))
     else:
@@ -81,8 +85,6 @@ def show_plan(
 def _print_plan(plan: Plan, console: Console) -> None:
     """The plan's tasks, what is not researched and the notes: what they quote of the query is
     ``shown`` (a control or bidi character in it is printed escaped)."""
-    from coordinator.reporting.render import shown
-
     tasks = plan.describe()["tasks"]
     waits = any(task["depends_on"] for task in tasks)  # the column only where a task waits
     table = Table(box=None, pad_edge=False)
@@ -97,23 +99,24 @@ def _print_plan(plan: Plan, console: Console) -> None:
         )
         call = f"{task['source']}.{task['tool']}({arguments})"
         cells = [task["id"], call, *([", ".join(task["depends_on"]) or "-"] if waits else []), task["why"]]
-        table.add_row(*(Text(shown(cell)) for cell in cells))
+        table.add_row(*(Text(render.shown(cell)) for cell in cells))
     console.print(table)
     for item in plan.unplanned:
         console.print(
             Text.assemble(
-                ("not researched: ", "yellow"), shown(item.what), " -> ", (shown(item.next_step), "bold")
+                ("not researched: ", "yellow"),
+                render.shown(item.what),
+                " -> ",
+                (render.shown(item.next_step), "bold"),
             )
         )
-        console.print(Text(f"  why: {shown(item.why)}", style="dim"))
+        console.print(Text(f"  why: {render.shown(item.why)}", style="dim"))
     for note in plan.notes:
-        console.print(Text(f"note: {shown(note)}", style="dim"))
+        console.print(Text(f"note: {render.shown(note)}", style="dim"))
 
 
 def _print_spans(plan: Plan, console: Console) -> None:
     """Every span of the query and what became of it (the deterministic planner's reading)."""
-    from coordinator.reporting.render import shown
-
     if not plan.spans:
         console.print(
             Text("how it was read: the plan is a model's; only what it names is checked", style="dim")
@@ -123,7 +126,7 @@ def _print_spans(plan: Plan, console: Console) -> None:
     for span in plan.describe()["spans"]:
         # Its words on one line; a character of the query shown escaped, never split on: the
         # separators U+2028 and U+2029 are white space to split(), and would vanish.
-        text = " ".join(shown(str(span["text"])).split())
+        text = " ".join(render.shown(str(span["text"])).split())
         cells = (text, span["role"], ", ".join(span["tasks"]) or "-", span["how"])
-        table.add_row(*(Text(shown(str(cell))) for cell in cells))
+        table.add_row(*(Text(render.shown(str(cell))) for cell in cells))
     console.print(table)

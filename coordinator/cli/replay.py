@@ -9,10 +9,18 @@ from typing import TYPE_CHECKING, Annotated
 import anyio
 import typer
 
-if TYPE_CHECKING:
-    from coordinator.replay import Replayed
+from coordinator.cli.common import EXIT_COMPLETE, EXIT_FAILED, app, load_registry, start_tracing, usage_error
+from sources.deferred import deferred
 
-from coordinator.cli.common import EXIT_COMPLETE, EXIT_FAILED, app, start_tracing, usage_error
+if TYPE_CHECKING:
+    from coordinator import replay
+    from coordinator.replay import Replayed
+    from coordinator.reporting import render
+    from sources import settings as source_settings
+else:
+    replay = deferred("coordinator.replay")
+    render = deferred("coordinator.reporting.render")
+    source_settings = deferred("sources.settings")
 
 
 @app.command("replay")
@@ -38,23 +46,18 @@ def replay_run(
 
     Example: research replay latest
     """
-    from coordinator.replay import RecordingError, load_recording, replay  # here: start-up time
-    from sources.settings import SourceSettings
-
-    settings = start_tracing(SourceSettings.from_environment())
+    settings = start_tracing(source_settings.SourceSettings.from_environment())
     path = _recording(settings.traces_path / "recordings", trace_id)
     try:
-        run = load_recording(path)
-    except RecordingError as exc:
+        run = replay.load_recording(path)
+    except replay.RecordingError as exc:
         raise usage_error(str(exc)) from None
-    replayed = anyio.run(replay, run, settings)
+    replayed = anyio.run(replay.replay, run, settings, load_registry())  # its sources' own error rules
     _show(replayed, json_output)
     raise typer.Exit(EXIT_FAILED if replayed.differences else EXIT_COMPLETE)
 
 
 def _show(replayed: Replayed, json_output: bool) -> None:
-    from coordinator.reporting.render import shown  # here, not at the top: start-up time
-
     run, same = replayed.recorded, not replayed.differences
     if json_output:
         typer.echo(
@@ -72,14 +75,10 @@ def _show(replayed: Replayed, json_output: bool) -> None:
     else:
         decisions = sum(len(outcome.decisions) for outcome in run.outcomes)
         what = f"{len(run.outcomes)} tasks, {len(run.attempts)} attempts, {decisions} decisions"
-        if same:
-            typer.echo(f"replayed {run.trace_id} ({what}): every decision as recorded")
-        else:
-            typer.echo(
-                f"replayed {run.trace_id} ({what}): {len(replayed.differences)} difference(s) from the recording"
-            )
-            for difference in replayed.differences:  # it quotes what sources said: escaped for a terminal
-                typer.echo(shown(difference))
+        verdict = "every decision as recorded" if same else f"{len(replayed.differences)} difference(s)"
+        typer.echo(f"replayed {run.trace_id}: {verdict}\n  ({what})")  # 80 columns: the id takes 32
+        for difference in replayed.differences:  # it quotes what sources said: escaped for a terminal
+            typer.echo(render.shown(difference))
         for caveat in replayed.caveats:
             typer.echo(f"note: {caveat}", err=True)
         typer.echo(f"the replay's own trace: {replayed.report.trace_id}", err=True)

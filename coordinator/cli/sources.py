@@ -6,6 +6,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
 
+import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -23,13 +24,31 @@ from coordinator.cli.common import (
 )
 from coordinator.cli.params import MemberPort, http_url, member_port
 from sources.catalogue import SOURCES, input_schemas
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    import mcp
     from mcp import StdioServerParameters
     from mcp.types import CallToolResult, RequestParamsMeta
 
+    from coordinator import ask_service, registered_tools
+    from coordinator.registry import Registry
+    from sources import contract
+    from sources import settings as source_settings
     from sources.processes.fleet import MemberStatus
+    from sources.security import auth
     from sources.settings import SourceSettings
+    from subagents.sessions import connection
+    from traces import spans
+else:
+    mcp = deferred("mcp")
+    ask_service = deferred("coordinator.ask_service")
+    registered_tools = deferred("coordinator.registered_tools")
+    contract = deferred("sources.contract")
+    source_settings = deferred("sources.settings")
+    auth = deferred("sources.security.auth")
+    connection = deferred("subagents.sessions.connection")
+    spans = deferred("traces.spans")
 
 
 @sources_app.command("list")
@@ -53,8 +72,6 @@ def list_sources(
 
     Example: research sources list
     """
-    from coordinator.cli.sources_registry import registry_rows
-
     registry = load_registry()
     found = _live_tools() if live else {source: list(tools) for source, tools in input_schemas().items()}
     rows: list[tuple[str, list[str] | None, str]] = [
@@ -71,22 +88,26 @@ def list_sources(
     Console().print(table)
 
 
+def registry_rows(registry: Registry) -> list[tuple[str, list[str] | None, str]]:
+    """Each registered source as `sources list` shows it: name, its tools as last listed (None if never),
+    how it is reached."""
+    rows: list[tuple[str, list[str] | None, str]] = []
+    for entry in registry.entries.values():
+        kept = registered_tools.cached_tools(entry, source_settings.data_dir_from())
+        rows.append((entry.name, [tool.name for tool in kept] if kept is not None else None, entry.where))
+    return rows
+
+
 def _live_tools() -> dict[str, list[str]]:
     """Each source's tools as the source itself answers ``tools/list``, spawned over stdio."""
-    # Here, not at the top: start-up time.
-    import anyio
-    from mcp import Client
-
-    from sources.settings import SourceSettings
-    from subagents.sessions.connection import stdio_parameters
 
     async def listing() -> dict[str, list[str]]:
-        settings = SourceSettings.from_environment()
+        settings = source_settings.SourceSettings.from_environment()
         found: dict[str, list[str]] = {}
 
         async def ask(source: str) -> None:
-            async with Client(
-                stdio_parameters(source, settings), read_timeout_seconds=_CALL_TIMEOUT_SECONDS
+            async with mcp.Client(
+                connection.stdio_parameters(source, settings), read_timeout_seconds=_CALL_TIMEOUT_SECONDS
             ) as client:
                 found[source] = [tool.name for tool in (await client.list_tools()).tools]
 
@@ -136,23 +157,21 @@ def call_source(
         raise usage_error(str(exc.args[0])) from None
     if entry.demo:
         _check_tool(source, tool)  # a registered server answers an unknown tool itself (classified)
-    # Here, not at the top: start-up time.
-    import anyio
-
-    from coordinator.registered_tools import one_line, target_of
-    from sources.settings import SourceSettings
-    from subagents.sessions.connection import stdio_parameters
-
     # The call's tracing: one trace, its run's id passed to the source.
-    settings = start_tracing(SourceSettings.from_environment())
+    settings = start_tracing(source_settings.SourceSettings.from_environment())
     call = _ToolCall(source, tool, dict(arguments or {}), _credential(settings, source, scope or []))
     where = url or (
-        stdio_parameters(source, settings) if entry.demo else target_of(entry, settings.data_dir / "logs")
+        connection.stdio_parameters(source, settings)
+        if entry.demo
+        else registered_tools.target_of(entry, settings.data_dir / "logs")
     )
     try:
         is_error, payload = anyio.run(_call, call, where)
     except Exception as exc:  # whatever the transport raised: one line, never a traceback
-        typer.echo(f"error: could not call {source} at {url or entry.where}: {one_line(exc)}", err=True)
+        typer.echo(
+            f"error: could not call {source} at {url or entry.where}: {registered_tools.one_line(exc)}",
+            err=True,
+        )
         raise typer.Exit(1) from None
     Console().print_json(data={"isError": is_error, **(payload or {})})
     raise typer.Exit(1 if is_error else 0)
@@ -175,14 +194,9 @@ def _credential(settings: SourceSettings, source: str, scopes: list[str]) -> Req
     """A credential holding ``scopes`` for ``source``, as a call's ``_meta``; None for no scope."""
     if not scopes:
         return None
-    from sources.security.auth import (  # here, not at the top: start-up time
-        CREDENTIAL_META_KEY,
-        issue_credential,
-    )
-
-    token = issue_credential(settings.signing_key(), "research-cli", scopes, source=source)
+    token = auth.issue_credential(settings.signing_key(), "research-cli", scopes, source=source)
     # An open TypedDict (extra_items=Any, PEP 728), which mypy does not model yet: the SDK casts so too.
-    return cast("RequestParamsMeta", {CREDENTIAL_META_KEY: token})
+    return cast("RequestParamsMeta", {auth.CREDENTIAL_META_KEY: token})
 
 
 async def _call(
@@ -190,13 +204,11 @@ async def _call(
 ) -> tuple[bool, dict[str, Any] | None]:
     """Call the tool on a session of its own, once more if the source said it is warming up; the
     result's JSON. One root span for the command: the handshake, tools/list and the call are its children."""
-    import anyio
-    from mcp import Client
-
-    from traces.spans import command_span, end_command
-
-    with command_span("call", f"{call.source}.{call.tool}") as span, anyio.fail_after(_CALL_TIMEOUT_SECONDS):
-        async with Client(where, read_timeout_seconds=_CALL_TIMEOUT_SECONDS) as client:
+    with (
+        spans.command_span("call", f"{call.source}.{call.tool}") as span,
+        anyio.fail_after(_CALL_TIMEOUT_SECONDS),
+    ):
+        async with mcp.Client(where, read_timeout_seconds=_CALL_TIMEOUT_SECONDS) as client:
             result = await client.call_tool(
                 call.tool, call.arguments, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=call.meta
             )
@@ -209,7 +221,7 @@ async def _call(
                 result = await client.call_tool(
                     call.tool, call.arguments, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=call.meta
                 )
-        end_command(span, status="error" if result.is_error else "ok")
+        spans.end_command(span, status="error" if result.is_error else "ok")
     if result.structured_content is not None:
         return result.is_error, result.structured_content
     return result.is_error, _json_of(result)
@@ -232,9 +244,7 @@ def _warming_up(result: CallToolResult) -> float | None:
 
 def _json_of(result: CallToolResult) -> dict[str, Any]:
     """A result's text block as JSON (errors travel as text only), or the text itself when it is not JSON."""
-    from sources.contract import result_text  # here, not at the top: start-up time
-
-    text = result_text(result)
+    text = contract.result_text(result)
     try:
         payload = json.loads(text)
     except json.JSONDecodeError:
@@ -263,8 +273,6 @@ def fleet_up(
 
     Example: research sources up --chaos
     """
-    from coordinator import ask_service  # light
-
     ports = {given.name: given.port for given in port or []}
     service = {ask_service.NAME: (ask_service.MODULE, ports.pop(ask_service.NAME, ask_service.DEFAULT_PORT))}
     members = fleet_call(lambda: fleet().up(ports, chaos_control=chaos, services=service))

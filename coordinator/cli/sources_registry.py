@@ -8,21 +8,39 @@ said. `check` does the same for any source in effect, at any time.
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Annotated, Any
 
+import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from coordinator.cli.common import load_registry, sources_app, usage_error
 from coordinator.cli.params import any_source, http_url
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import pydantic
+
+    from coordinator import registered_tools, registry_trust
+    from coordinator import registry as registries
+    from coordinator.planning import tools
     from coordinator.planning.tools import Catalog
     from coordinator.registered_tools import ListedTool
     from coordinator.registry import Registry, SourceEntry
+    from sources import settings as source_settings
+    from subagents.sessions import connection
+else:
+    pydantic = deferred("pydantic")
+    registered_tools = deferred("coordinator.registered_tools")
+    registry_trust = deferred("coordinator.registry_trust")
+    registries = deferred("coordinator.registry")
+    tools = deferred("coordinator.planning.tools")
+    source_settings = deferred("sources.settings")
+    connection = deferred("subagents.sessions.connection")
 
 _CHECK_TIMEOUT_S = 20.0  # a first `npx -y` may download and unpack its package
 
@@ -122,11 +140,9 @@ def add_source(
         empty or [],
         env or [],
     )
-    from coordinator.registry import RegistryError
-
     try:
         updated = registry.added(entry)
-    except RegistryError as exc:
+    except registries.RegistryError as exc:
         raise usage_error(str(exc)) from None
     listed = _listed_or_exit(entry) if check else None
     path = _saved(updated, updated.path)
@@ -140,12 +156,6 @@ def _entry(
     plan: list[str], entities: list[str], errors: list[str], empty: list[str], env: list[str],
 ) -> SourceEntry:  # fmt: skip
     """The entry the options describe; an option that does not read is a usage error naming it."""
-    import os
-
-    from pydantic import ValidationError
-
-    from coordinator.registry import SourceEntry, one_line_error
-
     fields: dict[str, Any] = {
         "name": name,
         "command": command,
@@ -165,9 +175,11 @@ def _entry(
         _pair(item, "--error", "PATTERN=CATEGORY", "ENOENT=validation") for item in errors
     )
     try:
-        return SourceEntry.model_validate({key: value for key, value in fields.items() if value is not None})
-    except ValidationError as exc:
-        raise usage_error(f"source {name!r}: {one_line_error(exc)}") from None
+        return registries.SourceEntry.model_validate(
+            {key: value for key, value in fields.items() if value is not None}
+        )
+    except pydantic.ValidationError as exc:
+        raise usage_error(f"source {name!r}: {registries.one_line_error(exc)}") from None
 
 
 def _hints(plan: list[str]) -> dict[str, dict[str, str]]:
@@ -192,29 +204,25 @@ def _pair(item: str, option: str, form: str, example: str) -> tuple[str, str]:
 
 def _listed_or_exit(entry: SourceEntry) -> list[ListedTool]:
     """The server's tools, or one line saying why it could not be listed (exit 1)."""
-    import anyio
-
-    from coordinator.registered_tools import keep_tools, list_tools, one_line
-    from sources.settings import data_dir_from
-
+    data_dir = source_settings.data_dir_from
     try:
         within = entry.timeout or _CHECK_TIMEOUT_S  # its own timeout bounds a handshake that never ends
-        listed = anyio.run(lambda: list_tools(entry, timeout_s=within, log_dir=data_dir_from() / "logs"))
+        listed = anyio.run(
+            lambda: registered_tools.list_tools(entry, timeout_s=within, log_dir=data_dir() / "logs")
+        )
     except Exception as exc:  # whatever starting it raised: one line, never a traceback
         typer.echo(
-            f"error: {entry.name} ({entry.where}) did not list its tools: {one_line(exc)}; "
-            f"its log: {data_dir_from() / 'logs' / (entry.name + '.log')}",
+            f"error: {entry.name} ({entry.where}) did not list its tools: {registered_tools.one_line(exc)}; "
+            f"its log: {data_dir() / 'logs' / (entry.name + '.log')}",
             err=True,
         )
         raise typer.Exit(1) from None
-    keep_tools(entry, data_dir_from(), listed)
+    registered_tools.keep_tools(entry, data_dir(), listed)
     return listed
 
 
 def _catalog_with(entry: SourceEntry, listed: list[ListedTool]) -> Catalog:
-    from coordinator.planning.tools import demo_catalog, with_registered
-
-    return with_registered(demo_catalog(), entry.name, listed, entry)
+    return tools.with_registered(tools.demo_catalog(), entry.name, listed, entry)
 
 
 @sources_app.command("remove")
@@ -225,27 +233,22 @@ def remove_source(
 
     Example: research sources remove docs
     """
-    from coordinator.registry import RegistryError
-
     registry = load_registry(to_change=True)
     try:
         path = _saved(registry.removed(name), registry.path)
-    except RegistryError as exc:
+    except registries.RegistryError as exc:
         raise usage_error(str(exc)) from None
     typer.echo(f"removed {name} from {path}")
 
 
 def _saved(registry: Registry, path: Path | None) -> Path:
     """Write the registry and approve what was written: this user wrote it, here, now."""
-    from coordinator.registry import RegistryError
-    from coordinator.registry_trust import trust
-    from sources.settings import data_dir_from
-
     try:
         written = registry.save(path)
-    except RegistryError as exc:
+    except registries.RegistryError as exc:
         raise usage_error(str(exc)) from None
-    trust(written, data_dir_from(), registry.digest)  # the bytes just written, not the file as it is now
+    # The bytes just written, not the file as it is now.
+    registry_trust.trust(written, source_settings.data_dir_from(), registry.digest)
     return written
 
 
@@ -257,17 +260,14 @@ def trust_registry() -> None:
 
     Example: research sources trust
     """
-    from coordinator.registry import Registry, RegistryError
-    from coordinator.registry_trust import trust
-    from sources.settings import data_dir_from
-
     try:
-        registry = Registry.load()
-    except RegistryError as exc:
+        registry = registries.Registry.load()
+    except registries.RegistryError as exc:
         raise usage_error(str(exc)) from None
     if registry.path is None or not registry.path.exists():
         raise usage_error("there is no registry file to approve: `research sources add` writes one")
-    trust(registry.path, data_dir_from(), registry.digest)  # the bytes read and shown below
+    # The bytes read and shown below.
+    registry_trust.trust(registry.path, source_settings.data_dir_from(), registry.digest)
     typer.echo(f"approved {registry.path}")
     for entry in registry.entries.values():
         typer.echo(f"  {entry.name}: {entry.where}")
@@ -292,7 +292,7 @@ def check_source(
         raise usage_error(str(exc.args[0])) from None
     if entry.demo:
         entry_listed = _demo_listed(name)
-        catalog = _demo_catalog()
+        catalog = tools.demo_catalog()
     else:
         entry_listed = _listed_or_exit(entry)
         catalog = _catalog_with(entry, entry_listed)
@@ -302,22 +302,10 @@ def check_source(
     _print_check(entry, entry_listed, catalog, Console())
 
 
-def _demo_catalog() -> Catalog:
-    from coordinator.planning.tools import demo_catalog
-
-    return demo_catalog()
-
-
 def _demo_listed(name: str) -> list[ListedTool]:
     """A demo source's tools, as its server answers them (spawned over stdio)."""
-    import anyio
-
-    from coordinator.registered_tools import tools_at
-    from sources.settings import SourceSettings
-    from subagents.sessions.connection import stdio_parameters
-
-    target = stdio_parameters(name, SourceSettings.from_environment())
-    return anyio.run(lambda: tools_at(target, timeout_s=_CHECK_TIMEOUT_S))
+    target = connection.stdio_parameters(name, source_settings.SourceSettings.from_environment())
+    return anyio.run(lambda: registered_tools.tools_at(target, timeout_s=_CHECK_TIMEOUT_S))
 
 
 def _verdicts(source: str, listed: list[ListedTool], catalog: Catalog) -> list[dict[str, Any]]:
@@ -349,16 +337,3 @@ def _print_check(entry: SourceEntry, listed: list[ListedTool], catalog: Catalog,
         )
         table.add_row(verdict["tool"], shown, "yes" if verdict["planned"] else f"no: {verdict['why_not']}")
     console.print(table)
-
-
-def registry_rows(registry: Registry) -> list[tuple[str, list[str] | None, str]]:
-    """Each registered source as `sources list` shows it: name, its tools as last listed (None if never),
-    how it is reached."""
-    from coordinator.registered_tools import cached_tools
-    from sources.settings import data_dir_from
-
-    rows: list[tuple[str, list[str] | None, str]] = []
-    for entry in registry.entries.values():
-        kept = cached_tools(entry, data_dir_from())
-        rows.append((entry.name, [tool.name for tool in kept] if kept is not None else None, entry.where))
-    return rows

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
+import anyio
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
 from coordinator.cli.common import (
     ArgumentsArgument,
     FaultsOption,
@@ -24,16 +26,32 @@ from coordinator.cli.common import (
     usage_error,
 )
 from coordinator.cli.params import SourceFaults
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from coordinator import core
     from coordinator.registry import Registry, SourceEntry
+    from coordinator.reporting import render
+    from sources import faults as fault_settings
+    from sources import settings as source_settings
     from sources.faults import FaultSettings
     from sources.settings import SourceSettings
+    from subagents import broker, policy, subagent
     from subagents.claude import ClaudeSettings
     from subagents.decisions import Decision
     from subagents.subagent import SubagentReport, Task
+    from traces import spans
+else:
+    core = deferred("coordinator.core")
+    render = deferred("coordinator.reporting.render")
+    fault_settings = deferred("sources.faults")
+    source_settings = deferred("sources.settings")
+    broker = deferred("subagents.broker")
+    policy = deferred("subagents.policy")
+    subagent = deferred("subagents.subagent")
+    spans = deferred("traces.spans")
 
 
 class _Call(NamedTuple):
@@ -82,13 +100,8 @@ def run_task(
         entry = registry.get(source)
     except KeyError as exc:  # the file changed since the argument was checked: one line, as there
         raise usage_error(str(exc.args[0])) from None
-    # Here, after the source and the arguments are checked, not at the top: start-up time.
-    import anyio
-
-    from sources.settings import SourceSettings
-
     # Traced like a query: this process's spans and the source's join one trace (the run's id goes to it).
-    settings = start_tracing(SourceSettings.from_environment().with_faults(source_faults))
+    settings = start_tracing(source_settings.SourceSettings.from_environment().with_faults(source_faults))
     call = _Call(
         source=source, tool=tool, arguments=dict(arguments or {}), purpose=purpose, grants=tuple(grant or ()),
         timeout=timeout, deadline=deadline, seed=seed, claude=claude_or_deterministic(llm),
@@ -103,31 +116,22 @@ def _faults_of(source: str, faults: list[SourceFaults]) -> FaultSettings:
     others = sorted({given.source for given in faults} - {source})
     if others:
         raise usage_error(f"--faults names {', '.join(others)}; this task calls {source}")
-    from sources.faults import FaultSettings  # here, not at the top: start-up time
-
-    return next((given.settings for given in reversed(faults)), FaultSettings())
+    return next((given.settings for given in reversed(faults)), fault_settings.FaultSettings())
 
 
 async def _run(
     call: _Call, settings: SourceSettings, registry: Registry, entry: SourceEntry
 ) -> SubagentReport:
     """The task, under one root span for the command: the session's handshake and every call are its children."""
-    from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
-    from coordinator.core import Config, Coordinator
-    from subagents.broker import Grant
-    from subagents.policy import RecoveryPolicy
-    from subagents.subagent import Task
-    from traces.spans import command_span, end_command
-
-    config = Config(
-        settings, registry=registry, claude=call.claude, policy=RecoveryPolicy(call_timeout_s=call.timeout),
-        grants=tuple(Grant(scope, call.purpose) for scope in call.grants),
+    config = core.Config(
+        settings, registry=registry, claude=call.claude, policy=policy.RecoveryPolicy(call_timeout_s=call.timeout),
+        grants=tuple(broker.Grant(scope, call.purpose) for scope in call.grants),
     )  # fmt: skip
     # A demo source spawned (not forked: one source for one task), its fault layer set by --faults.
     target = entry.connect(settings, settings.faults, over="spawn")
-    with command_span("task", f"{call.source}.{call.tool}") as span:
-        async with Coordinator(config, targets={call.source: target}) as coordinator:
-            task = Task(
+    with spans.command_span("task", f"{call.source}.{call.tool}") as span:
+        async with core.Coordinator(config, targets={call.source: target}) as coordinator:
+            task = subagent.Task(
                 id=f"{call.source}.{call.tool}", source=call.source, tool=call.tool, arguments=call.arguments,
                 purpose=call.purpose,
             )  # fmt: skip
@@ -136,7 +140,7 @@ async def _run(
                 named=[str(value) for value in call.arguments.values()],  # what the command line names
                 observer=_Progress(Console(stderr=True)),
             )  # fmt: skip
-        end_command(span, status=report.state)
+        spans.end_command(span, status=report.state)
         return report
 
 
@@ -153,14 +157,10 @@ class _Progress:
         pass  # the report that follows says how the task ended
 
     def decided(self, task: Task, decision: Decision) -> None:
-        from coordinator.reporting.render import (
-            shown,  # the reason quotes what a source said: printed escaped
-        )
-
         wait = f" in {decision.backoff_ms / 1000:.2f} s" if decision.backoff_ms else ""
         category = f" ({decision.category})" if decision.category else ""
         self._console.print(
             f"[dim]{task.source}[/] [bold]{decision.action}[/]{category}{wait}: ",
-            Text(shown(decision.reason)),
+            Text(render.shown(decision.reason)),  # the reason quotes what a source said: printed escaped
             sep="",
         )

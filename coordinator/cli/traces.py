@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -9,19 +11,24 @@ from rich.console import Console
 
 from coordinator.cli.common import traces_app, usage_error
 from coordinator.cli.params import TraceKind, trace_kind
+from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    from sources import settings as source_settings
+    from traces import files, viewer
+    from traces import summary as trace_summary
     from traces.summary import TraceSummary
+else:
+    source_settings = deferred("sources.settings")
+    files = deferred("traces.files")  # it imports the OpenTelemetry SDK
+    trace_summary = deferred("traces.summary")
+    viewer = deferred("traces.viewer")
 
 _KIND_HELP = "Only traces of this kind: query (research ask), task (research task), call (research sources call), other."
 
 
 def _load() -> dict[str, list[dict[str, Any]]]:
-    # Here, not at the top: start-up time (the settings import mcp, the files the OpenTelemetry SDK).
-    from sources.settings import SourceSettings
-    from traces.files import load_traces
-
-    return load_traces(SourceSettings.from_environment().traces_path)
+    return files.load_traces(source_settings.SourceSettings.from_environment().traces_path)
 
 
 _COMMANDS = {"query": "research ask ...", "task": "research task ...", "call": "research sources call ..."}
@@ -44,23 +51,21 @@ def list_traces(
 
     Example: research traces list --kind query --limit 5
     """
-    from traces.summary import summaries, unique_length
-    from traces.viewer import trace_table
-
     loaded = _load()
-    found: list[TraceSummary] = summaries(loaded, kind=kind)
+    found: list[TraceSummary] = trace_summary.summaries(loaded, kind=kind)
     if not found:
         typer.echo(_none_yet(kind), err=True)
         raise typer.Exit(1)
     if json_output:
-        import dataclasses  # here, not at the top: start-up time
-        import json
-
         typer.echo(json.dumps([dataclasses.asdict(summary) for summary in found[:limit]], indent=2))
     else:
         console = Console()
         # An id is cut no shorter than what names it alone among all the traces `traces show` reads.
-        console.print(trace_table(found[:limit], width=console.width, id_length=unique_length(loaded)))
+        console.print(
+            viewer.trace_table(
+                found[:limit], width=console.width, id_length=trace_summary.unique_length(loaded)
+            )
+        )
     if len(found) > limit:
         traces = f"{kind} traces" if kind else "traces"
         typer.echo(f"the newest {limit} of {len(found)} {traces}; --limit N shows more", err=True)
@@ -83,16 +88,13 @@ def show_trace(
 
     Example: research traces show latest
     """
-    from traces.summary import latest_trace_id, starting_with
-    from traces.viewer import render_trace
-
     traces = _load()
     latest = trace_id == "latest"
     if latest:
-        newest = latest_trace_id(traces, kind)
+        newest = trace_summary.latest_trace_id(traces, kind)
         matches = [newest] if newest is not None else []
     else:
-        matches = starting_with(traces, trace_id)  # the id, or the traces it is a prefix of
+        matches = trace_summary.starting_with(traces, trace_id)  # the id, or the traces it is a prefix of
     if len(matches) > 1:
         raise usage_error(f"{_ambiguous(trace_id, matches)}; give more of the id")
     if not matches:
@@ -105,7 +107,7 @@ def show_trace(
         what = f"no {kind} trace" if latest else f"no trace {trace_id!r}"
         raise usage_error(f"{what} in the local trace files; {known}")
     (wanted,) = matches
-    Console().print(render_trace(wanted, traces[wanted]))
+    Console().print(viewer.render_trace(wanted, traces[wanted]))
 
 
 _NAMED_AT_MOST = 4  # the ids an ambiguous prefix's refusal names; the list shows the rest

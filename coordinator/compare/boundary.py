@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from mcp.types import CallToolResult, TextContent
 
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError
 from subagents.classify import CONTRACT, Outcome
-
-if TYPE_CHECKING:
-    from mcp.types import CallToolResult
 
 __all__ = ["GENERIC_MESSAGE", "Boundary", "operation_failed"]
 
@@ -57,8 +56,6 @@ class Boundary:
         """In Claude mode the model reads what the anti-pattern sends: ``{"isError": true, "message": ...}``."""
         if not self.generic or not isinstance(answer, ToolError):
             return CONTRACT.for_model(answer)
-        from mcp.types import CallToolResult, TextContent  # here, as in sources.contract: start-up time
-
         text = json.dumps({"isError": True, "message": GENERIC_MESSAGE})
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
+from matplotlib import pyplot
+
 from coordinator.compare.figures import Figures
 
 __all__ = ["plot"]
@@ -29,10 +32,7 @@ def _share(figures: Figures, numerator: str, denominator: str) -> float:
 
 def plot(modes: dict[str, Figures], scenarios: int, seed: int, path: Path) -> Path:
     """Write the chart to ``path`` (PNG) and return it; its folder must exist (none is created)."""
-    import matplotlib  # here, not at the top: only `--plot` needs it (start-up time)
-
     matplotlib.use("Agg")  # a file, never a window
-    from matplotlib import pyplot
 
     figure, axes = pyplot.subplots(figsize=(9, 4.8), dpi=120)
     width = 0.8 / len(modes)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from coordinator.planning.english import correct, is_english
 from coordinator.planning.intents import (
     ACTION_VERBS,
     GENERIC_WORDS,
@@ -28,6 +29,7 @@ from coordinator.planning.intents import (
     SYMPTOM_WORDS,
     TOPIC_WORDS,
 )
+from coordinator.planning.meaning import THRESHOLD
 from coordinator.planning.plan import PlannedTask, Unplanned
 from coordinator.planning.reading import Mention, Reading, phrase_words, phrases_in, record_words
 from coordinator.planning.spans import (
@@ -42,7 +44,8 @@ from coordinator.planning.spans import (
     quantity,
     sentences,
 )
-from coordinator.planning.tools import intents_taking
+from coordinator.planning.tools import intents_taking, tool_arguments
+from sources.catalogue import record_fields
 
 __all__ = ["SpanRole", "account_for_words"]
 
@@ -179,9 +182,6 @@ def _unexplained_runs(
 def _used_words(task: PlannedTask) -> set[str]:
     """The words a task's arguments use. In a search text, only words or a slip from one ("diference"):
     "damgd" finds nothing, so searching for it explains nothing (a name, an id, a date is used as it is)."""
-    from coordinator.planning.english import correct, is_english
-    from coordinator.planning.tools import tool_arguments
-
     kinds = tool_arguments().get(f"{task.source}.{task.tool}", {})
     words: set[str] = set()
     for name, value in task.arguments.items():
@@ -360,8 +360,6 @@ def _asks(word: str) -> bool:
 def _held_words(tasks: list[PlannedTask]) -> set[str]:
     """The words naming the fields of the records the planned tasks return, and the values those fields
     take ("delivered", "total", "cancelled"), and the words of the tools' own names."""
-    from sources.catalogue import record_fields
-
     fields = record_fields()
     words: set[str] = set()
     for task in tasks:
@@ -389,18 +387,12 @@ def _listed(span: Span, run: list[tuple[int, Token]], query: str) -> Unplanned:
     reading = ""
     if nearest is not None and not nearest.understood:
         how = (
-            f"{nearest.score:.2f} similar, under the {_threshold():.2f} needed"
+            f"{nearest.score:.2f} similar, under the {THRESHOLD:.2f} needed"
             if nearest.supported
             else "which shares none of its words' meaning"
         )
         reading = f"; the nearest phrasing known is '{nearest.example}' ({nearest.intent}), {how}"
     return Unplanned(f"'{written}'", f"not understood: no keyword reads it{reading}", _REPHRASE)
-
-
-def _threshold() -> float:
-    from coordinator.planning.meaning import THRESHOLD
-
-    return THRESHOLD
 
 
 def _text_of(span: Span) -> str:

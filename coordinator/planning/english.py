@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from sources.deferred import deferred
+
+if TYPE_CHECKING:
+    import spellchecker
+else:
+    spellchecker = deferred("spellchecker")
 
 __all__ = ["correct", "is_english"]
 
 
 @functools.cache
 def _checker() -> Any:
-    from spellchecker import SpellChecker
-
-    return SpellChecker(language="en", distance=1)
+    return spellchecker.SpellChecker(language="en", distance=1)
 
 
 # The list spells as Americans do: a British spelling is read in that form ("authorised",

@@ -17,12 +17,22 @@ read whole never load it. Why this library and this threshold: README, "How the 
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from coordinator.planning.intents import EXAMPLE_TOPICS, EXAMPLES
+from coordinator.planning.intents import EXAMPLE_TOPICS, EXAMPLES, STOPWORDS
+from sources.deferred import deferred
+
+if TYPE_CHECKING:
+    import numpy as np
+    import wordllama
+else:
+    np = deferred("numpy")
+    wordllama = deferred("wordllama")  # its code runs in _model, which puts the root logger back after it
 
 __all__ = ["THRESHOLD", "Match", "nearest_intent"]
 
@@ -59,14 +69,11 @@ class Match:
 
 @functools.cache
 def _model() -> Any:
-    import logging
-    from pathlib import Path
-
     # Importing wordllama calls logging.basicConfig(level=INFO): the root logger would then print
     # every library's INFO lines (each HTTP request of the SDKs) on stderr. Put the root back as it was.
     root = logging.getLogger()
     level, handlers = root.level, list(root.handlers)
-    import wordllama
+    model = wordllama.WordLlama  # the first attribute read: wordllama's code runs here
 
     root.setLevel(level)
     for handler in [handler for handler in root.handlers if handler not in handlers]:
@@ -74,7 +81,7 @@ def _model() -> Any:
 
     # The package's own folder holds its weights and tokenizer; its default load() looks elsewhere and
     # would try a download.
-    return wordllama.WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+    return model.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
 
 
 @functools.cache
@@ -90,8 +97,6 @@ def _examples() -> tuple[tuple[tuple[str, str], ...], Any]:
 def _example_words() -> tuple[list[str], Any, list[list[int]]]:
     """Each example's content words (not function words), embedded one by one: the distinct words,
     their vectors, and for each example the indices of its words."""
-    from coordinator.planning.intents import STOPWORDS
-
     pairs, _ = _examples()
     content = [_meaning_words(_WORD.findall(example.lower()), STOPWORDS) for _, example in pairs]
     distinct = sorted({word for words in content for word in words})
@@ -109,8 +114,6 @@ def _supported(unexplained: Collection[str]) -> Any:
     """For each example, whether one of its content words is near one of the clause's unexplained
     words: "been in touch" for "touch", "rang us" for "ring". A clause matched through its function
     words alone ("happy with us" to "called us") is not."""
-    import numpy as np
-
     _, vectors, indices = _example_words()
     if not unexplained:
         return np.zeros(len(indices), dtype=bool)

@@ -19,10 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator.planning.reading import QueryError
 from sources.catalogue import TOOLS
+from sources.deferred import deferred
 from subagents.task import Task
 
-if TYPE_CHECKING:  # networkx is imported where a graph is built: a refused query never needs it (start-up)
+if TYPE_CHECKING:
     import networkx as nx
+else:
+    nx = deferred("networkx")  # loaded where a graph is built: a refused query never needs it (start-up)
 
 __all__ = ["PLANNING_SHARE", "Plan", "PlanError", "PlannedTask", "QueryError", "Ref", "Unplanned"]
 
@@ -33,8 +36,6 @@ PLANNING_SHARE = 0.25
 
 
 def _graph() -> nx.DiGraph:
-    import networkx as nx
-
     return nx.DiGraph()
 
 
@@ -107,8 +108,6 @@ class Plan:
         ``offered`` is every source's tools (the demo sources' by default; with registered ones, the
         planner's catalog): a task may name no other.
         """
-        import networkx as nx
-
         by_id: dict[str, PlannedTask] = {}
         graph = nx.DiGraph()
         for task in tasks:
@@ -140,8 +139,6 @@ class Plan:
 
     def order(self) -> list[PlannedTask]:
         """The tasks in an order that puts every task after what it depends on."""
-        import networkx as nx
-
         return [self.tasks[task_id] for task_id in nx.lexicographical_topological_sort(self.graph)]
 
     def sources(self) -> list[str]:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from coordinator.planning.accounting import account_for_words
@@ -489,8 +490,6 @@ _QUALIFIERS = frozenset({"text", "choice", "other", "date", "amount", "sku", "li
 
 def _is_folder(path: str) -> bool:
     """A folder if it is one here, else if its last part has no extension (``docs`` yes, ``a.md`` no)."""
-    from pathlib import Path
-
     found = Path(path)
     return found.is_dir() or (not found.exists() and not found.suffix)
 

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
@@ -54,9 +54,19 @@ from coordinator.planning.intents import (
     Intent,
     vocabulary,
 )
+from coordinator.planning.meaning import nearest_intent
 from coordinator.planning.spans import ASKS, COURTESY, STORY, Span, cut, sentences
+from sources.catalogue import record_fields
+from sources.deferred import deferred
 from sources.domain import TODAY, pounds
 from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, EMAIL, ORDER_ID, SKU, NumberedId
+
+if TYPE_CHECKING:
+    import dateparser
+    import text_to_num
+else:
+    dateparser = deferred("dateparser")  # only a query that mentions a date needs it
+    text_to_num = deferred("text_to_num")  # only a query with a number in words needs it
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -249,10 +259,8 @@ _FULL_AMOUNT = re.compile(rf"\b(?:{'|'.join(re.escape(p) for p in FULL_AMOUNT_PH
 
 
 def _in_words(words: str) -> float | None:
-    from text_to_num import text2num  # here: only a query with a number in words needs it
-
     try:
-        return float(text2num(" ".join(words.lower().replace("-", " ").split()), "en"))
+        return float(text_to_num.text2num(" ".join(words.lower().replace("-", " ").split()), "en"))
     except ValueError:
         return None
 
@@ -389,10 +397,7 @@ def _amount(match: re.Match[str]) -> float:
 
 @functools.cache
 def _date_parser() -> Any:
-    # Imported on first use: dateparser is only needed by queries that mention a date.
-    from dateparser.date import DateDataParser
-
-    return DateDataParser(
+    return dateparser.date.DateDataParser(
         languages=["en"],
         settings={
             "RELATIVE_BASE": datetime.combine(TODAY, datetime.min.time()),
@@ -740,8 +745,6 @@ def _by_meaning(
         unexplained = [token.word for token in span.tokens]
     if not unexplained:
         return span
-    from coordinator.planning.meaning import nearest_intent  # only a span the keywords cannot read
-
     # A word that is one slip from an English word is compared as that word ("goodwil": "goodwill").
     spelled = {word: correct(word) or word for word in unexplained if not is_english(word)}
     text = " ".join(spelled.get(word.lower(), word) for word in left[span.start : span.end].split())
@@ -815,8 +818,6 @@ def phrases_in(phrases_text: str) -> list[str]:
 def record_words() -> frozenset[str]:
     """Every word that names a field of a record some tool returns, or a value it takes ("status",
     "delivered", "tier", "cancelled", "gold")."""
-    from sources.catalogue import record_fields
-
     return frozenset(
         word
         for tools in record_fields().values()

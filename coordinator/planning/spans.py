@@ -20,9 +20,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+import unicodedata
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from coordinator.planning.english import is_english
 from coordinator.planning.intents import (
     COURTESY_WORDS,
     IRREGULAR_PAST,
@@ -339,8 +341,6 @@ def _unread(text: str) -> str:
     """What of ``text`` the reader cannot read: words of another language or script, code or data
     pasted in, and emoji or other symbols where they stand alone (beside words, "refund policy 🙏" is
     tone, not an ask)."""
-    import unicodedata
-
     found = [match[0] for match in _CODE.finditer(text)]
     found += [match[0] for match in _FOREIGN_WORD.finditer(_CODE.sub(" ", text))]
     if not re.search(r"[A-Za-z0-9]", text):
@@ -351,7 +351,6 @@ def _unread(text: str) -> str:
 def _foreign(tokens: tuple[Token, ...], known: frozenset[str]) -> str:
     """Words of another language written in English letters ("mae fy archeb wedi torri"): two or more
     neighbours that are neither English, nor a word the planner knows, nor a typo of one."""
-    from coordinator.planning.english import is_english
 
     def unknown(token: Token) -> bool:
         word = token.word

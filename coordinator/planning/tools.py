@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator.planning.intents import INTENTS
-from sources.catalogue import input_schemas
+from sources.catalogue import TOOLS, input_schemas
+from sources.deferred import deferred
 from sources.formats import (
     AMOUNT_DESCRIPTION,
     ARTICLE_ID,
@@ -28,6 +29,11 @@ from sources.formats import (
     SEARCH_TEXT,
     SKU,
 )
+
+if TYPE_CHECKING:
+    import jsonschema
+else:
+    jsonschema = deferred("jsonschema")  # only a registered source's schemas are checked
 
 __all__ = [
     "ARGUMENT_PHRASES",
@@ -268,8 +274,6 @@ class Catalog:
 
 @functools.cache
 def demo_catalog() -> Catalog:
-    from sources.catalogue import TOOLS
-
     return Catalog(tool_arguments(), dict(TOOLS))
 
 
@@ -301,8 +305,6 @@ def with_registered(catalog: Catalog, source: str, listed: list[Any], hints: Any
 
 def _registered_arguments(tool: Any, kinds: dict[str, str] | None) -> tuple[dict[str, Argument], str]:
     """A registered tool's arguments as the planner takes them, or why it cannot plan the tool."""
-    import jsonschema
-
     schema = tool.input_schema
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)  # its own $schema's draft

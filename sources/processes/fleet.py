@@ -35,12 +35,20 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from sources.catalogue import DEFAULT_PORTS, SOURCES
+from sources.deferred import deferred
 from sources.security.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER, make_secret, read_secret
 from sources.security.private_files import NotYoursError, open_private_file, private_folder, publish_file
 from sources.settings import SIGNING_KEY_ENV, SourceSettings
 
+# The server's module imports the mcp SDK and uvicorn (about a second), which `down`, `kill` and
+# `status` never need: only starting a source reads its ready line. The faults' module imports pydantic.
 if TYPE_CHECKING:
+    from sources import faults as fault_layer
     from sources.faults import FaultSettings
+    from sources.processes import serve
+else:
+    fault_layer = deferred("sources.faults")
+    serve = deferred("sources.processes.serve")
 
 __all__ = ["Fleet", "FleetError", "Member", "MemberStatus"]
 
@@ -177,14 +185,10 @@ class Fleet:
         return _Launched(source, port, process, log_path, module)
 
     def _await_ready(self, launched: _Launched, chaos_control: bool, deadline: float) -> Member:
-        # Here, not at the top: the server's module imports the mcp SDK and uvicorn (about a second),
-        # which `down`, `kill` and `status` never need; only starting a source reads its ready line.
-        from sources.processes.serve import READY_PREFIX
-
         source, process = launched.source, launched.process
         while time.monotonic() < deadline:
             text = launched.log_path.read_text(errors="replace")
-            if READY_PREFIX in text:
+            if serve.READY_PREFIX in text:
                 member = launched.member(chaos_control)
                 if self.health(member) is not None:  # bound and serving: it answers
                     return member
@@ -307,9 +311,7 @@ class Fleet:
 
     def _clear_faults(self, member: Member) -> Member:
         if member.chaos_control:
-            from sources.faults import FaultSettings  # here, not at the top: start-up time
-
-            self.set_faults(member.source, FaultSettings())
+            self.set_faults(member.source, fault_layer.FaultSettings())
         return member
 
     def _restart(self, dead: Mapping[str, Member]) -> dict[str, Member | FleetError]:

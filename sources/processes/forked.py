@@ -34,8 +34,22 @@ from collections.abc import Iterator
 from multiprocessing import forkserver
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sources.catalogue import SOURCES
+from sources.deferred import deferred
+from sources.processes.lifeline import exit_when_stdin_hangs_up
+from sources.settings import SourceSettings
+
+# Loaded where they are first used: the mcp SDK in the fork server (serve is on its preload list),
+# not in the caller; setproctitle in each child.
+if TYPE_CHECKING:
+    import setproctitle
+
+    from sources.processes import serve
+else:
+    setproctitle = deferred("setproctitle")
+    serve = deferred("sources.processes.serve")
 
 __all__ = ["ForkedSource", "prestart", "start", "title"]
 
@@ -166,9 +180,7 @@ def start(source: str, environment: dict[str, str]) -> ForkedSource:
 
 def _serve(source: str, wire: socket.socket, environment: dict[str, str]) -> None:
     """In the child: become a stdio source on ``wire``."""
-    from setproctitle import setproctitle
-
-    setproctitle(title(source))
+    setproctitle.setproctitle(title(source))
     for name in [name for name in os.environ if name.startswith(_OWN_PREFIXES)]:
         del os.environ[name]
     os.environ.update(environment)
@@ -178,14 +190,10 @@ def _serve(source: str, wire: socket.socket, environment: dict[str, str]) -> Non
     wire.close()
     sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115  (the process's own stdin)
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-    from sources.processes.lifeline import exit_when_stdin_hangs_up
-    from sources.processes.serve import serve_stdio
-    from sources.settings import SourceSettings
-
     exit_when_stdin_hangs_up()
     try:
         settings = SourceSettings.from_environment()
     except ValueError as exc:  # bad settings: one plain line on stderr, as a spawned source prints
         print(f"error: {exc}", file=sys.stderr, flush=True)
         os._exit(1)
-    serve_stdio(importlib.import_module(f"sources.{source}").create_server, source, settings)
+    serve.serve_stdio(importlib.import_module(f"sources.{source}").create_server, source, settings)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import pwd
 import secrets
 import stat
 from pathlib import Path
@@ -118,8 +119,6 @@ def _refuse_unless_mine(path: Path, found: os.stat_result, kind: str) -> None:
 
 
 def _user_name(uid: int) -> str:
-    import pwd  # here, not at the top: POSIX only, and needed only to name an owner
-
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:

@@ -27,6 +27,7 @@ from mcp.types import CallToolResult, RequestParamsMeta
 from sources.settings import SourceSettings
 from subagents.classify import SourceUnavailable
 from subagents.hooks import ToolCall
+from subagents.sessions.forked_transport import forked_source
 
 __all__ = [
     "Connections",
@@ -65,8 +66,6 @@ def stdio_target(source: str, settings: SourceSettings, *extra_args: str) -> Tar
 def forked_target(source: str, settings: SourceSettings) -> Target:
     """Fork the source from the fork server (``sources.processes.forked``): a stdio source that starts in
     milliseconds, since the fork server has imported it already."""
-    from subagents.sessions.forked_transport import forked_source
-
     return lambda: forked_source(source, settings.child_environment())
 
 

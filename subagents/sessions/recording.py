@@ -14,6 +14,7 @@ recording is data, and reading one never imports or runs what it names.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 from typing import Any, Literal
@@ -189,8 +190,6 @@ def raised(exc: BaseException) -> Raised:
 def _types() -> dict[str, type[Exception]]:
     """The exception types a recording may raise again: those a transport raises and
     ``subagents.classify`` tells apart (and any of Python's own)."""
-    import builtins
-
     own = {
         name: kind
         for name, kind in vars(builtins).items()
