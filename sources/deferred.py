@@ -9,43 +9,35 @@ declares it at its top, as any import, through ``deferred``:
     else:
         core = deferred("coordinator.core")
 
-and the module loads at the first ``core.Coordinator``. This is the standard library's
-``importlib.util.LazyLoader``; the type checker sees the plain import. Package facades
-(``from coordinator import Coordinator``) are lazy the other way round, by ``exported``.
+and the module loads at the first ``core.Coordinator``. The type checker sees the plain import.
+Package facades (``from coordinator import Coordinator``) are lazy the other way round, by ``exported``.
 ``tests/test_start_up.py`` holds both: what each command loads, and that no function imports.
+
+Why not ``importlib.util.LazyLoader``: before Python 3.12 it is not thread-safe (a second thread can
+read a module half run: the sources run their tools on worker threads), and it imports a module's
+parent packages when declared (a submodule its package never imports, such as faker's locales,
+would load the package at once). A stand-in that asks the import system on first use has neither
+problem: the import system's own per-module locks serialise the first load.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import sys
 from collections.abc import Callable, Mapping
 from types import ModuleType
+from typing import Any
+
+
+class _Deferred(ModuleType):
+    """Stands in for the module of its name; each attribute read is the real module's."""
+
+    def __getattr__(self, attribute: str) -> Any:  # only for names the stand-in has not: all of them
+        return getattr(importlib.import_module(self.__name__), attribute)
 
 
 def deferred(name: str) -> ModuleType:
-    """The module ``name``, its code run when one of its attributes is first read."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)  # imports the parent packages: each is a light facade
-    if spec is None or spec.loader is None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-    spec.loader = importlib.util.LazyLoader(spec.loader)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    parent, _, child = name.rpartition(".")
-    if parent:  # as the import system does, so `from parent import child` finds it
-        setattr(sys.modules[parent], child, module)
-    return module
-
-
-def loaded(name: str) -> bool:
-    """Whether the module ``name`` has run: a deferred one is in ``sys.modules`` before it has."""
-    module = sys.modules.get(name)
-    # importlib.util.LazyLoader gives a module not yet run a class of its own, which it does not export.
-    return module is not None and type(module).__name__ != "_LazyModule"
+    """The module ``name``, imported (once, by the import system) when one of its attributes is first read."""
+    return _Deferred(name)
 
 
 def exported(package: str, homes: Mapping[str, str]) -> Callable[[str], object]:

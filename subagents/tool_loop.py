@@ -47,10 +47,14 @@ from traces.spans import record_model_use
 # Claude mode loads the SDK.
 if TYPE_CHECKING:
     import anthropic
+    from anthropic.lib.tools import mcp as anthropic_mcp
     from anthropic.types.beta import BetaMessage, BetaMessageParam
     from mcp.types import CallToolResult
 else:
     anthropic = deferred("anthropic")
+    anthropic_mcp = deferred(
+        "anthropic.lib.tools.mcp"
+    )  # the SDK's MCP helpers, a module `anthropic` never imports
 
 __all__ = ["ClaudeSubagents", "ModelCaller", "claude_subagents"]
 
@@ -274,15 +278,11 @@ class ClaudeSubagents:
 
     def _runner(self, agent: Subagent, caller: ModelCaller, tools: list[Any]) -> Any:
         """The SDK's tool runner over the source's tools, each answered through ``caller``."""
-        # Here, not at the top: `import anthropic` does not load this helper module, and deferring it
-        # (``deferred("anthropic.lib.tools.mcp")``) would import its parent, the whole SDK, at once.
-        from anthropic.lib.tools.mcp import async_mcp_tool
-
         task = agent.task
         planned = json.dumps({"tool": task.tool, "arguments": task.arguments}, default=str)
         first: BetaMessageParam = {"role": "user", "content": f"Planned call: {planned}"}
         # async_mcp_tool is typed for an mcp ClientSession; it only calls ``call_tool``, which ModelCaller has.
-        runnable = [async_mcp_tool(tool, caller) for tool in tools]  # type: ignore[arg-type]
+        runnable = [anthropic_mcp.async_mcp_tool(tool, caller) for tool in tools]  # type: ignore[arg-type]
         return self.client.beta.messages.tool_runner(
             model=self.settings.model,
             max_tokens=self.settings.max_tokens,

@@ -64,7 +64,12 @@ from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, EMAIL, ORDER_ID, SKU, N
 if TYPE_CHECKING:
     import dateparser
     import text_to_num
+    from faker.providers.person import en_GB, en_IN, en_US
 else:
+    # Faker's name lists (the demo world's own generator) serve as the gazetteer of first names.
+    en_GB = deferred("faker.providers.person.en_GB")
+    en_IN = deferred("faker.providers.person.en_IN")
+    en_US = deferred("faker.providers.person.en_US")
     dateparser = deferred("dateparser")  # only a query that mentions a date needs it
     text_to_num = deferred("text_to_num")  # only a query with a number in words needs it
 
@@ -477,11 +482,7 @@ def _bounds(after: date | None, before: date | None) -> DateRange:
 
 @functools.cache
 def _first_names() -> frozenset[str]:
-    # Faker's name lists (the demo world's own generator) serve as the gazetteer of first names.
-    from faker.providers.person.en_GB import Provider as British
-    from faker.providers.person.en_IN import Provider as Indian
-    from faker.providers.person.en_US import Provider as American
-
+    British, American, Indian = en_GB.Provider, en_US.Provider, en_IN.Provider
     names = [
         *British.first_names_male,
         *British.first_names_female,
