@@ -21,7 +21,7 @@ PACKAGES = ("sources", "subagents", "coordinator", "traces")
 # What a command loads only when it does its work: about a second together.
 HEAVY = (
     "mcp", "anthropic", "networkx", "matplotlib", "ray", "pydantic_settings", "starlette", "uvicorn",
-    "opentelemetry.sdk.trace",
+    "opentelemetry.trace",
 )  # fmt: skip
 
 # Imports a function body may make, each for a reason an import at the top cannot serve.

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import anyio
 import typer
-from opentelemetry import trace
 from rich.console import Console
 
 from coordinator.cli import STARTED_AT  # set before this module is imported: a deadline counts from it
@@ -39,6 +38,7 @@ from sources.deferred import deferred
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from opentelemetry import trace
     from opentelemetry.sdk import trace as trace_sdk
 
     from coordinator import ask_service, core
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from subagents import claude as claude_mode
     from traces import setup as tracing
 else:
+    trace = deferred("opentelemetry.trace")
     trace_sdk = deferred("opentelemetry.sdk.trace")
     ask_service = deferred("coordinator.ask_service")
     core = deferred("coordinator.core")
