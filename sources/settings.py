@@ -8,7 +8,7 @@
 | `RESEARCH_PUBLIC_KEY`  | the Ed25519 public key (PEM) a source verifies credentials with | the data folder's public key file |
 | `RESEARCH_FAULTS`      | the fault layer's settings (see `sources.faults`)        | no faults                     |
 | `RESEARCH_KB_WARMUP_MS` | how long the kb index warms up after start (transient errors meanwhile) | 1000 |
-| `RESEARCH_TICKETS_RATE` | tickets' rate limit: calls per second, and the burst allowed | 5 per second, burst 10 |
+| `RESEARCH_TICKETS_RATE`, `RESEARCH_TICKETS_BURST` | tickets' rate limit: calls per second, and the burst allowed | 5 per second, burst 10 |
 | `RESEARCH_TRACES_DIR`  | where the file exporter writes spans                     | `<data dir>/traces`           |
 | `RESEARCH_TRACE_PAYLOADS` | `full` records arguments and queries unredacted (local debugging only) | redacted |
 | `RESEARCH_RUN_ID`      | the run a process belongs to (set by the coordinator for its sources) | none      |

@@ -38,7 +38,7 @@ SET_THE_KEY = "export ANTHROPIC_API_KEY=<your key>"
 class ClaudeSettings:
     """Model, limits and where the Messages API is. ``base_url`` and the key come from the environment."""
 
-    model: str = "claude-sonnet-4-6"
+    model: str = "claude-sonnet-4-6"  # the model every agent of a query asks
     max_tokens: int = 2048  # per model turn
     max_turns: int = 6  # model turns per subagent
     token_budget: int = 200_000  # input + output tokens per query, across every agent
