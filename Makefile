@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint typecheck demo bench clean third-party jaeger jaeger-run
+.PHONY: test lint typecheck demo bench clean third-party jaeger jaeger-run docs
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,11 +63,22 @@ $(RAY): $(BIN)/.installed
 	@$(BIN)/python -m pip install --quiet -e '.[ray]' && touch $@ \
 	|| echo "Ray could not be installed: the Ray batch tests will be skipped"
 
+# The docs site (mkdocs.yml, pages in docs/): the optional extra, installed for the suite too, which
+# builds the site strictly and runs every command the pages print (tests/test_docs.py).
+DOCS := $(BIN)/.docs-installed
+$(DOCS): $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[docs]' && touch $@
+
+# Serve the docs on 127.0.0.1:8000 (DOCS_ADDRESS=127.0.0.1:PORT for another port), rebuilt on each change.
+DOCS_ADDRESS ?= 127.0.0.1:8000
+docs: $(DOCS)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr $(DOCS_ADDRESS)
+
 # Strict types on the four packages (the settings are in pyproject.toml, [tool.mypy]).
 typecheck: $(BIN)/.installed $(RAY)
 	$(BIN)/mypy
 
-test: $(RAY) lint typecheck $(INTEROP)/node_modules/.installed $(TIME_SERVER) $(JAEGER)
+test: $(RAY) $(DOCS) lint typecheck $(INTEROP)/node_modules/.installed $(TIME_SERVER) $(JAEGER)
 	$(BIN)/python -m pytest
 
 # The main job on the embedded default: five sources spawned over stdio, local SQLite data. The

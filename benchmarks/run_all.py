@@ -1,10 +1,10 @@
 """Run every benchmark in benchmarks/, then `research compare`, and write one dated results file.
 
-Why: each benchmark is a standalone script whose figures were copied into the README by hand, from
+Why: each benchmark is a standalone script whose figures were once copied into the README by hand, from
 runs on different days. `make bench` runs them all in one sitting, one at a time (the machine has
 two cores and the figures are timings: two benchmarks side by side would measure each other), then
 the comparison of the generic, generic-abort and structured recovery modes, and records the whole
-run in ``benchmarks/results/YYYY-MM-DD.md`` (copied to ``latest.md``, the stable path the README
+run in ``benchmarks/results/YYYY-MM-DD.md`` (copied to ``latest.md``, the stable path the docs
 links), the comparison's chart beside it as ``YYYY-MM-DD-compare.png``.
 
 Each benchmark's section has its title (its docstring's first sentence), the command that ran and a
@@ -553,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     total_s = time.perf_counter() - started
     text = document(day, outcomes, chart, total_s)
     (out / f"{day}.md").write_text(text, encoding="utf-8")
-    if chart.exists():  # the stable pair the README shows: latest.md and its chart
+    if chart.exists():  # the stable pair the docs show: latest.md and its chart
         shutil.copyfile(chart, out / LATEST_CHART)
     (out / "latest.md").write_text(text.replace(chart.name, LATEST_CHART), encoding="utf-8")
     failed = [outcome.step.name for outcome in outcomes if not outcome.ok]

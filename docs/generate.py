@@ -131,7 +131,9 @@ def _meanings() -> dict[str, str]:
     from subagents.claude import ClaudeSettings
 
     meanings = {}
-    for found in re.finditer(r"^\| (`\w+`(?:, `\w+`)*)\s*\| (.+?) \|[^|]*\|$", sources.settings.__doc__ or "", re.M):
+    for found in re.finditer(
+        r"^\| (`\w+`(?:, `\w+`)*)\s*\| (.+?) \|[^|]*\|$", sources.settings.__doc__ or "", re.M
+    ):
         meanings.update(dict.fromkeys(re.findall(r"`(\w+)`", found[1]), found[2].strip()))
     for line in inspect.getsource(ClaudeSettings).splitlines():
         if found := re.match(r"\s+(\w+): .+? = .+?\s+# (.+)$", line):
@@ -145,22 +147,31 @@ def settings() -> str:
     from sources.environment import Environment
 
     meanings = _meanings()
-    rows = ["| variable | meaning | form | default | read by |", "|---|---|---|---|---|"]
+    tables: list[str] = []
     unexplained: list[str] = []
     for environment in Environment.__subclasses__():
         prefix = environment.model_config.get("env_prefix", "")
+        rows = ["| variable | meaning | form | default |", "|---|---|---|---|"]
         for name, field in environment.model_fields.items():
             alias = field.validation_alias
             variable = alias if isinstance(alias, str) else f"{prefix}{name}".upper()
             if variable not in meanings and not variable.startswith("ANTHROPIC_"):
                 unexplained.append(variable)
-            meaning = meanings.get(variable, "the Messages API's own variable (the anthropic SDK reads it too)")
+            meaning = meanings.get(
+                variable, "the Messages API's own variable (the anthropic SDK reads it too)"
+            )
             form = field.description or ("text" if field.annotation in (str, str | None) else "a path")
             default = "" if field.default in (None, "") else f"`{field.default}`"
-            rows.append(f"| `{variable}` | {meaning} | {form} | {default} | `{environment.__module__}` |")
+            rows.append(f"| `{variable}` | {meaning} | {form} | {default} |")
+        about = (environment.__doc__ or "").split("\n")[0]
+        tables.append(
+            f"### `{environment.__module__}.{environment.__name__}`\n\n{about}\n\n" + "\n".join(rows)
+        )
     if unexplained:
-        raise PluginError(f"no meaning in the code for {', '.join(unexplained)}: add each to the settings' table")
-    return "\n".join(rows)
+        raise PluginError(
+            f"no meaning in the code for {', '.join(unexplained)}: add each to the settings' table"
+        )
+    return "\n\n".join(tables)
 
 
 def exit_statuses() -> str:
@@ -226,7 +237,9 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     def generate(found: re.Match[str]) -> str:
         if found[1] not in GENERATED:
-            raise PluginError(f"{page.file.src_uri}: no generator for '{found[1]}' (known: {', '.join(GENERATED)})")
+            raise PluginError(
+                f"{page.file.src_uri}: no generator for '{found[1]}' (known: {', '.join(GENERATED)})"
+            )
         return GENERATED[found[1]]()
 
     docs_dir = Path(config.docs_dir).resolve()

@@ -34,7 +34,7 @@ __all__ = [
 
 CORPUS = Path(__file__).with_name("planner_corpus.toml")
 # Written later, by another author, against the same specification: measured before the planner was
-# tuned on it (see README, Benchmarks).
+# tuned on it (see CONTRIBUTING.md, Benchmarks).
 HELD_OUT = Path(__file__).with_name("planner_heldout.toml")
 # Natural phrasings (shorthand, pasted emails, indirect wording, amounts in words, fields no source
 # holds), written by helpers given only the tools' schemas and the demo data: one set the planner's

@@ -1,8 +1,8 @@
 """`research batch --engine ray` on a local Ray, started once for this module: the workers share one
 guard actor (breakers and retry budget), write a report and a trace per question, and keep the
 fleet-wide retry budget under a source that fails half its calls. Then on a real two-node cluster
-(`ray start --head`, a second `ray start --address`, as the README's "On a cluster" shows), whose
-second node dies mid-batch. Skipped only where Ray is not installed (`pip install '.[ray]'`;
+(`ray start --head`, a second `ray start --address`, as "On a cluster" in docs/guides/batch.md
+shows), whose second node dies mid-batch. Skipped only where Ray is not installed (`pip install '.[ray]'`;
 `make test` installs it)."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Recovery traces in a real Jaeger: the CLI and five stdio sources export over OTLP to the Jaeger v2
 binary `make jaeger` builds, and the test reads back what Jaeger stored, through its query API.
 
-What the README promises of Jaeger, checked against Jaeger's own JSON: one trace whose processes are
-the six services, every span's parent in the trace, each subagent's recovery decisions as its span
+What docs/guides/traces.md promises of Jaeger, checked against Jaeger's own JSON: one trace whose
+processes are the six services, every span's parent in the trace, each subagent's recovery decisions as its span
 logs in the order they were taken with their attributes, the escalated task and the failed attempts
 marked as errors, and the MCP and GenAI attribute names of the semantic conventions.
 """

@@ -1,6 +1,6 @@
-"""Real third-party MCP servers: every error the README's table lists, sent for real and classified.
+"""Real third-party MCP servers: every error the docs' table lists, sent for real and classified.
 
-The table in README.md ("Third-party servers: their errors, classified") is the one list of cases:
+The table in docs/guides/your-servers.md ("Third-party servers: their errors, classified") is the one list of cases:
 each row is a call, the error text it brings back (… where elided), the category and what decided
 it. Each row is checked twice: against the classifier alone, from the table's own text (fast, no
 server), and against the real server, started once per module as its users start it
@@ -27,12 +27,12 @@ from subagents.classify import CONTRACT, Classifier, Outcome, TextRule, contract
 from tests.conftest import PROJECT_ROOT
 from tests.third_party import filesystem_server, time_server
 
-README = PROJECT_ROOT / "README.md"
+GUIDE = PROJECT_ROOT / "docs" / "guides" / "your-servers.md"
 SECTION = "## Third-party servers: their errors, classified"
 DOCS = "DOCS"  # the table's name for the directory the filesystem server is allowed
 BOUND_S = 20.0  # every start and call ends well within this, or the test fails rather than hangs
 
-# The overrides the README states (its test checks it states these): one per server.
+# The overrides the guide states (its test checks it states these): one per server.
 OVERRIDES = {
     "filesystem": (TextRule.of("ENOENT|EISDIR|ENOTDIR", "validation"),),
     "time": (TextRule.of("^Unknown tool", "business"),),
@@ -42,7 +42,7 @@ WITH_OVERRIDES = contract_with_rules(OVERRIDES)
 
 @dataclass(frozen=True)
 class Row:
-    """One row of the README's table."""
+    """One row of the guide's table."""
 
     server: str
     tool: str
@@ -61,7 +61,7 @@ class Row:
 
 
 def readme_rows() -> list[Row]:
-    lines = README.read_text(encoding="utf-8").splitlines()
+    lines = GUIDE.read_text(encoding="utf-8").splitlines()
     after = lines[lines.index(SECTION) :]
     start = next(number for number, line in enumerate(after) if line.startswith("| server |"))
     table = []
@@ -119,7 +119,7 @@ def test_the_readme_table_agrees_with_the_classifier(row: Row) -> None:
 
 
 def test_the_readme_states_the_overrides_the_table_uses() -> None:
-    section = README.read_text(encoding="utf-8").split(SECTION)[1]
+    section = GUIDE.read_text(encoding="utf-8").split(SECTION)[1]
     for server, rules in OVERRIDES.items():
         for rule in rules:
             assert f"{server} `{rule.pattern.pattern}` → {rule.category.value}" in section
