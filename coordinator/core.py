@@ -33,7 +33,6 @@ from coordinator.llm import claude_brief, claude_plan
 from coordinator.planning.plan import PLANNING_SHARE, Plan
 from coordinator.planning.planner import plan_query
 from coordinator.planning.reading import identifiers_named
-from coordinator.planning.tools import Catalog, demo_catalog
 from coordinator.registered_tools import catalog_of
 from coordinator.registry import Registry
 from coordinator.replay import save_recording
@@ -42,7 +41,6 @@ from coordinator.reporting.synthesize import synthesize
 from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
 from coordinator.runtime import build_runtime
 from sources.faults import FaultSettings
-from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker, Grant
 from subagents.classify import CONTRACT, Classifier
@@ -53,7 +51,7 @@ from subagents.policy import RecoveryPolicy
 from subagents.sessions.connection import Connections, Target
 from subagents.sessions.recording import RecordingTransport, Tape
 from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SubagentReport, Task, run_subagent
-from subagents.tool_loop import claude_subagents
+from subagents.tool_loop import ClaudeSubagents, claude_subagents
 from subagents.transport import Transport
 from traces.setup import ensure_tracing
 from traces.spans import (
@@ -93,14 +91,12 @@ class Config:
 
     def targets(self) -> dict[str, Target]:
         """Where each source in effect is found: as its registry entry connects."""
-        fleet = Fleet(self.settings)
         return {
             name: entry.connect(
                 self.settings,
                 self.faults.get(name, FaultSettings()),
                 over=self.demo_over,
                 url=self.urls.get(name),
-                fleet=fleet,
             )
             for name, entry in self.registry.sources().items()
         }
@@ -177,17 +173,13 @@ class Coordinator:
         them) within the planning share of the deadline."""
         deadline_at = (started_at if started_at is not None else time.monotonic()) + deadline_s
         within_s = min(deadline_s * PLANNING_SHARE, deadline_at - time.monotonic())
-        catalog = await self._catalog(within_s)
+        catalog = await catalog_of(
+            self.config.registry, self.config.settings.data_dir, timeout_s=max(within_s, 0.1)
+        )
         if self.config.claude is None:
             return plan_query(query, catalog), None
         within_s = min(deadline_s * PLANNING_SHARE, deadline_at - time.monotonic())
         return await claude_plan(query, self.config.claude, budget, within_s=within_s, catalog=catalog)
-
-    async def _catalog(self, within_s: float) -> Catalog:
-        registry = self.config.registry
-        if not registry.entries and not registry.problems:
-            return demo_catalog()
-        return await catalog_of(registry, self.config.settings.data_dir, timeout_s=max(within_s, 0.1))
 
     async def research(
         self,
@@ -219,9 +211,7 @@ class Coordinator:
         if self.config.claude is not None and budget is None:
             budget = TokenBudget(self.config.claude.token_budget)
         ensure_tracing("research-coordinator")
-        query_run = _Query(
-            query, grants, seed, observer, post_call, jitter, Tape(self.clock.now) if record else None
-        )
+        tape = Tape(self.clock.now) if record else None  # where the run's attempts are recorded, if they are
         with research_span(query) as root:
             with plan_span() as planning_span:
                 if plan is None:
@@ -229,10 +219,13 @@ class Coordinator:
                         query, deadline_s=deadline_s, started_at=started_at, budget=budget
                     )
                 record_plan(planning_span, [task.id for task in plan.order()])
-            outcomes = await self._run_tasks(plan, query_run, budget, deadline_at)
+            outcomes = await self._run_tasks(
+                plan, budget, deadline_at, tape, grants, named=identifiers_named(query), question=query,
+                seed=seed, post_call=post_call, observer=observer, jitter=jitter,
+            )  # fmt: skip
             report = await self._synthesized(plan, trace_id_of(root), outcomes, planning, budget, deadline_at)
-            if query_run.tape is not None:
-                await anyio.to_thread.run_sync(self._keep, report, plan, query_run)
+            if tape is not None:
+                await anyio.to_thread.run_sync(self._keep, report, plan, grants, tape)
             end_research(
                 root, status=report.status, plan_size=len(plan.tasks), findings=len(report.findings),
                 gaps=len(report.gaps),
@@ -257,50 +250,48 @@ class Coordinator:
         the task may write to. ``base_scopes``: the credential's scopes before any elevation (none:
         the broker's own); ``pre_call`` replaces the refund guard (a chaos test passes a broken one
         to see billing catch it)."""
-        config = self.config
-        broker = CredentialBroker(
-            config.settings.signing_key(), base_scopes=base_scopes, grants=self._grants(())
-        )
-        async with claude_subagents(config.claude) as model:
+        async with claude_subagents(self.config.claude) as model:
             runtime = self._runtime(
-                self.transport, broker, named=named, seed=seed, pre_call=pre_call, post_call=post_call,
-                observer=observer, model=model,
+                self.transport, model, (), base_scopes=base_scopes, named=named, seed=seed, pre_call=pre_call,
+                post_call=post_call, observer=observer,
             )  # fmt: skip
             started_at = started_at if started_at is not None else runtime.clock.now()
             return await run_subagent(task, runtime, deadline=started_at + deadline_s)
 
-    def _grants(self, extra: tuple[Grant, ...]) -> tuple[Grant, ...]:
-        return (*self.config.grants, *extra, *self.config.registry.grants())
-
-    def _runtime(self, transport: Transport, broker: CredentialBroker, **chosen: Any) -> Runtime:
+    def _runtime(
+        self, transport: Transport, model: ClaudeSubagents | None, grants: tuple[Grant, ...],
+        base_scopes: frozenset[str] = frozenset(), **chosen: Any,
+    ) -> Runtime:  # fmt: skip
+        """A run's runtime: its broker may grant the config's grants, ``grants`` and the registered
+        sources' scopes; ``chosen``: what the run gives ``build_runtime`` beyond the config's."""
         config, registry = self.config, self.config.registry
+        broker = CredentialBroker(
+            config.settings.signing_key(),
+            base_scopes=base_scopes,
+            grants=(*config.grants, *grants, *registry.grants()),
+        )
         return build_runtime(
             transport, broker, registry=registry, data_dir=config.settings.data_dir,
             policy=replace(config.policy, source_timeouts={**registry.timeouts(), **config.policy.source_timeouts}),
-            guard=self.guard, clock=self.clock,
+            guard=self.guard, clock=self.clock, model=model,
             # A comparison swaps the whole boundary; otherwise the registered sources' own rules join it.
             classifier=registry.classifier() if config.classifier is CONTRACT else config.classifier,
             **chosen,
         )  # fmt: skip
 
     async def _run_tasks(
-        self, plan: Plan, query: _Query, budget: TokenBudget | None, deadline_at: float
-    ) -> dict[str, TaskOutcome]:
-        """Run the plan's tasks through subagents on this coordinator's sessions."""
-        transport = self.transport
-        for source in plan.sources():  # every source the plan needs starts now, while the first tasks run
-            transport[source].open_soon()
-        if query.tape is not None:
-            transport = RecordingTransport(transport, query.tape)
+        self, plan: Plan, budget: TokenBudget | None, deadline_at: float, tape: Tape | None,
+        grants: tuple[Grant, ...], **chosen: Any,
+    ) -> dict[str, TaskOutcome]:  # fmt: skip
+        """Run the plan's tasks through subagents on this coordinator's sessions, their attempts
+        recorded on ``tape`` if there is one; ``chosen``: what the query gives the runtime."""
+        self.open_soon(plan.sources())  # every source the plan needs starts now, while the first tasks run
+        transport = self.transport if tape is None else RecordingTransport(self.transport, tape)
         async with claude_subagents(self.config.claude, budget) as model:
-            broker = CredentialBroker(self.config.settings.signing_key(), grants=self._grants(query.grants))
-            runtime = self._runtime(
-                transport, broker, named=identifiers_named(query.text), question=query.text, seed=query.seed,
-                post_call=query.post_call, observer=query.observer, model=model, jitter=query.jitter,
-            )  # fmt: skip
+            runtime = self._runtime(transport, model, grants, **chosen)
             left_s = deadline_at - time.monotonic()
-            if query.tape is not None:
-                query.tape.start(left_s)
+            if tape is not None:
+                tape.start(left_s)
             return await run_plan(plan, runtime, left_s)
 
     async def _synthesized(
@@ -323,27 +314,13 @@ class Coordinator:
             record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
         return report
 
-    def _keep(self, report: ResearchReport, plan: Plan, query: _Query) -> None:
+    def _keep(self, report: ResearchReport, plan: Plan, grants: tuple[Grant, ...], tape: Tape) -> None:
         """Keep the run beside its trace, so `research replay` can run it again."""
-        config, tape = self.config, query.tape
-        assert tape is not None  # only a recorded run is kept
+        config = self.config
         save_recording(
             config.settings.traces_path, report, plan, tape.attempts, deadline_s=tape.deadline_s,
-            policy=config.policy, grants=(*config.grants, *query.grants),
+            policy=config.policy, grants=(*config.grants, *grants),
             mode="claude" if config.claude is not None else "deterministic",
             breakers="shared" if self.guard is not None else "own",
             boundary="contract" if config.classifier is CONTRACT else "other",
         )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class _Query:
-    """What one query brings to a coordinator's run beyond the plan."""
-
-    text: str
-    grants: tuple[Grant, ...]
-    seed: int | None
-    observer: Observer | None
-    post_call: tuple[PostCallHook, ...] | None
-    jitter: Callable[[str], random.Random] | None
-    tape: Tape | None  # where the run's attempts are recorded, if they are

@@ -209,27 +209,22 @@ class SourceEntry(BaseModel):
         *,
         over: Literal["stdio", "spawn", "http"] = "stdio",
         url: str | None = None,
-        fleet: Fleet | None = None,
     ) -> Target:
         """Where a session with this source opens: the one place a source is forked, spawned or dialled.
 
         A demo source is forked from the fork server with its fault layer set (``"stdio"``), spawned
         (``"spawn"``: one source for one task, where starting the fork server costs more), or dialled
-        over HTTP at ``url``, else where ``fleet`` has it each time a session opens (never on a default
-        port). A registered source is reached as its entry says, its faults injected client-side (it
+        over HTTP at ``url``, else where the fleet of the settings' data folder has it each time a
+        session opens (never on a default port). A registered source is reached as its entry says, its faults injected client-side (it
         has no layer of its own)."""
         if not self.demo:
             target = registered_tools.registered_target(self, settings.data_dir / "logs")
             return client_faults.with_client_faults(target, faults) if faults.active else target
         if over == "http":
-            return connection.http_target(url) if url else fleet_target(fleet or _fleet(settings), self.name)
+            return connection.http_target(url) if url else fleet_target(fleets.Fleet(settings), self.name)
         if over == "spawn":
             return connection.stdio_target(self.name, settings.with_faults(faults))
         return connection.forked_target(self.name, settings.with_faults(faults))
-
-
-def _fleet(settings: SourceSettings) -> Fleet:
-    return fleets.Fleet(settings)
 
 
 def fleet_target(fleet: Fleet, source: str) -> Callable[[], str]:

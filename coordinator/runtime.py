@@ -68,7 +68,7 @@ def build_runtime(
         refund_limit, refund_ledger = refund_guard()
         pre_call, listeners = (refund_limit,), (refund_ledger, *listeners)
     hooks: tuple[PreCallHook, ...] = (*pre_call, writes)
-    allowed = _allowed_tools(registry, data_dir)
+    allowed = allowed_tools(registry, data_dir)
     if allowed:
         hooks = (*hooks, AllowedTools(allowed))
     return Runtime(
@@ -85,9 +85,3 @@ def build_runtime(
         classifier=classifier,
         jitter=jitter,
     )
-
-
-def _allowed_tools(registry: Registry, data_dir: Path) -> dict[str, frozenset[str]]:
-    if not registry.entries:
-        return {}
-    return allowed_tools(registry, data_dir)

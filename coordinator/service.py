@@ -49,12 +49,10 @@ from starlette.routing import Route
 from coordinator.ask_service import NAME
 from coordinator.core import Config, Coordinator
 from coordinator.planning.planner import QueryError, plan_query
-from coordinator.registry import fleet_target
 from coordinator.reporting.render import print_report, print_task_table
 from coordinator.reporting.report import ResearchReport
 from sources.catalogue import SOURCES
 from sources.processes.control import refuse_unless_trusted
-from sources.processes.fleet import Fleet
 from sources.processes.serve import READY_PREFIX, BoundedShutdownServer, bind_loopback, log_plainly
 from sources.security.fleet_secret import FLEET_SECRET_ENV
 from sources.settings import SourceSettings
@@ -68,19 +66,17 @@ __all__ = ["create_app", "main"]
 
 def create_app(settings: SourceSettings, secret: str) -> Starlette:
     """The service: one set of sessions and breakers, for every query it is sent."""
-    fleet = Fleet(settings)
+    # Each source where the fleet's state has it, read each time a session opens (a source healed is
+    # found again); never a default port, where another fleet, or anything, may listen.
+    config = Config(settings, demo_over="http")
     guard = LocalGuard()  # the breakers every query shares
     held: dict[str, Coordinator] = {}
     in_flight: set[anyio.CancelScope] = set()
     dialled: dict[str, list[str]] = {source: [] for source in SOURCES}  # the URLs each session opened on
 
-    def where(source: str) -> Target:
-        # Where the fleet's state has it, read each time a session opens (a source healed is found
-        # again); never a default port, where another fleet, or anything, may listen.
-        find = fleet_target(fleet, source)
-
+    def noted(source: str, find: Target) -> Target:
         def dial() -> str:
-            url = find()
+            url = str(find())  # a source of the fleet is found at a URL
             if url not in dialled[source]:
                 dialled[source].append(url)
             return url
@@ -89,8 +85,8 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        targets = {source: where(source) for source in SOURCES}
-        async with Coordinator(Config(settings), targets=targets, guard=guard) as coordinator:
+        targets = {source: noted(source, find) for source, find in config.targets().items()}
+        async with Coordinator(config, targets=targets, guard=guard) as coordinator:
             held["coordinator"] = coordinator
             coordinator.open_soon(SOURCES)  # the first query finds its sessions open, as every later one does
             yield

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -127,15 +128,12 @@ def _schema_problem(
     )
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # the code points UTF-8 cannot encode
+
+
 def _unencodable(value: Any) -> bool:
     """Text that is not valid UTF-8 (an unpaired surrogate escape)."""
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    return isinstance(value, str) and _SURROGATE.search(value) is not None
 
 
 def _not_finite(value: Any) -> bool:

@@ -28,16 +28,12 @@ from types import ModuleType
 from typing import Any
 
 
-class _Deferred(ModuleType):
-    """Stands in for the module of its name; each attribute read is the real module's."""
+class deferred(ModuleType):  # a class called as a function, as functools.partial is
+    """The module ``name``, imported (once, by the import system) when one of its attributes is first
+    read; until then a stand-in whose every attribute read is the real module's."""
 
     def __getattr__(self, attribute: str) -> Any:  # only for names the stand-in has not: all of them
         return getattr(importlib.import_module(self.__name__), attribute)
-
-
-def deferred(name: str) -> ModuleType:
-    """The module ``name``, imported (once, by the import system) when one of its attributes is first read."""
-    return _Deferred(name)
 
 
 def exported(package: str, homes: Mapping[str, str]) -> Callable[[str], object]:

@@ -32,9 +32,12 @@ __all__ = ["Environment", "SourceEnvironment", "variable"]
 T = TypeVar("T")
 
 
-def variable(default: T, form: str, *, ge: float | None = None, gt: float | None = None) -> T:
-    """A field read from one variable: its default, and its form as an error states it ("a whole number")."""
-    return Field(default, description=form, ge=ge, gt=gt)
+def variable(
+    default: T, form: str, *, ge: float | None = None, gt: float | None = None, alias: str | None = None
+) -> T:
+    """A field read from one variable (``alias``, when not named for it): its default, and its form
+    as an error states it ("a whole number")."""
+    return Field(default, description=form, ge=ge, gt=gt, validation_alias=alias)
 
 
 class _Given(EnvSettingsSource):
@@ -96,11 +99,13 @@ class SourceEnvironment(Environment):
     model_config = SettingsConfigDict(env_prefix="RESEARCH_")
 
     seed: int = variable(SourceSettings.seed, _WHOLE, ge=0)
-    signing_key: str | None = None  # PEM
-    public_key: str | None = None  # PEM
+    signing_key_pem: str | None = Field(default=None, validation_alias="RESEARCH_SIGNING_KEY")
+    public_key_pem: str | None = Field(default=None, validation_alias="RESEARCH_PUBLIC_KEY")
     faults: str = ""  # ``FaultSettings.parse`` reads it
     kb_warmup_ms: int = variable(SourceSettings.kb_warmup_ms, _WHOLE, ge=0)
-    tickets_rate: float = variable(SourceSettings.tickets_rate_per_second, "a number, 0 or more", ge=0)
+    tickets_rate_per_second: float = variable(
+        SourceSettings.tickets_rate_per_second, "a number, 0 or more", ge=0, alias="RESEARCH_TICKETS_RATE"
+    )
     tickets_burst: int = variable(SourceSettings.tickets_burst, _WHOLE, ge=0)
     traces_dir: Path | None = None
     trace_payloads: str = ""  # "full", or redacted

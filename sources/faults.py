@@ -32,7 +32,7 @@ import random
 import re
 import signal
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -82,22 +82,8 @@ class FaultSettings(BaseModel):
 
     @property
     def active(self) -> bool:
-        return any(
-            (
-                self.latency_ms,
-                self.jitter_ms,
-                self.transient,
-                self.hang,
-                self.crash,
-                self.garbage,
-                self.lose,
-                self.exit,
-                self.truncate,
-                self.unknown_id,
-                self.oversize,
-                self.die_at,
-            )
-        )
+        """Whether any fault is set (the seed alone sets none)."""
+        return any(value for name, value in self if name != "seed")
 
     @classmethod
     def parse(cls, spec: str) -> FaultSettings:
@@ -153,21 +139,8 @@ class FaultSettings(BaseModel):
         )
 
 
-_SPEC_FIELDS = {
-    "latency": "latency_ms",
-    "jitter": "jitter_ms",
-    "transient": "transient",
-    "hang": "hang",
-    "crash": "crash",
-    "garbage": "garbage",
-    "lose": "lose",
-    "exit": "exit",
-    "truncate": "truncate",
-    "unknown_id": "unknown_id",
-    "oversize": "oversize",
-    "die_at": "die_at",
-    "seed": "seed",
-}
+# A setting's name in a spec is its field's, less the unit: latency=200ms is latency_ms.
+_SPEC_FIELDS = {field.removesuffix("_ms"): field for field in FaultSettings.model_fields}
 
 
 @dataclass(frozen=True)
@@ -186,6 +159,10 @@ class Roll:
     oversize: bool
 
 
+# The dice, in the order they are rolled: Roll's fields after the delay.
+_DICE = [each.name for each in fields(Roll)][1:]
+
+
 def rolls(settings: FaultSettings) -> Iterator[Roll]:
     """The dice for each call in turn. Every die is rolled for every call in a fixed order, before
     any is acted on, so the same seed strikes the same calls: a run replays, and a test can know
@@ -194,21 +171,7 @@ def rolls(settings: FaultSettings) -> Iterator[Roll]:
     s = settings
     while True:
         delay_ms = max(0.0, s.latency_ms + rng.uniform(-s.jitter_ms, s.jitter_ms))
-        struck = [
-            rng.random() < p
-            for p in (
-                s.crash,
-                s.hang,
-                s.garbage,
-                s.transient,
-                s.lose,
-                s.exit,
-                s.truncate,
-                s.unknown_id,
-                s.oversize,
-            )
-        ]
-        yield Roll(delay_ms, *struck)
+        yield Roll(delay_ms, *(rng.random() < getattr(s, die) for die in _DICE))
 
 
 def transient_result(source: str) -> CallToolResult:

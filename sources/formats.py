@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any
 
 from sources import identifiers
 from sources.deferred import deferred
@@ -73,20 +73,7 @@ class Format:
         return f"Expected: {self.description}."
 
 
-class _Identifier(Protocol):
-    """What a format takes from an identifier's facts (``sources.identifiers``)."""
-
-    @property
-    def pattern(self) -> str: ...
-    @property
-    def description(self) -> str: ...
-    @property
-    def example(self) -> str: ...
-    @property
-    def max_length(self) -> int: ...
-
-
-def _published(identifier: _Identifier) -> Format:
+def _published(identifier: identifiers.NumberedId | identifiers.Sku | identifiers.ArticleId) -> Format:
     """The format of a value that is one identifier, exactly as ``sources.identifiers`` spells it."""
     return Format(
         f"^{identifier.pattern}$", identifier.description, identifier.example, identifier.max_length

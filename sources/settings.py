@@ -98,18 +98,9 @@ class SourceSettings:
         env = environment.SourceEnvironment.read(environ)
         return cls(
             data_dir=data_dir_from(environ),
-            seed=env.seed,
-            signing_key_pem=env.signing_key,
-            public_key_pem=env.public_key,
             faults=fault_layer.FaultSettings.parse(env.faults),
-            kb_warmup_ms=env.kb_warmup_ms,
-            tickets_rate_per_second=env.tickets_rate,
-            tickets_burst=env.tickets_burst,
-            traces_dir=env.traces_dir,
             full_payloads=env.trace_payloads.lower() == "full",
-            run_id=env.run_id,
-            http_session_idle_s=env.http_session_idle_s,
-            http_max_sessions=env.http_max_sessions,
+            **env.model_dump(exclude={"faults", "trace_payloads"}),  # the others named as the fields
         )
 
     def with_faults(self, faults: FaultSettings) -> SourceSettings:

@@ -141,135 +141,42 @@ class World:
 
 # --- the story -------------------------------------------------------------------------------
 
-_STORY_CUSTOMERS: list[Row] = [
-    {
-        "id": "CUST-00001",
-        "email": "vip@example.com",
-        "name": "Victoria Ives",
-        "tier": "vip",
-        "country": "GB",
-        "created_on": "2019-03-14",
-        "restricted": 1,
-        "erased_on": None,
-    },
-    {
-        "id": "CUST-00013",
-        "email": "erased.user@example.com",
-        "name": "[erased]",
-        "tier": "standard",
-        "country": "GB",
-        "created_on": "2021-06-02",
-        "restricted": 0,
-        "erased_on": "2026-02-10",
-    },
-    {
-        "id": "CUST-00042",
-        "email": "jane.doe@example.com",
-        "name": "Jane Doe",
-        "tier": "gold",
-        "country": "GB",
-        "created_on": "2022-09-21",
-        "restricted": 0,
-        "erased_on": None,
-    },
-    {
-        "id": "CUST-00077",
-        "email": "new.customer@example.com",
-        "name": "Noah Newman",
-        "tier": "standard",
-        "country": "GB",
-        "created_on": "2026-10-28",
-        "restricted": 0,
-        "erased_on": None,
-    },
-    {  # above the generated customers' numbers (1 to _CUSTOMERS): adding it changed none of theirs
-        "id": "CUST-00460",
-        "email": "old.order@example.com",
-        "name": "Olive Oldham",
-        "tier": "standard",
-        "country": "GB",
-        "created_on": "2024-04-08",
-        "restricted": 0,
-        "erased_on": None,
-    },
-]
+# The story's customers and orders as tables: a record a line, its columns named once.
+_CUSTOMER_COLUMNS = ("id", "email", "name", "tier", "country", "created_on", "restricted", "erased_on")
+_STORY_CUSTOMER_ROWS = (
+    ("CUST-00001", "vip@example.com", "Victoria Ives", "vip", "GB", "2019-03-14", 1, None),
+    ("CUST-00013", "erased.user@example.com", "[erased]", "standard", "GB", "2021-06-02", 0, "2026-02-10"),
+    ("CUST-00042", "jane.doe@example.com", "Jane Doe", "gold", "GB", "2022-09-21", 0, None),
+    ("CUST-00077", "new.customer@example.com", "Noah Newman", "standard", "GB", "2026-10-28", 0, None),
+    # above the generated customers' numbers (1 to _CUSTOMERS): adding it changed none of theirs
+    ("CUST-00460", "old.order@example.com", "Olive Oldham", "standard", "GB", "2024-04-08", 0, None),
+)
+_STORY_CUSTOMERS: list[Row] = [dict(zip(_CUSTOMER_COLUMNS, row, strict=True)) for row in _STORY_CUSTOMER_ROWS]
+# Each story order with its one item.
+_ORDER_COLUMNS = ("id", "customer_id", "placed_on", "status", "delivered_on", "total", "currency")
+_ITEM_COLUMNS = ("sku", "description", "quantity", "unit_price")
+_STORY_ORDER_ROWS = (
+    (  # delivered 18 days before TODAY
+        ("ORD-10023", "CUST-00042", "2026-10-12", "delivered_damaged", "2026-10-14", 750.0, "GBP"),
+        ("SKU-4417-BLK", "Barista Pro espresso machine, black", 1, 750.0),
+    ),
+    (  # delivered 10 days before TODAY
+        ("ORD-10031", "CUST-00042", "2026-10-20", "delivered", "2026-10-22", 45.0, "GBP"),
+        ("SKU-2210-WHT", "Milk frothing jug, white", 1, 45.0),
+    ),
+    (  # delivered 45 days before TODAY: small refunds on it are issued
+        ("ORD-10008", "CUST-00042", "2026-09-14", "delivered", "2026-09-17", 64.5, "GBP"),
+        ("SKU-1032-BRN", "Coffee beans, house blend 1kg", 3, 21.5),
+    ),
+    (  # numbered above the generated orders: adding it shifted none of their numbers; delivered 101
+        # days before TODAY: outside the refund window
+        ("ORD-12460", "CUST-00460", "2026-07-20", "delivered", "2026-07-23", 129.0, "GBP"),
+        ("SKU-1311-SLV", "Burr coffee grinder, silver", 1, 129.0),
+    ),
+)
 _STORY_ORDERS: list[Order] = [
-    (
-        {
-            "id": "ORD-10023",
-            "customer_id": "CUST-00042",
-            "placed_on": "2026-10-12",
-            "status": "delivered_damaged",
-            "delivered_on": "2026-10-14",  # 18 days before TODAY
-            "total": 750.0,
-            "currency": "GBP",
-        },
-        [
-            {
-                "sku": "SKU-4417-BLK",
-                "description": "Barista Pro espresso machine, black",
-                "quantity": 1,
-                "unit_price": 750.0,
-            }
-        ],
-    ),
-    (
-        {
-            "id": "ORD-10031",
-            "customer_id": "CUST-00042",
-            "placed_on": "2026-10-20",
-            "status": "delivered",
-            "delivered_on": "2026-10-22",  # 10 days before TODAY
-            "total": 45.0,
-            "currency": "GBP",
-        },
-        [
-            {
-                "sku": "SKU-2210-WHT",
-                "description": "Milk frothing jug, white",
-                "quantity": 1,
-                "unit_price": 45.0,
-            }
-        ],
-    ),
-    (
-        {
-            "id": "ORD-10008",
-            "customer_id": "CUST-00042",
-            "placed_on": "2026-09-14",
-            "status": "delivered",
-            "delivered_on": "2026-09-17",  # 45 days before TODAY: small refunds on it are issued
-            "total": 64.5,
-            "currency": "GBP",
-        },
-        [
-            {
-                "sku": "SKU-1032-BRN",
-                "description": "Coffee beans, house blend 1kg",
-                "quantity": 3,
-                "unit_price": 21.5,
-            }
-        ],
-    ),
-    (  # numbered above the generated orders: adding it shifted none of their numbers
-        {
-            "id": "ORD-12460",
-            "customer_id": "CUST-00460",
-            "placed_on": "2026-07-20",
-            "status": "delivered",
-            "delivered_on": "2026-07-23",  # 101 days before TODAY: outside the refund window
-            "total": 129.0,
-            "currency": "GBP",
-        },
-        [
-            {
-                "sku": "SKU-1311-SLV",
-                "description": "Burr coffee grinder, silver",
-                "quantity": 1,
-                "unit_price": 129.0,
-            }
-        ],
-    ),
+    (dict(zip(_ORDER_COLUMNS, order, strict=True)), [dict(zip(_ITEM_COLUMNS, item, strict=True))])
+    for order, item in _STORY_ORDER_ROWS
 ]
 _STORY_TICKETS: list[Row] = [
     {
@@ -388,7 +295,6 @@ _LINKS = [
 _RESERVED_ORDERS = {order["id"] for order, _ in _STORY_ORDERS}
 _STORY_CUSTOMER_IDS = {customer["id"] for customer in _STORY_CUSTOMERS}
 
-_PRODUCTS = PRODUCTS
 _COLOURS = ["BLK", "WHT", "RED", "GRN", "BLU", "SLV", "BRN"]
 _ORDER_STATUSES = [
     OrderStatus.DELIVERED.value, OrderStatus.DELIVERED.value, OrderStatus.DELIVERED.value, OrderStatus.SHIPPED.value,
@@ -533,8 +439,8 @@ def _generated_order(order_id: str, customer_id: str, rng: random.Random, delive
 
 
 def _generated_item(rng: random.Random) -> Row:
-    index = rng.randrange(len(_PRODUCTS))
-    name, price = _PRODUCTS[index]
+    index = rng.randrange(len(PRODUCTS))
+    name, price = PRODUCTS[index]
     return {"sku": _sku(rng, index), "description": name, "quantity": rng.randint(1, 2), "unit_price": price}
 
 

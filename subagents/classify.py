@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 import anyio
@@ -296,13 +296,6 @@ def classify_exception(exc: BaseException, *, source: str = "", rules: Iterable[
             return _error(category, happened + detail, error_type, reopen=True)
     if isinstance(exc, httpx2.HTTPStatusError):
         return _from_http_status(exc.response.status_code)
-    if isinstance(exc, httpx2.HTTPError):
-        return _error(
-            ErrorCategory.TRANSIENT,
-            f"The connection to the source failed: {exc}",
-            "connection_closed",
-            reopen=True,
-        )
     if isinstance(exc, RuntimeError) and _SCHEMA_BREACH.search(str(exc)):
         # A source whose results break its own published schema has a bug: retrying will not fix it.
         return _error(
@@ -310,10 +303,10 @@ def classify_exception(exc: BaseException, *, source: str = "", rules: Iterable[
             f"The source's result broke its own output schema: {exc}",
             "schema_violation",
         )
-    if isinstance(exc, OSError):
-        return _error(
-            ErrorCategory.TRANSIENT, f"The connection to the source failed: {exc}", "os_error", reopen=True
-        )
+    if isinstance(exc, httpx2.HTTPError | OSError):
+        error_type = "os_error" if isinstance(exc, OSError) else "connection_closed"
+        description = f"The connection to the source failed: {exc}"
+        return _error(ErrorCategory.TRANSIENT, description, error_type, reopen=True)
     # A failure nobody foresaw: kept and named, and retried within the bounds like an outage.
     return _error(
         ErrorCategory.TRANSIENT,
@@ -345,45 +338,36 @@ def _from_mcp_error(exc: MCPError, source: str, rules: Iterable[TextRule]) -> Ou
             category, f"The source answered JSON-RPC {code}; {decided}: {message}", f"jsonrpc_{code}"
         )
     if code in (INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND):
-        return _error(
-            ErrorCategory.VALIDATION,
-            f"The source rejected the request (JSON-RPC {code}): {message}",
-            f"jsonrpc_{code}",
-        )
-    if code == INTERNAL_ERROR or -32099 <= code <= -32000:
-        return _error(
-            ErrorCategory.TRANSIENT,
-            f"The source failed to handle the request (JSON-RPC {code}): {message}",
-            f"jsonrpc_{code}",
-        )
-    return _error(
-        ErrorCategory.BUSINESS,
-        f"The source refused the request (JSON-RPC {code}): {message}",
-        f"jsonrpc_{code}",
-    )
+        category, did = ErrorCategory.VALIDATION, "rejected"
+    elif code == INTERNAL_ERROR or -32099 <= code <= -32000:
+        category, did = ErrorCategory.TRANSIENT, "failed to handle"
+    else:
+        category, did = ErrorCategory.BUSINESS, "refused"
+    return _error(category, f"The source {did} the request (JSON-RPC {code}): {message}", f"jsonrpc_{code}")
+
+
+# The codes our own client raises about the transport: (error type, description). Each is transient
+# and leaves the session suspect.
+_CLIENT_SIDE_CODES = {
+    REQUEST_TIMEOUT: ("timeout", "The call timed out: {message}."),
+    CONNECTION_CLOSED: ("connection_closed", "The source closed the connection mid-call (it may have died)."),
+    # Our client sends well-formed JSON-RPC, so a parse error is the client failing to read the
+    # source's answer (over HTTP the SDK reports a corrupt body so): garbage on the wire.
+    PARSE_ERROR: (
+        "garbage",
+        "The source's answer could not be read as an MCP message (JSON-RPC {code}): {message}",
+    ),
+}
 
 
 def _from_client_side_code(code: int, message: str) -> Outcome | None:
     """The codes our own client raises about the transport; no source's rule may reword those."""
-    if code == REQUEST_TIMEOUT:
-        return _error(ErrorCategory.TRANSIENT, f"The call timed out: {message}.", "timeout", reopen=True)
-    if code == CONNECTION_CLOSED:
-        return _error(
-            ErrorCategory.TRANSIENT,
-            "The source closed the connection mid-call (it may have died).",
-            "connection_closed",
-            reopen=True,
-        )
-    if code == PARSE_ERROR:
-        # Our client sends well-formed JSON-RPC, so a parse error is the client failing to read the
-        # source's answer (over HTTP the SDK reports a corrupt body so): garbage on the wire.
-        return _error(
-            ErrorCategory.TRANSIENT,
-            f"The source's answer could not be read as an MCP message (JSON-RPC {code}): {message}",
-            "garbage",
-            reopen=True,
-        )
-    return None
+    if code not in _CLIENT_SIDE_CODES:
+        return None
+    error_type, description = _CLIENT_SIDE_CODES[code]
+    return _error(
+        ErrorCategory.TRANSIENT, description.format(code=code, message=message), error_type, reopen=True
+    )
 
 
 def _from_group(
@@ -418,9 +402,7 @@ def with_attempted_query(outcome: Outcome, query: AttemptedQuery) -> Outcome:
     error = outcome.error
     if error is None or error.attempted_query is not None:
         return outcome
-    return Outcome(
-        outcome.kind, error.model_copy(update={"attempted_query": query}), outcome.error_type, outcome.reopen
-    )
+    return replace(outcome, result=error.model_copy(update={"attempted_query": query}))
 
 
 class Classifier(Protocol):

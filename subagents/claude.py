@@ -50,15 +50,7 @@ class ClaudeSettings:
     @classmethod
     def from_environment(cls) -> ClaudeSettings:
         """Settings from ``ANTHROPIC_*`` and ``RESEARCH_CLAUDE_*``; a bad number raises ``ValueError``."""
-        env = _ClaudeEnvironment.read()
-        return cls(
-            model=env.model,
-            max_tokens=env.max_tokens,
-            max_turns=env.max_turns,
-            token_budget=env.token_budget,
-            api_key=env.api_key,
-            base_url=env.base_url,
-        )
+        return cls(**_ClaudeEnvironment.read().model_dump())  # the variables are named as the fields
 
     def client(self) -> anthropic.AsyncAnthropic:
         # The SDK's OpenTelemetry spans are on by default and use the global tracer provider, so its

@@ -12,21 +12,13 @@ reader sees which steps exist only when a model drives a subagent.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sources.contract import AttemptedQuery, ErrorCategory, WireModel
 
-__all__ = [
-    "CODE_ACTIONS",
-    "MODEL_ACTIONS",
-    "Decision",
-    "DecisionAction",
-    "Escalation",
-    "SubagentReport",
-    "TaskState",
-]
+__all__ = ["Decision", "DecisionAction", "Escalation", "SubagentReport", "TaskState"]
 
 
 class TaskState(StrEnum):
@@ -53,9 +45,6 @@ CodeAction = Literal[
 # could not carry on, and the code ending the model's loop (turns, tokens, deadline).
 ModelAction = Literal["to_model", "refused", "fallback", "stop_model"]
 DecisionAction = CodeAction | ModelAction
-
-CODE_ACTIONS: tuple[str, ...] = get_args(CodeAction)
-MODEL_ACTIONS: tuple[str, ...] = get_args(ModelAction)
 
 
 class Decision(WireModel):

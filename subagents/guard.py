@@ -260,12 +260,9 @@ class Bulkheads:
     limits: Mapping[str, int] = field(default_factory=dict)
     _limiters: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)
 
-    def cap(self, source: str) -> int | None:
-        return self.limits.get(source, self.limit)
-
     @asynccontextmanager
     async def slot(self, source: str) -> AsyncIterator[None]:
-        cap = self.cap(source)
+        cap = self.limits.get(source, self.limit)
         if cap is None:
             yield
             return
@@ -285,10 +282,6 @@ class LocalGuard:
     @classmethod
     def of(cls, breakers: Breakers | None = None) -> LocalGuard:
         return cls(SourceState(breakers if breakers is not None else Breakers()))
-
-    @property
-    def breakers(self) -> Breakers:
-        return self.state.breakers
 
     async def allow(self, source: str, now: float, *, first: bool) -> Verdict:
         return self.state.allow(source, now, first=first)

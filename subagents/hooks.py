@@ -169,26 +169,25 @@ class RefundLimit:
             return None
         amount = call.arguments.get("amount")
         if isinstance(amount, bool) or not isinstance(amount, int | float) or not 0 < amount < math.inf:
-            return ToolError.of(
+            return _blocked(
+                call,
+                f"amount must be a positive number of pounds, such as 45.0; got {amount!r}.",
                 ErrorCategory.VALIDATION,
-                f"Blocked before sending: amount must be a positive number of pounds, such as 45.0; got {amount!r}.",
-                attempted_query=call.attempted_query(),
             )
-        if amount <= self.limit:
+        if amount > self.limit:
+            reason: str | None = (
+                f"a refund of {pounds(amount)} exceeds the {pounds(self.limit)} automatic limit"
+            )
+        else:
             reason = None if self.ledger is None else self.ledger.blocks(call, amount, self.limit)
-            if reason is None:
-                return None
-            return ToolError.of(
-                ErrorCategory.BUSINESS,
-                f"Blocked before sending: {reason}. Escalate to a manager with the refund details (KB-ESCALATION).",
-                attempted_query=call.attempted_query(),
-            )
-        return ToolError.of(
-            ErrorCategory.BUSINESS,
-            f"Blocked before sending: a refund of {pounds(amount)} exceeds the {pounds(self.limit)} automatic limit. "
-            "Escalate to a manager with the refund details (KB-ESCALATION).",
-            attempted_query=call.attempted_query(),
-        )
+        if reason is None:
+            return None
+        return _blocked(call, f"{reason}. Escalate to a manager with the refund details (KB-ESCALATION).")
+
+
+def _blocked(call: ToolCall, why: str, category: ErrorCategory = ErrorCategory.BUSINESS) -> ToolError:
+    """A pre-call hook's verdict on ``call``: it is not sent, and this is its outcome."""
+    return ToolError.of(category, f"Blocked before sending: {why}", attempted_query=call.attempted_query())
 
 
 @dataclass(frozen=True)
@@ -298,12 +297,10 @@ class ActsOnlyOnWhatWasAsked:
         unknown = sorted(self.findings.unknown_in(call))
         if not unknown:
             return None
-        return ToolError.of(
-            ErrorCategory.BUSINESS,
-            f"Blocked before sending: {', '.join(unknown)} is neither named in the question nor found by "
-            "this run's research about what it named; research acts only on what it was asked about. "
-            "Ask again naming it to act on it.",
-            attempted_query=call.attempted_query(),
+        return _blocked(
+            call,
+            f"{', '.join(unknown)} is neither named in the question nor found by this run's research "
+            "about what it named; research acts only on what it was asked about. Ask again naming it to act on it.",
         )
 
 

@@ -52,7 +52,6 @@ from traces.client_status import collect_client_spans
 from traces.spans import end_subagent, record_decision, subagent_span
 
 __all__ = [
-    "ACCEPT_EMPTY",
     "DEADLINE_GRACE_S",
     "Clock",
     "ModelDriver",
@@ -139,10 +138,6 @@ class Runtime:
     # replay draws each task's recorded jitter); None: every task draws from ``rng``.
     jitter: Callable[[str], random.Random] | None = None
 
-    def rng_for(self, task_id: str) -> random.Random:
-        """Where the subagent of ``task_id`` draws its back-off jitter."""
-        return self.rng if self.jitter is None else self.jitter(task_id)
-
 
 @dataclass(frozen=True)
 class Settled:
@@ -184,7 +179,7 @@ class Subagent:
         self.runtime = runtime
         self.state = state
         self.span = span
-        self.rng = runtime.rng_for(state.task.id)
+        self.rng = runtime.rng if runtime.jitter is None else runtime.jitter(state.task.id)  # its back-offs
 
     @property
     def task(self) -> Task:
@@ -207,15 +202,7 @@ class Subagent:
             reason=reason,
         )
         self.state = self.state.decided(decision)
-        record_decision(
-            self.span,
-            action=action,
-            category=category.value if category else None,
-            attempt=decision.attempt,
-            backoff_ms=backoff_ms,
-            reason=reason,
-            error_type=error_type,
-        )
+        record_decision(self.span, **decision.model_dump(mode="json"), error_type=error_type)
         self.runtime.observer.decided(self.task, decision)
 
     def step(self, action: DecisionAction, reason: str, outcome: Outcome, backoff_ms: int = 0) -> None:

@@ -105,6 +105,7 @@ class ModelCaller:
     failed_for_good: dict[str, ToolError] = field(default_factory=dict)  # by identical call
     repairing: str | None = None  # the tool whose validation error the model was given to repair
     ended_loop: bool = False  # the code ended the model's loop (its decision says why)
+    model: ModelUse = field(default_factory=ModelUse)  # the model's turns and tokens so far
     crashed: BaseException | None = None  # our own code failed under the runner: re-raised after the loop
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, **_: Any) -> CallToolResult:
@@ -241,14 +242,13 @@ class ClaudeSubagents:
     _listed: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
 
     async def drive(self, agent: Subagent) -> SubagentReport:
-        use = _Use()
-        report = await self._drive(agent, use)
-        record_model_use(
-            agent.span, input_tokens=use.model.input_tokens, output_tokens=use.model.output_tokens
-        )
-        return ClaudeReport.of(report, use.model, use.other_results)
+        caller = ModelCaller(agent)
+        report = await self._drive(agent, caller)
+        use = caller.model
+        record_model_use(agent.span, input_tokens=use.input_tokens, output_tokens=use.output_tokens)
+        return ClaudeReport.of(report, use, caller.other_results)
 
-    async def _drive(self, agent: Subagent, use: _Use) -> SubagentReport:
+    async def _drive(self, agent: Subagent, caller: ModelCaller) -> SubagentReport:
         if self.budget.exhausted:
             return await _code_takes_over(
                 agent, f"the query's token budget is spent ({self.budget.describe()})"
@@ -258,9 +258,7 @@ class ClaudeSubagents:
         except Exception as exc:  # a boundary: the code's own recovery deals with a source it cannot list
             why = f"{agent.task.source}'s tools could not be listed ({type(exc).__name__})"
             return await _code_takes_over(agent, why, ErrorCategory.TRANSIENT)
-        caller = ModelCaller(agent)
-        await self._loop(agent, caller, tools, use)
-        use.other_results = caller.other_results
+        await self._loop(agent, caller, tools)
         report = caller.final_report()
         if report is not None:
             return report
@@ -295,10 +293,10 @@ class ClaudeSubagents:
             thread=False,
         )
 
-    async def _loop(self, agent: Subagent, caller: ModelCaller, tools: list[Any], use: _Use) -> None:
+    async def _loop(self, agent: Subagent, caller: ModelCaller, tools: list[Any]) -> None:
         runner = caller.runner = self._runner(agent, caller, tools)
         try:
-            stop = await self._turns(agent, caller, runner, {tool.name for tool in tools}, use)
+            stop = await self._turns(agent, caller, runner, {tool.name for tool in tools})
             if stop:
                 if stop.startswith("the deadline"):
                     agent.state = agent.state.timed_out()
@@ -311,16 +309,14 @@ class ClaudeSubagents:
         if caller.crashed is not None:  # our own code failed under the runner: never hidden
             raise caller.crashed
 
-    async def _turns(
-        self, agent: Subagent, caller: ModelCaller, runner: Any, known: set[str], use: _Use
-    ) -> str:
+    async def _turns(self, agent: Subagent, caller: ModelCaller, runner: Any, known: set[str]) -> str:
         """Run the model's turns; why the code ended them ("" when the model ended by itself)."""
         clock, deadline_at = agent.runtime.clock, agent.state.deadline
         stop, wants_more = "", False
         with anyio.move_on_after(max(deadline_at - clock.now(), 0.0)) as deadline:
             async for message in runner:
                 input_tokens, output_tokens = self.budget.spend(message.usage)
-                use.model = use.model.plus(1, input_tokens, output_tokens)
+                caller.model = caller.model.plus(1, input_tokens, output_tokens)
                 wants_more = message.stop_reason == "tool_use"
                 _refuse_unknown_tools(agent, message, known)
                 if wants_more and self.budget.exhausted:
@@ -332,16 +328,8 @@ class ClaudeSubagents:
         if deadline.cancelled_caught:
             return "the deadline came while the model was working"
         if not stop and wants_more and not caller.ended_loop:  # the runner ended it at max_turns
-            return f"the model used its {use.model.turns} turns"
+            return f"the model used its {caller.model.turns} turns"
         return stop
-
-
-@dataclass
-class _Use:
-    """What the model used and read in one subagent, filled in as its loop runs."""
-
-    model: ModelUse = field(default_factory=ModelUse)
-    other_results: dict[str, list[Any]] = field(default_factory=dict)
 
 
 def _refuse_unknown_tools(agent: Subagent, message: BetaMessage, known: set[str]) -> None:

@@ -463,7 +463,8 @@ async def test_a_timed_kill_ends_the_registered_servers_process_and_all_it_start
 
     from coordinator.query_chaos import kill_at
     from subagents.classify import classify_exception
-    from subagents.sessions.connection import Connections, SourceConnection
+    from subagents.hooks import ToolCall
+    from subagents.sessions.connection import Connections
 
     entry = docs_entry(docs)
     assert entry.command is not None
@@ -475,8 +476,9 @@ async def test_a_timed_kill_ends_the_registered_servers_process_and_all_it_start
             started = psutil.Process().children(recursive=True)
             assert any(str(docs) in " ".join(process.cmdline()) for process in started)
             await kill_at("docs", 0.0, registered=True)
+            call = ToolCall("docs", "list_directory", {"path": str(docs)}, 1)
             with pytest.raises(Exception) as raised:
-                await SourceConnection.call(client, "list_directory", {"path": str(docs)}, timeout_s=5)
+                await connections["docs"].send(client, call, timeout_s=5, meta=None)
             assert classify_exception(raised.value).error_type in ("connection_closed", "timeout")
 
             def serves(process: psutil.Process) -> bool:

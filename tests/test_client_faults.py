@@ -17,8 +17,9 @@ from mcp_types import CONNECTION_CLOSED, PARSE_ERROR, REQUEST_TIMEOUT
 
 from sources.faults import OVERSIZE_BYTES, FaultLayer, FaultSettings, rolls
 from subagents.classify import classify_exception, classify_result
+from subagents.hooks import ToolCall
 from subagents.sessions.client_faults import with_client_faults
-from subagents.sessions.connection import Connections, SourceConnection, Target
+from subagents.sessions.connection import Connections, Target
 
 pytestmark = pytest.mark.anyio
 
@@ -243,7 +244,9 @@ async def test_a_reopened_session_goes_on_with_the_dice() -> None:
         for _ in range(4):
             client, generation = await connection.session(timeout_s=BOUND_S)
             try:
-                await SourceConnection.call(client, "echo", {"text": "hi"}, timeout_s=BOUND_S)
+                await connection.send(
+                    client, ToolCall("probe", "echo", {"text": "hi"}, 1), timeout_s=BOUND_S, meta=None
+                )
                 outcomes.append(0)
             except MCPError as exc:
                 outcomes.append(1)

@@ -159,6 +159,17 @@ def test_a_stand_in_keeps_the_shape_and_the_equalities_of_what_it_replaces() -> 
     assert kept["credential"] == "[redacted credential]"
 
 
+def test_an_answer_s_text_block_is_stood_in_for_as_its_structured_content_is() -> None:
+    """An MCP answer holds its JSON twice: structured, and as text. In the text a name after an
+    escape (`\\nJane`) and a secret key's value are as much out of the recording as in the structure."""
+    body = {"results": [{"name": "Jane Doe", "body": "Hello\nJane Doe", "token": "s3cr3t"}]}
+    answer = {"structuredContent": body, "content": [{"type": "text", "text": json.dumps(body)}]}
+    kept = pseudonymous(answer)
+    text = kept["content"][0]["text"]
+    assert "Jane" not in text and "s3cr3t" not in text and "Jane" not in json.dumps(kept), kept
+    assert json.loads(text) == kept["structuredContent"]  # the two copies still agree
+
+
 def test_with_full_payloads_a_recording_keeps_personal_data_and_never_a_credential() -> None:
     set_full_payloads(True)
     try:

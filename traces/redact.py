@@ -18,10 +18,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import json
 import re
 import secrets
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = ["for_trace", "pseudonymous", "redact", "set_full_payloads"]
@@ -44,29 +45,47 @@ def set_full_payloads(enabled: bool) -> None:
     _full_payloads = enabled
 
 
-def _clean(value: Any, key: str, personal: bool) -> Any:
-    if key and _SECRET_KEYS.search(key):
-        return "[redacted credential]"
+_CREDENTIAL = "[redacted credential]"
+
+
+def _walk(value: Any, key: str, text: Callable[[str, str], str]) -> Any:
+    """``value`` with what a secret key holds taken out, and each string (under ``key``) as ``text``
+    makes it: the one walk of a span's redaction and a recording's stand-ins."""
+    if _secret(key):
+        return _CREDENTIAL
     if isinstance(value, str):
-        if personal and key in _PERSONAL_KEYS:
-            return "[redacted]"
-        value = _JWT.sub("[redacted credential]", value)
-        return _EMAIL.sub("[redacted email]", value) if personal else value
+        return text(value, key)
     if isinstance(value, Mapping):
-        return {name: _clean(item, str(name), personal) for name, item in value.items()}
+        return {name: _walk(item, str(name), text) for name, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(item, key, personal) for item in value]
+        return [_walk(item, key, text) for item in value]
     return value
+
+
+@functools.lru_cache(maxsize=1024)  # bounded: a payload's keys may be anything (ids, say)
+def _secret(key: str) -> bool:
+    return bool(key) and _SECRET_KEYS.search(key) is not None
+
+
+def _no_credential(text: str, key: str = "") -> str:
+    return _JWT.sub(_CREDENTIAL, text) if "eyJ" in text else text
+
+
+def _anonymous(text: str, key: str) -> str:
+    if key in _PERSONAL_KEYS:
+        return "[redacted]"
+    text = _no_credential(text)
+    return _EMAIL.sub("[redacted email]", text) if "@" in text else text
 
 
 def redact(value: Any) -> Any:
     """Credentials and personal data out of ``value``, always."""
-    return _clean(value, "", personal=True)
+    return _walk(value, "", _anonymous)
 
 
 def for_trace(value: Any) -> Any:
     """``value`` as it may be recorded on a span: redacted, unless full payloads are switched on."""
-    return _clean(value, "", personal=not _full_payloads)
+    return _walk(value, "", _no_credential if _full_payloads else _anonymous)
 
 
 def pseudonymous(value: Any, *, keep: Iterable[str] = ()) -> Any:
@@ -76,14 +95,13 @@ def pseudonymous(value: Any, *, keep: Iterable[str] = ()) -> Any:
     ``keep``: words the record is built of (its sources', tools' and tasks' names), never personal
     even where a personal key holds one; what is under an MCP ``_meta`` (a server's name) is not either.
     """
-    if _full_payloads:
-        return _clean(value, "", personal=False)
     personal: set[str] = set()
-    _collect(value, "", personal)
+    if not _full_payloads:
+        _collect(value, "", personal)
     kept = {word.casefold() for word in keep}
     personal = {each for each in personal if each.casefold() not in kept}
     if not personal:
-        return _clean(value, "", personal=False)
+        return _walk(value, "", _in_json(_no_credential))
     # Longest first, so an address is replaced whole before a name inside it; never inside a word.
     alternatives = "|".join(re.escape(each) for each in sorted(personal, key=len, reverse=True))
     found = re.compile(rf"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])", re.IGNORECASE)
@@ -95,16 +113,36 @@ def pseudonymous(value: Any, *, keep: Iterable[str] = ()) -> Any:
             drawn[text] = _stand_in(text, key)
         return drawn[text]
 
-    return _swapped(value, "", found, stand_in)
+    return _walk(value, "", _in_json(lambda text, _: found.sub(stand_in, _no_credential(text))))
 
 
-@functools.cache
-def _secret(key: str) -> bool:
-    return bool(key) and _SECRET_KEYS.search(key) is not None
+def _json_in(text: str) -> Any:
+    """What ``text`` holds when it is a JSON object or array (an MCP answer's text block), else None."""
+    if text[:1] not in ("{", "["):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _in_json(text: Callable[[str, str], str]) -> Callable[[str, str], str]:
+    """``text``, applied to a JSON text block's values rather than to its characters: a secret key in
+    it is taken out, and a value after an escape (``"Hello\\nJane"``) is found, as it is elsewhere."""
+
+    def each(value: str, key: str) -> str:
+        held = _json_in(value)
+        if held is None:
+            return text(value, key)
+        return json.dumps(_walk(held, key, each), ensure_ascii=False)
+
+    return each
 
 
 def _collect(value: Any, key: str, into: set[str]) -> None:
     if isinstance(value, str):
+        if (held := _json_in(value)) is not None:  # a text block's JSON: its personal fields count too
+            _collect(held, key, into)
         if key in _PERSONAL_KEYS and value.strip():
             into.add(value.strip())
         if "@" in value:
@@ -116,18 +154,6 @@ def _collect(value: Any, key: str, into: set[str]) -> None:
     elif isinstance(value, list | tuple):
         for item in value:
             _collect(item, key, into)
-
-
-def _swapped(value: Any, key: str, found: re.Pattern[str], stand_in: Any) -> Any:
-    if _secret(key):
-        return "[redacted credential]"
-    if isinstance(value, str):
-        return found.sub(stand_in, _JWT.sub("[redacted credential]", value) if "eyJ" in value else value)
-    if isinstance(value, Mapping):
-        return {name: _swapped(item, str(name), found, stand_in) for name, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_swapped(item, key, found, stand_in) for item in value]
-    return value
 
 
 def _stand_in(text: str, key: bytes) -> str:

@@ -10,6 +10,7 @@ request of a command that had no root span) is ``other``, labelled by its root s
 from __future__ import annotations
 
 import itertools
+import os
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ __all__ = [
     "latest_trace_id",
     "roots",
     "service_of",
+    "span_id",
     "starting_with",
     "summaries",
     "summarize",
@@ -39,14 +41,15 @@ def service_of(span: dict[str, Any]) -> str:
     return _SHORT_SERVICE.get(name, name.removeprefix("research-source-"))
 
 
-def _span_id(value: Any) -> str:
+def span_id(value: Any) -> str:
+    """A span id (or parent id) as the files write it, without 0x; "" for none."""
     return str(value or "").removeprefix("0x")
 
 
 def roots(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The spans whose parent is not in the trace (one, unless a process's spans were lost), by start."""
-    ids = {_span_id(span["context"]["span_id"]) for span in spans}
-    found = [span for span in spans if _span_id(span.get("parent_id")) not in ids]
+    ids = {span_id(span["context"]["span_id"]) for span in spans}
+    found = [span for span in spans if span_id(span.get("parent_id")) not in ids]
     return sorted(found, key=lambda span: span["start_time"])
 
 
@@ -122,16 +125,10 @@ def unique_length(trace_ids: Iterable[str], least: int = SHORTEST_ID) -> int:
     a list may cut the ids so that each still names one trace (`research traces show PREFIX`)."""
     ordered = sorted(trace_ids)
     longest = max((len(each) for each in ordered), default=0)
-    # Of ids in order, the one sharing the longest prefix with an id is a neighbour of it.
-    shared = (_shared(one, other) + 1 for one, other in itertools.pairwise(ordered))
+    # Of ids in order, the one sharing the longest prefix with an id is a neighbour of it. (Ids, not
+    # paths: commonprefix compares characters, which is what is meant.)
+    shared = (len(os.path.commonprefix((a, b))) + 1 for a, b in itertools.pairwise(ordered))  # noqa: RUF071
     return min(max(least, max(shared, default=0)), longest) if ordered else least
-
-
-def _shared(one: str, other: str) -> int:
-    """How many characters ``one`` and ``other`` begin with alike."""
-    return next(
-        (at for at, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), min(len(one), len(other))
-    )
 
 
 def starting_with(trace_ids: Iterable[str], given: str) -> list[str]:

@@ -16,7 +16,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from traces import attributes as names
-from traces.summary import TraceSummary, roots, service_of
+from traces.summary import TraceSummary, roots, service_of, span_id
 
 __all__ = ["render_trace", "trace_table"]
 
@@ -27,10 +27,6 @@ def _time(value: str) -> datetime:
 
 def _duration_ms(span: dict[str, Any]) -> float:
     return (_time(span["end_time"]) - _time(span["start_time"])).total_seconds() * 1000
-
-
-def _span_id(value: Any) -> str:
-    return str(value or "").removeprefix("0x")
 
 
 # The columns of `research traces list`, and the order in which a narrow terminal drops them: the
@@ -130,7 +126,7 @@ def _decision(event: dict[str, Any]) -> Text:
 def render_trace(trace_id: str, spans: list[dict[str, Any]]) -> Tree:
     children: dict[str, list[dict[str, Any]]] = {}
     for span in spans:
-        children.setdefault(_span_id(span.get("parent_id")), []).append(span)
+        children.setdefault(span_id(span.get("parent_id")), []).append(span)
     services = sorted({service_of(span) for span in spans})
     tree = Tree(
         Text.assemble(
@@ -150,7 +146,7 @@ def render_trace(trace_id: str, spans: list[dict[str, Any]]) -> Tree:
         ]
         items += [
             (child["start_time"], ("span", child))
-            for child in children.get(_span_id(span["context"]["span_id"]), [])
+            for child in children.get(span_id(span["context"]["span_id"]), [])
         ]
         for _, (kind, item) in sorted(items, key=lambda pair: pair[0]):
             if kind == "event":

@@ -16,36 +16,9 @@ through one process). `research ask --chaos` is elsewhere (``coordinator.query_c
 The invariants checked after each scenario are listed in ``coordinator.chaos.checker``.
 """
 
-from coordinator.chaos.catalogue import (
-    CATALOGUE,
-    CHAOS_POLICY,
-    DEADLINE_S,
-    PROCESS_DEADLINE_S,
-    QUERIES,
-    Scenario,
-    scenario_from,
-    scenarios,
-)
-from coordinator.chaos.checker import check
-from coordinator.chaos.history import Call, History, ScenarioResult
+from coordinator.chaos.catalogue import QUERIES, Scenario, scenario_from, scenarios
+from coordinator.chaos.history import ScenarioResult
 from coordinator.chaos.runner import run_scenario
-from coordinator.chaos.soak import Sample, sample, soak
+from coordinator.chaos.soak import soak
 
-__all__ = [
-    "CATALOGUE",
-    "CHAOS_POLICY",
-    "DEADLINE_S",
-    "PROCESS_DEADLINE_S",
-    "QUERIES",
-    "Call",
-    "History",
-    "Sample",
-    "Scenario",
-    "ScenarioResult",
-    "check",
-    "run_scenario",
-    "sample",
-    "scenario_from",
-    "scenarios",
-    "soak",
-]
+__all__ = ["QUERIES", "Scenario", "ScenarioResult", "run_scenario", "scenario_from", "scenarios", "soak"]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import psutil
@@ -63,13 +64,8 @@ def _in_turn(*targets: Target) -> Target:
 
 
 def _alternating(*targets: Target) -> Target:
-    count = [0]
-
-    def next_target() -> Any:
-        count[0] += 1
-        return targets[(count[0] - 1) % len(targets)]()
-
-    return next_target
+    turns = itertools.cycle(targets)
+    return lambda: next(turns)()
 
 
 def _open_sockets() -> int:

@@ -20,7 +20,7 @@ from coordinator.cli.common import (
     Llm,
     LlmOption,
     chaos_app,
-    claude_for,
+    claude_with_key,
     fleet,
     fleet_call,
     start_tracing,
@@ -271,11 +271,7 @@ def chaos_run(
 
     Example: research chaos run --scenarios 200 --seed 1
     """
-    claude = claude_for(llm)
-    if claude is not None and not claude.api_key:
-        raise usage_error(
-            "--llm claude needs ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint)"
-        )
+    claude = claude_with_key(llm)
     if soak is not None:
         _soak(soak, seed, claude)
         return

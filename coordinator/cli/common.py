@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from coordinator import registry as registries
     from coordinator.planning import tools
     from coordinator.planning.tools import Catalog
-    from coordinator.registry import Registry
+    from coordinator.registry import Registry, SourceEntry
     from sources import settings as source_settings
     from sources.processes import fleet as fleets
     from sources.processes.fleet import Fleet
@@ -88,7 +88,14 @@ class _HelpInWords(TyperCommand):
 
 
 class _Commands(typer.Typer):
-    """A command group whose commands' help is in words (``_HelpInWords``)."""
+    """A command group whose commands' help is in words (``_HelpInWords``), shown when it is given
+    no command."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("no_args_is_help", True)
+        # click's plain help: choices listed, no type labels on flags, fits 80 columns
+        kwargs.setdefault("rich_markup_mode", None)
+        super().__init__(**kwargs)
 
     def command(
         self, name: str | None = None, **kwargs: Any
@@ -135,14 +142,10 @@ def _usage_message(exc: Any) -> str:
 app = _OneLineUsageErrors(
     help="Research coordinator: fan a question out to five MCP sources, recover from their failures, "
     'annotate every gap.\n\nExample: research ask "Investigate jane.doe@example.com: recent orders and open tickets"',
-    no_args_is_help=True,
-    rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
 )
 sources_app = _Commands(
     help="The five MCP sources: list them, call one.\n\nExample: research sources call customers customer_lookup "
     '\'{"identifier": "CUST-00042"}\'',
-    no_args_is_help=True,
-    rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
 )
 app.add_typer(sources_app, name="sources")
 
@@ -193,6 +196,16 @@ def load_registry(*, to_change: bool = False) -> Registry:
     return registry
 
 
+def load_source(name: str) -> tuple[Registry, SourceEntry]:
+    """The registry in effect (``load_registry``) and its source ``name``, which the argument's
+    converter found in effect: a file changed since is a usage error on one line, as there."""
+    registry = load_registry()
+    try:
+        return registry, registry.get(name)
+    except KeyError as exc:
+        raise usage_error(str(exc.args[0])) from None
+
+
 def registry_catalog(registry: Registry, within_s: float) -> Catalog:
     """The tools the planner may use with ``registry``: a registered source never listed is listed now
     (started), within ``within_s``; the demo sources' alone are read from the catalogue."""
@@ -207,8 +220,6 @@ def registry_catalog(registry: Registry, within_s: float) -> Catalog:
 
 traces_app = _Commands(
     help="Traces written by research runs to the local files.\n\nExample: research traces show latest",
-    no_args_is_help=True,
-    rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
 )
 app.add_typer(traces_app, name="traces")
 
@@ -223,8 +234,6 @@ def jaeger_ui() -> str:
 chaos_app = _Commands(
     help="Break a running fleet on purpose: kill, hang, slow, flaky, garbage, heal, status.\n\n"
     "Example: research sources up --chaos && research chaos kill customers",
-    no_args_is_help=True,
-    rich_markup_mode=None,  # click's plain help: choices listed, no type labels on flags, fits 80 columns
 )
 app.add_typer(chaos_app, name="chaos")
 
@@ -321,12 +330,9 @@ GrantOption = Annotated[
 ]
 
 
-def claude_for(llm: Llm | str) -> ClaudeSettings | None:
+def claude_for(llm: Llm) -> ClaudeSettings | None:
     """The ``--llm`` option: Claude's settings for Claude mode, or None for the deterministic mode."""
-    llm = llm.value if isinstance(llm, Llm) else llm
-    if llm not in ("auto", "claude", "none"):
-        raise usage_error(f"--llm must be claude, none or auto, not {llm!r}")
-    if llm == "none" or (llm == "auto" and not os.environ.get("ANTHROPIC_API_KEY")):
+    if llm == Llm.none or (llm == Llm.auto and not os.environ.get("ANTHROPIC_API_KEY")):
         return None
     try:
         return claude_mode.ClaudeSettings.from_environment()
@@ -334,7 +340,18 @@ def claude_for(llm: Llm | str) -> ClaudeSettings | None:
         raise usage_error(str(exc)) from None
 
 
-def claude_or_deterministic(llm: Llm | str) -> ClaudeSettings | None:
+def claude_with_key(llm: Llm) -> ClaudeSettings | None:
+    """``claude_for``, for a command that asks a model hundreds of times (chaos, compare): ``--llm
+    claude`` where the model cannot be asked (no key) is a usage error."""
+    claude = claude_for(llm)
+    if claude is not None and not claude.api_key:
+        raise usage_error(
+            "--llm claude needs ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint)"
+        )
+    return claude
+
+
+def claude_or_deterministic(llm: Llm) -> ClaudeSettings | None:
     """``claude_for``, for a command that runs without Claude too: ``--llm claude`` where the model
     cannot be asked (no key) runs the deterministic mode, said on stderr in one line: what is
     missing and how to set it. (`auto` without a key is the deterministic mode, as asked.)"""

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from coordinator.cli.common import Llm, LlmOption, app, claude_for, usage_error
+from coordinator.cli.common import Llm, LlmOption, app, claude_with_key, usage_error
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
@@ -64,11 +64,7 @@ def compare_command(
 
     Example: research compare --scenarios 200 --seed 1 --plot compare.png
     """
-    claude = claude_for(llm)
-    if claude is not None and not claude.api_key:
-        raise usage_error(
-            "--llm claude needs ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint)"
-        )
+    claude = claude_with_key(llm)
     if plot is not None:
         _check_plot(plot)
     tracing.ensure_tracing("research-coordinator")

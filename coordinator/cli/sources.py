@@ -18,6 +18,7 @@ from coordinator.cli.common import (
     fleet,
     fleet_call,
     load_registry,
+    load_source,
     sources_app,
     start_tracing,
     usage_error,
@@ -106,10 +107,9 @@ def _live_tools() -> dict[str, list[str]]:
         found: dict[str, list[str]] = {}
 
         async def ask(source: str) -> None:
-            async with mcp.Client(
-                connection.stdio_parameters(source, settings), read_timeout_seconds=_CALL_TIMEOUT_SECONDS
-            ) as client:
-                found[source] = [tool.name for tool in (await client.list_tools()).tools]
+            target = connection.stdio_parameters(source, settings)
+            listed = await registered_tools.tools_at(target, timeout_s=_CALL_TIMEOUT_SECONDS)
+            found[source] = [tool.name for tool in listed]
 
         with anyio.fail_after(_CALL_TIMEOUT_SECONDS):
             async with anyio.create_task_group() as group:
@@ -151,10 +151,7 @@ def call_source(
 
     Example: research sources call billing refund_eligibility '{"order_id": "ORD-10023", "amount": 750}' --scope billing:read
     """
-    try:
-        entry = load_registry().get(source)
-    except KeyError as exc:  # the file changed since the argument was checked: one line, as there
-        raise usage_error(str(exc.args[0])) from None
+    _, entry = load_source(source)
     if entry.demo:
         _check_tool(source, tool)  # a registered server answers an unknown tool itself (classified)
     # The call's tracing: one trace, its run's id passed to the source.

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from coordinator.cli.common import load_registry, sources_app, usage_error
+from coordinator.cli.common import load_registry, load_source, sources_app, usage_error
 from coordinator.cli.params import any_source, http_url
 from sources.deferred import deferred
 
@@ -285,11 +285,7 @@ def check_source(
 
     Example: research sources check docs
     """
-    registry = load_registry()
-    try:
-        entry = registry.get(name)
-    except KeyError as exc:  # the file changed since the name was checked
-        raise usage_error(str(exc.args[0])) from None
+    _, entry = load_source(name)
     if entry.demo:
         entry_listed = _demo_listed(name)
         catalog = tools.demo_catalog()

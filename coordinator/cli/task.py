@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
@@ -21,7 +21,7 @@ from coordinator.cli.common import (
     SourceArgument,
     app,
     claude_or_deterministic,
-    load_registry,
+    load_source,
     start_tracing,
     usage_error,
 )
@@ -32,14 +32,12 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from coordinator import core
-    from coordinator.registry import Registry, SourceEntry
+    from coordinator.registry import SourceEntry
     from coordinator.reporting import render
     from sources import faults as fault_settings
     from sources import settings as source_settings
     from sources.faults import FaultSettings
-    from sources.settings import SourceSettings
     from subagents import broker, policy, subagent
-    from subagents.claude import ClaudeSettings
     from subagents.decisions import Decision
     from subagents.subagent import SubagentReport, Task
     from traces import spans
@@ -52,20 +50,6 @@ else:
     policy = deferred("subagents.policy")
     subagent = deferred("subagents.subagent")
     spans = deferred("traces.spans")
-
-
-class _Call(NamedTuple):
-    """The task `research task` was asked to run, and how."""
-
-    source: str
-    tool: str
-    arguments: dict[str, Any]
-    purpose: str
-    grants: tuple[str, ...]
-    timeout: float
-    deadline: float
-    seed: int | None
-    claude: ClaudeSettings | None
 
 
 @app.command("task")
@@ -95,18 +79,18 @@ def run_task(
     Example: research task customers customer_lookup '{"identifier": " Jane.Doe@Example.com "}'
     """
     source_faults = _faults_of(source, faults or [])
-    registry = load_registry()
-    try:
-        entry = registry.get(source)
-    except KeyError as exc:  # the file changed since the argument was checked: one line, as there
-        raise usage_error(str(exc.args[0])) from None
+    registry, entry = load_source(source)
     # Traced like a query: this process's spans and the source's join one trace (the run's id goes to it).
     settings = start_tracing(source_settings.SourceSettings.from_environment().with_faults(source_faults))
-    call = _Call(
-        source=source, tool=tool, arguments=dict(arguments or {}), purpose=purpose, grants=tuple(grant or ()),
-        timeout=timeout, deadline=deadline, seed=seed, claude=claude_or_deterministic(llm),
+    config = core.Config(
+        settings, registry=registry, claude=claude_or_deterministic(llm),
+        policy=policy.RecoveryPolicy(call_timeout_s=timeout),
+        grants=tuple(broker.Grant(scope, purpose) for scope in grant or ()),
     )  # fmt: skip
-    report = anyio.run(_run, call, settings, registry, entry)
+    task = subagent.Task(
+        id=f"{source}.{tool}", source=source, tool=tool, arguments=dict(arguments or {}), purpose=purpose
+    )
+    report = anyio.run(_run, task, config, entry, deadline, seed)
     Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))
     raise typer.Exit(1 if report.state.is_gap else 0)
 
@@ -120,24 +104,17 @@ def _faults_of(source: str, faults: list[SourceFaults]) -> FaultSettings:
 
 
 async def _run(
-    call: _Call, settings: SourceSettings, registry: Registry, entry: SourceEntry
+    task: Task, config: core.Config, entry: SourceEntry, deadline: float, seed: int | None
 ) -> SubagentReport:
     """The task, under one root span for the command: the session's handshake and every call are its children."""
-    config = core.Config(
-        settings, registry=registry, claude=call.claude, policy=policy.RecoveryPolicy(call_timeout_s=call.timeout),
-        grants=tuple(broker.Grant(scope, call.purpose) for scope in call.grants),
-    )  # fmt: skip
+    settings = config.settings
     # A demo source spawned (not forked: one source for one task), its fault layer set by --faults.
     target = entry.connect(settings, settings.faults, over="spawn")
-    with spans.command_span("task", f"{call.source}.{call.tool}") as span:
-        async with core.Coordinator(config, targets={call.source: target}) as coordinator:
-            task = subagent.Task(
-                id=f"{call.source}.{call.tool}", source=call.source, tool=call.tool, arguments=call.arguments,
-                purpose=call.purpose,
-            )  # fmt: skip
+    with spans.command_span("task", task.id) as span:
+        async with core.Coordinator(config, targets={task.source: target}) as coordinator:
             report = await coordinator.run_task(
-                task, deadline_s=call.deadline, started_at=STARTED_AT, seed=call.seed,
-                named=[str(value) for value in call.arguments.values()],  # what the command line names
+                task, deadline_s=deadline, started_at=STARTED_AT, seed=seed,
+                named=[str(value) for value in task.arguments.values()],  # what the command line names
                 observer=_Progress(Console(stderr=True)),
             )  # fmt: skip
         spans.end_command(span, status=report.state)

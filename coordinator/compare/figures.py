@@ -33,7 +33,7 @@ from sources.domain import AUTOMATIC_REFUND_LIMIT
 from subagents.classify import Outcome
 from subagents.decisions import Decision, TaskState
 
-__all__ = ["FIGURES", "Figures", "figures_of", "pair"]
+__all__ = ["Figures", "figures_of", "pair"]
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,6 @@ class Figures:
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: round(getattr(self, f.name), 2) for f in fields(self)}
-
-
-FIGURES = tuple(f.name for f in fields(Figures))
 
 
 @dataclass(frozen=True)

@@ -177,15 +177,20 @@ class Argument:
 @functools.cache
 def tool_arguments() -> dict[str, dict[str, Argument]]:
     """Every tool's arguments ("source.tool" -> name -> kind), read from the published input schemas."""
-    tools: dict[str, dict[str, Argument]] = {}
-    for source, schemas in input_schemas().items():
-        for tool, schema in schemas.items():
-            required = set(schema.get("required", []))
-            tools[f"{source}.{tool}"] = {
-                name: _argument(prop, schema.get("$defs", {}), name in required)
-                for name, prop in schema.get("properties", {}).items()
-            }
-    return tools
+    return {
+        f"{source}.{tool}": _schema_arguments(schema)
+        for source, schemas in input_schemas().items()
+        for tool, schema in schemas.items()
+    }
+
+
+def _schema_arguments(schema: dict[str, Any]) -> dict[str, Argument]:
+    """An input schema's arguments (name -> kind), each as its format says."""
+    required = set(schema.get("required", []))
+    return {
+        name: _argument(prop, schema.get("$defs", {}), name in required)
+        for name, prop in schema.get("properties", {}).items()
+    }
 
 
 def _argument(prop: Any, defs: dict[str, Any], required: bool) -> Argument:
@@ -312,11 +317,7 @@ def _registered_arguments(tool: Any, kinds: dict[str, str] | None) -> tuple[dict
         return {}, f"its input schema is invalid: {exc.message}"
     if not tool.read_only and kinds is None:
         return {}, "not read-only (no readOnlyHint): research calls it only if plan names it"
-    required = set(schema.get("required", []))
-    arguments = {
-        name: _argument(prop, schema.get("$defs", {}), name in required)
-        for name, prop in schema.get("properties", {}).items()
-    }
+    arguments = _schema_arguments(schema)
     for name, kind in (kinds or {}).items():
         if name not in arguments:
             return (

@@ -34,7 +34,7 @@ from starlette.responses import JSONResponse, Response
 from sources.faults import FaultLayer, FaultSettings
 from sources.security.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER
 
-__all__ = ["add_control_routes", "fault_layer_of", "refuse_unless_trusted"]
+__all__ = ["add_control_routes", "refuse_unless_trusted"]
 
 # The checks the SDK applies to the MCP endpoint of a server bound to loopback, with its own defaults.
 _LOOPBACK_ONLY = TransportSecurityMiddleware(
@@ -61,13 +61,9 @@ async def refuse_unless_trusted(request: Request, *, secret: str | None) -> Resp
     return None
 
 
-def fault_layer_of(server: MCPServer) -> FaultLayer:
-    return next(layer for layer in server.middleware if isinstance(layer, FaultLayer))
-
-
 def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> None:
     """Add /health, and /chaos when ``chaos_control``; chaos control needs ``RESEARCH_FLEET_SECRET``."""
-    layer = fault_layer_of(server)
+    layer = next(layer for layer in server.middleware if isinstance(layer, FaultLayer))
     secret = os.environ.get(FLEET_SECRET_ENV, "")
     if chaos_control and len(secret) < 16:
         raise ValueError(

@@ -156,10 +156,6 @@ class Fleet:
             raise FleetError(f"{source} is a service of the fleet, not a source")
         return member.url
 
-    def secret(self) -> str:
-        """The fleet's secret, which its services and chaos routes ask for."""
-        return self._secret()
-
     # --- processes ------------------------------------------------------------------------------
 
     def _launch(self, source: str, port: int, chaos_control: bool, module: str = "") -> _Launched:
@@ -168,14 +164,14 @@ class Fleet:
         environment = {**os.environ, **self.settings.child_environment()}
         if module:  # a service: it answers to the fleet's secret
             args = [sys.executable, "-m", module, "--port", str(port)]
-            environment[FLEET_SECRET_ENV] = self._secret()
+            environment[FLEET_SECRET_ENV] = self.secret()
         else:
             args = [sys.executable, "-m", f"sources.{source}", "--http", "--port", str(port)]
             # A source gets the public key only, even if this shell exported the private one.
             environment.pop(SIGNING_KEY_ENV, None)
         if chaos_control and not module:
             args.append("--chaos-control")
-            environment[FLEET_SECRET_ENV] = self._secret()
+            environment[FLEET_SECRET_ENV] = self.secret()
         with open_private_file(log_path, "w") as log:
             # A session of its own: the source outlives the command that started it.
             process = subprocess.Popen(  # noqa: S603  (our own module, fixed arguments)
@@ -352,7 +348,7 @@ class Fleet:
             data=json.dumps(
                 {"faults": faults.spec(as_change=merge), "mode": "merge" if merge else "replace"}
             ).encode(),
-            headers={"Content-Type": "application/json", FLEET_SECRET_HEADER: self._secret()}, method="POST",
+            headers={"Content-Type": "application/json", FLEET_SECRET_HEADER: self.secret()}, method="POST",
         )  # fmt: skip
         try:
             with urllib.request.urlopen(request, timeout=_PROBE_TIMEOUT_S) as response:  # noqa: S310
@@ -363,7 +359,8 @@ class Fleet:
         except (urllib.error.URLError, TimeoutError) as exc:
             raise FleetError(f"{source} did not answer its chaos route: {exc}") from None
 
-    def _secret(self) -> str:
+    def secret(self) -> str:
+        """The fleet's secret, which its services and chaos routes ask for."""
         try:
             return read_secret(self.secret_file)
         except ValueError as exc:

@@ -177,23 +177,6 @@ async def _serve_http(
     await runner.serve(sockets=[sock])
 
 
-def _serve_stdio(server: MCPServer) -> NoReturn:
-    """Serve stdio until the client hangs up, then leave at once (see the module's docstring)."""
-
-    async def serve() -> None:
-        try:
-            await server.run_stdio_async()
-        except* ConnectionError:
-            pass  # the client closed its end of the wire (it died): nobody is left to answer
-
-    status = 0
-    try:
-        anyio.run(serve)
-    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group; the client handles it
-        status = 130
-    _leave(status)
-
-
 def _leave(status: int) -> NoReturn:
     """Exit now: the spans flushed within a bound, stderr flushed, no interpreter teardown."""
     flush_spans(_EXIT_FLUSH_MS)
@@ -249,10 +232,24 @@ def main(create_server: ServerFactory) -> None:
 
 
 def serve_stdio(create_server: ServerFactory, name: str, settings: SourceSettings) -> NoReturn:
-    """Serve one source on fds 0 and 1 until its client hangs up (a spawned or a forked source)."""
+    """Serve one source on fds 0 and 1 until its client hangs up (a spawned or a forked source), then
+    leave at once (see the module's docstring)."""
     _start(name, settings)
     # A second handle on stdout, for the garbage fault: the SDK diverts fd 1 while serving.
-    _serve_stdio(create_server(settings, wire=StdioWire(os.dup(sys.stdout.fileno()))))
+    server = create_server(settings, wire=StdioWire(os.dup(sys.stdout.fileno())))
+
+    async def serve() -> None:
+        try:
+            await server.run_stdio_async()
+        except* ConnectionError:
+            pass  # the client closed its end of the wire (it died): nobody is left to answer
+
+    status = 0
+    try:
+        anyio.run(serve)
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group; the client handles it
+        status = 130
+    _leave(status)
 
 
 def _start(name: str, settings: SourceSettings) -> None:

@@ -214,7 +214,7 @@ class CredentialCheck:
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._source = source
+        self.source = source
         self._clock = clock
         self._load = public_key
         self._key = public_key()
@@ -223,32 +223,28 @@ class CredentialCheck:
         # one on every call of its task. Only what verified is kept; a refusal is checked afresh.
         self._known = functools.lru_cache(maxsize=_KNOWN_CREDENTIALS)(self._verify_signature)
 
-    @property
-    def source(self) -> str:
-        return self._source
-
     def verify(self, token: Any) -> Principal:
         """The principal of a credential for this source, however it travelled (``_meta`` or a bearer
         token): one verification, one set of rules."""
         if not isinstance(token, str):
-            return verify_credential(self._public_key(), token, source=self._source)  # refused, saying why
+            return verify_credential(self._public_key(), token, source=self.source)  # refused, saying why
         principal, expires = self._known(token)
         if self._clock() >= expires:  # as the first verification decides: valid while before ``exp``
             raise CredentialRejected(_EXPIRED)
         return principal
 
     def _verify_signature(self, token: str) -> tuple[Principal, int]:
-        return _verified(self._public_key(), token, source=self._source)
+        return _verified(self._public_key(), token, source=self.source)
 
     def _public_key(self) -> Ed25519PublicKey:
         if self._key is None:
             try:
                 self._key = self._load()
             except ValueError as exc:  # say why in the log; the caller learns only that it failed
-                _log.warning("%s cannot load its public key: %s", self._source, exc)
-                raise CredentialRejected(f"{self._source} cannot load its public key") from None
+                _log.warning("%s cannot load its public key: %s", self.source, exc)
+                raise CredentialRejected(f"{self.source} cannot load its public key") from None
         if self._key is None:
-            raise CredentialRejected(f"{self._source} has no public key yet to verify credentials with")
+            raise CredentialRejected(f"{self.source} has no public key yet to verify credentials with")
         return self._key
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

@@ -138,36 +138,26 @@ class SourceConnection:
         )
         raise SourceUnavailable(self.source, failure)
 
-    @staticmethod
-    async def call(
-        client: Client,
-        tool: str,
-        arguments: dict[str, Any],
-        *,
-        timeout_s: float,
-        meta: dict[str, Any] | None = None,
+    async def send(
+        self, session: Client, call: ToolCall, *, timeout_s: float, meta: dict[str, Any] | None
     ) -> CallToolResult:
-        """One call, bounded by the SDK's read timeout and, should a transport never answer, by our own."""
+        """One attempt of a subagent (``subagents.transport.SourceLink``) on ``session``, bounded by the
+        SDK's read timeout and, should a transport never answer, by our own."""
         with anyio.fail_after(timeout_s + _SAFETY_MARGIN_S):
             # MCP's _meta is an open object (the credential travels in it); the SDK types only its
             # progress token, so the cast says what the protocol allows.
             params_meta = cast("RequestParamsMeta | None", meta)
-            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s, meta=params_meta)
-
-    async def send(
-        self, session: Client, call: ToolCall, *, timeout_s: float, meta: dict[str, Any] | None
-    ) -> CallToolResult:
-        """One attempt of a subagent (``subagents.transport.SourceLink``): ``call`` on ``session``."""
-        return await self.call(session, call.tool, dict(call.arguments), timeout_s=timeout_s, meta=meta)
+            return await session.call_tool(
+                call.tool, dict(call.arguments), read_timeout_seconds=timeout_s, meta=params_meta
+            )
 
     async def reopen(self, generation: int) -> None:
         """Drop the session a caller saw fail; the next call opens a new one (respawning a stdio source)."""
-        if generation == self._generation and self._opening is not None:
+        if generation == self._generation:
             self._drop()
 
     async def close(self) -> None:
-        if self._opening is not None:
-            self._drop()
+        self._drop()
 
     def _drop(self) -> None:
         opening, self._opening = self._opening, None
