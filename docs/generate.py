@@ -68,14 +68,17 @@ def _type_of(schema: dict[str, Any] | bool) -> str:
     return f"`{schema.get('type', 'any')}`"
 
 
-def _model_tables(model: type[BaseModel], *, by_alias: bool = True) -> str:
-    """One table per model of a JSON schema (the model and every model it refers to): its fields."""
-    schema = model.model_json_schema(by_alias=by_alias)
+def _model_tables(model: type[BaseModel], seen: set[str] | None = None) -> str:
+    """One table per model of a JSON schema (the model and every model it refers to, unless ``seen``
+    already): its fields, by the names they have on the wire."""
+    schema = model.model_json_schema(by_alias=True)
     models = {schema["title"]: schema, **schema.get("$defs", {})}
+    seen = set() if seen is None else seen
     parts = []
     for title, definition in models.items():
-        if "properties" not in definition:  # an enum: listed where it is used
+        if "properties" not in definition or title in seen:  # an enum is listed where it is used
             continue
+        seen.add(title)
         required = set(definition.get("required", ()))
         rows = ["| field | type | required | default | description |", "|---|---|---|---|---|"]
         for name, field in definition["properties"].items():
@@ -121,7 +124,8 @@ def error_contract() -> str:
         raise PluginError(f"every ErrorCategory member needs its comment in sources/contract.py: {described}")
     rows += [f"| `{value}` | {meaning} |" for value, meaning in described.items()]
     models = [ToolError, ResultPage[Any], EmptyResult, AttemptedQuery, Escalation]
-    return "\n".join(rows) + "\n\n" + "\n\n".join(_model_tables(model) for model in models)
+    seen: set[str] = set()
+    return "\n".join(rows) + "\n\n" + "\n\n".join(_model_tables(model, seen) for model in models)
 
 
 def _meanings() -> dict[str, str]:

@@ -525,6 +525,7 @@ def test_the_site_builds_strictly_with_every_page_and_its_generated_reference(si
         for name in ("RESEARCH_SEED", "RESEARCH_HTTP_MAX_SESSIONS", "RESEARCH_CLAUDE_MAX_TURNS")
     )
     errors = (site / "reference" / "errors" / "index.html").read_text(encoding="utf-8")
+    assert all(f'<h3 id="{model}">' in errors for model in ("toolerror", "attemptedquery", "escalation"))
     assert all(
         f"<code>{category}</code>" in errors
         for category in ("transient", "validation", "business", "permission")
