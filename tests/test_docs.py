@@ -552,3 +552,25 @@ def test_every_link_of_the_built_site_to_the_site_resolves(site: Path) -> None:
             elif anchor and target.suffix == ".html" and anchor not in _parsed(target).ids:
                 broken.append(f"{page.relative_to(site)}: {link} (no such anchor)")
     assert checked > 500 and not broken, "\n".join(broken)
+
+
+# A file named in code type in the docs (`sources/contract.py`) is one of the repository's: a page moved or
+# a module renamed leaves no name behind. Left out: placeholders (`DIR/reports/ID.json`), a user's own
+# folder (`./research.toml`) and a path a question names (`docs/a.md`).
+NAMED_FILE = re.compile(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|toml|json|jsonl|md|yml|yaml|png|css))`")
+NOT_FILES = re.compile(r"\b[A-Z]{2,}\b|^\./|^docs/a\.md$")
+
+
+def test_every_file_the_docs_name_is_in_the_repository() -> None:
+    named = {
+        (document.relative_to(PROJECT_ROOT).as_posix(), path)
+        for document in DOCUMENTS
+        for path in NAMED_FILE.findall(document.read_text(encoding="utf-8"))
+    }
+    assert len(named) > 100, "the pattern finds the files the docs name"
+    missing = sorted(
+        f"{document}: {path}"
+        for document, path in named
+        if not NOT_FILES.search(path) and not (PROJECT_ROOT / path).exists()
+    )
+    assert not missing, "\n".join(missing)
