@@ -85,6 +85,11 @@ NOT_RUN = {
     # (npx fetches one): tests/test_bring_your_own.py runs the same flow against the pinned installs.
     "./examples/docs": "asks the filesystem server that `research sources add docs` registers",
     "Asia/Tokyo": "asks the time server that `research sources add time` registers",
+    "pip install": "installs into the venv: `make test` installs the Ray extra",
+    # tests/test_batch_ray.py runs batches on a local Ray and on a two-node cluster it starts as shown.
+    "--engine ray": "a batch on Ray workers: tests/test_batch_ray.py runs batches on Ray",
+    "ray start": "a Ray cluster's own commands: tests/test_batch_ray.py starts such a cluster",
+    "ray get-auth-token": "a Ray cluster's own commands: tests/test_batch_ray.py starts such a cluster",
 }
 
 # The exit status the docs imply. Where it shows a command's output, the output says it: a
@@ -409,6 +414,14 @@ def test_what_is_not_run_is_exactly_what_must_not_be() -> None:
             'research ask "Investigate CUST',  # ... --chaos hang:tickets: 28 s of waiting
             "research chaos run --scenarios",  # 200 scenarios: 150 s
             "research compare --scenarios 2",  # 200 scenarios in three modes: about 220 s
+            # The batch guide's Ray batches and cluster: tests/test_batch_ray.py runs them.
+            "pip install '.[ray]'",
+            "research batch examples/questi",
+            "research batch examples/questi",
+            "research batch examples/questi",
+            "ray get-auth-token --generate",
+            "ray start --head --port 6379 -",
+            "RAY_AUTH_MODE=token RAY_AUTH_T",
             # The registered servers' walk-through: tests/test_bring_your_own.py runs it (pinned installs).
             "research sources add docs --co",  # the README's example, then the guide's
             "research sources add docs --co",
