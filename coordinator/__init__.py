@@ -39,19 +39,5 @@ __all__ = [
     "load_recording",
 ]
 
-_HOMES = {
-    "DEFAULT_GRANTS": "coordinator.core",
-    "Config": "coordinator.core",
-    "Coordinator": "coordinator.core",
-    "Plan": "coordinator.planning.plan",
-    "PlannedTask": "coordinator.planning.plan",
-    "Ref": "coordinator.planning.plan",
-    "QueryError": "coordinator.planning.reading",
-    "RecordedRun": "coordinator.replay",
-    "Replayed": "coordinator.replay",
-    "load_recording": "coordinator.replay",
-    "ResearchReport": "coordinator.reporting.report",
-}
 
-
-__getattr__ = exported("coordinator", _HOMES)
+__getattr__ = exported("coordinator", __file__)

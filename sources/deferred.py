@@ -22,10 +22,12 @@ problem: the import system's own per-module locks serialise the first load.
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 class deferred(ModuleType):  # a class called as a function, as functools.partial is
@@ -36,16 +38,37 @@ class deferred(ModuleType):  # a class called as a function, as functools.partia
         return getattr(importlib.import_module(self.__name__), attribute)
 
 
-def exported(package: str, homes: Mapping[str, str]) -> Callable[[str], object]:
-    """The ``__getattr__`` of ``package``: each name of ``homes`` from its module, anything else refused.
+if TYPE_CHECKING:
+    import ast
+else:
+    ast = deferred("ast")  # read only when a package's name is first used
+
+
+def exported(package: str, source: str) -> Callable[[str], object]:
+    """The ``__getattr__`` of ``package`` (its ``__init__`` at ``source``): each name that file imports
+    under ``if TYPE_CHECKING:``, from the module it names there; anything else refused.
 
     For ``subagents`` and ``coordinator``: importing either package costs nothing, while a user
-    writes ``from coordinator import Coordinator`` (PEP 562).
+    writes ``from coordinator import Coordinator`` (PEP 562). The type checker's imports are the one
+    list of where each name lives, read when a name is first used.
     """
 
     def __getattr__(name: str) -> object:
-        if name not in homes:
+        home = homes(source).get(name)
+        if home is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(homes[name]), name)
+        return getattr(importlib.import_module(home), name)
 
     return __getattr__
+
+
+@functools.cache
+def homes(source: str) -> dict[str, str]:
+    """Each name the Python file at ``source`` imports under ``if TYPE_CHECKING:``, and its module."""
+    found: dict[str, str] = {}
+    for block in ast.parse(Path(source).read_text(encoding="utf-8")).body:
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING":
+            for line in block.body:
+                if isinstance(line, ast.ImportFrom) and line.module:
+                    found.update((each.name, line.module) for each in line.names)
+    return found

@@ -39,23 +39,5 @@ __all__ = [
     "run_subagent",
 ]
 
-_HOMES = {
-    "Connections": "subagents.sessions.connection",
-    "Decision": "subagents.decisions",
-    "Escalation": "subagents.decisions",
-    "SubagentReport": "subagents.decisions",
-    "TaskState": "subagents.decisions",
-    "RecoveryPolicy": "subagents.policy",
-    "RecordingTransport": "subagents.sessions.recording",
-    "Tape": "subagents.sessions.recording",
-    "ReplayClock": "subagents.sessions.replaying",
-    "ReplayTransport": "subagents.sessions.replaying",
-    "Runtime": "subagents.subagent",
-    "run_subagent": "subagents.subagent",
-    "Task": "subagents.task",
-    "SourceLink": "subagents.transport",
-    "Transport": "subagents.transport",
-}
 
-
-__getattr__ = exported("subagents", _HOMES)
+__getattr__ = exported("subagents", __file__)
