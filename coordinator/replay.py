@@ -1,7 +1,7 @@
 """A run kept beside its trace, and run again from what was kept: the same decisions, or a diff.
 
 Each query's run is written to ``<traces>/recordings/<trace id>.json`` as it ends (personal data
-replaced by stand-ins of the same shape, ``traces.redact.pseudonymous``): the plan it ran,
+replaced by stand-ins of the same shape, ``traces.stand_ins.pseudonymous``): the plan it ran,
 the recovery policy and deadline it ran under, every attempt's answer (``subagents.sessions.recording``) and
 every task's decisions. ``replay`` runs the coordinator on that plan against the recording
 (``subagents.sessions.replaying``: the recorded answers, on the recorded clock, with the recorded jitter)
@@ -36,7 +36,7 @@ from subagents.decisions import Decision
 from subagents.policy import Recovery, RecoveryPolicy
 from subagents.sessions.recording import Attempt
 from subagents.sessions.replaying import RecordedJitter, ReplayClock, ReplayTransport
-from traces.redact import pseudonymous
+from traces.stand_ins import pseudonymous
 
 if TYPE_CHECKING:
     from coordinator import core

@@ -35,7 +35,8 @@ from subagents.sessions.recording import NotRebuilt, Raised, raised, rebuilt
 from tests.conftest import PROJECT_ROOT, QUICK_BACKOFF_SEED
 from tests.fakes import FakeClock
 from tests.test_coordinator import STORY, in_memory
-from traces.redact import pseudonymous, set_full_payloads
+from traces.redact import set_full_payloads
+from traces.stand_ins import pseudonymous
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ jitter is in the decisions themselves. ``subagents.sessions.replaying`` gives th
 
 Kept here as it came, in this process's memory for the run's length; what is written
 (``coordinator.replay``) has no credential (an attempt's ``_meta`` is not even kept here) and no
-personal data (``traces.redact.pseudonymous``) unless full payloads are switched on. An exception is kept
+personal data (``traces.stand_ins.pseudonymous``) unless full payloads are switched on. An exception is kept
 as its type's name and arguments and rebuilt only from a fixed list of types (``_REBUILT``): a
 recording is data, and reading one never imports or runs what it names.
 """
