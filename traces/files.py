@@ -9,7 +9,6 @@ asked and what the sources found.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 from collections import defaultdict
@@ -19,6 +18,7 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+from opentelemetry.sdk.util import ns_to_iso_str
 from opentelemetry.trace import SpanContext
 
 from sources.security.private_files import open_private_file, private_folder
@@ -80,10 +80,7 @@ def _context(context: SpanContext) -> dict[str, str]:
 
 def _iso(nanoseconds: int | None) -> str | None:
     """As the SDK writes a time (``ns_to_iso_str``); None when there is none (0 or None)."""
-    if not nanoseconds:
-        return None
-    moment = datetime.datetime.fromtimestamp(nanoseconds / 1e9, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return ns_to_iso_str(nanoseconds) if nanoseconds else None
 
 
 _encoded: tuple[Resource, str] | None = None  # the last resource encoded, and its JSON

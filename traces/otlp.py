@@ -28,13 +28,13 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-__all__ = ["DEFAULT_TIMEOUT_S", "REST_S", "OtlpExport", "otlp_endpoint", "otlp_exporter"]
+__all__ = ["DEFAULT_TIMEOUT_S", "OtlpExport", "otlp_exporter"]
 
 DEFAULT_TIMEOUT_S = 0.5
 REST_S = 10.0
@@ -43,12 +43,11 @@ _DEFAULT_ENDPOINT = "http://localhost:4318"
 _SDK_LOGGERS = ("opentelemetry.exporter.otlp.proto.http", "opentelemetry.exporter.otlp.common")
 
 
-def otlp_endpoint(environ: Mapping[str, str] | None = None) -> str:
+def otlp_endpoint() -> str:
     """Where the spans go, as the SDK resolves it from the standard variables (for messages)."""
-    env = os.environ if environ is None else environ
-    if env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
-        return env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-    return env.get("OTEL_EXPORTER_OTLP_ENDPOINT", _DEFAULT_ENDPOINT).rstrip("/") + "/v1/traces"
+    if os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        return os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+    return os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", _DEFAULT_ENDPOINT).rstrip("/") + "/v1/traces"
 
 
 class OtlpExport(SpanExporter):

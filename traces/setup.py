@@ -59,8 +59,6 @@ from traces.otlp import OtlpExport, otlp_exporter
 from traces.redact import set_full_payloads
 
 __all__ = [
-    "VERSION",
-    "NoOrphanNotifications",
     "configure_tracing",
     "ensure_tracing",
     "exporter_names",
@@ -77,12 +75,10 @@ _DEFAULT_DELAY_MS = 250
 _KNOWN = ("file", "otlp", "console", "none")
 
 
-def exporter_names(environ: dict[str, str] | None = None) -> list[str]:
+def exporter_names() -> list[str]:
     """The exporters ``OTEL_TRACES_EXPORTER`` asks for; an unknown name raises ``ValueError``."""
-    env = os.environ if environ is None else environ
-    names = [
-        name.strip().lower() for name in env.get("OTEL_TRACES_EXPORTER", "file").split(",") if name.strip()
-    ]
+    asked = os.environ.get("OTEL_TRACES_EXPORTER", "file")
+    names = [name.strip().lower() for name in asked.split(",") if name.strip()]
     unknown = [name for name in names if name not in _KNOWN]
     if unknown:
         raise ValueError(f"OTEL_TRACES_EXPORTER names {', '.join(unknown)}; choose among {', '.join(_KNOWN)}")
@@ -159,14 +155,12 @@ def configure_tracing(
     full_payloads: bool = False,
     exporters: list[str] | None = None,
     eager: bool = False,
-    otlp_warning: bool | None = None,
 ) -> TracerProvider:
     """Install this process's tracer provider, once. Later calls return the installed one.
 
-    ``otlp_warning``: whether this process warns (once) when the OTLP collector does not take its
-    spans. By default it does, unless it was started for a coordinator's run (its ``run_id`` came
-    from ``RESEARCH_RUN_ID``, as a spawned source's does): that coordinator shares its terminal and
-    warns for the run.
+    The process warns (once) when the OTLP collector does not take its spans, unless it was started
+    for a coordinator's run (its ``run_id`` came from ``RESEARCH_RUN_ID``, as a spawned source's
+    does): that coordinator shares its terminal and warns for the run.
     """
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
@@ -175,8 +169,7 @@ def configure_tracing(
     attributes: dict[str, str] = {SERVICE_NAME: service_name, SERVICE_VERSION: VERSION}
     if run_id:
         attributes[RUN_ID] = run_id
-    if otlp_warning is None:
-        otlp_warning = not (run_id and os.environ.get("RESEARCH_RUN_ID") == run_id)
+    otlp_warning = not (run_id and os.environ.get("RESEARCH_RUN_ID") == run_id)
     provider = TracerProvider(resource=Resource.create(attributes), sampler=sampler())
     delay = int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", _DEFAULT_DELAY_MS))
     for name in exporter_names() if exporters is None else exporters:

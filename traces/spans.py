@@ -19,8 +19,8 @@ retries read in order beside the attempt spans they separate.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from opentelemetry.trace import Span, Status, StatusCode
@@ -30,7 +30,6 @@ from traces.redact import for_trace
 from traces.setup import tracer
 
 __all__ = [
-    "COMMAND_KINDS",
     "command_span",
     "end_command",
     "end_research",
@@ -54,15 +53,12 @@ def trace_id_of(span: Span) -> str:
     return format(span.get_span_context().trace_id, "032x")
 
 
-@contextmanager
-def research_span(query: str) -> Iterator[Span]:
+def research_span(query: str) -> AbstractContextManager[Span]:
     attributes = {names.KIND: "query", names.QUERY: str(for_trace(query))}
-    with tracer().start_as_current_span("research", attributes=attributes) as span:
-        yield span
+    return tracer().start_as_current_span("research", attributes=attributes)
 
 
-@contextmanager
-def command_span(kind: str, label: str) -> Iterator[Span]:
+def command_span(kind: str, label: str) -> AbstractContextManager[Span]:
     """The root span of one standalone command: ``kind`` task or call, ``label`` e.g. ``orders.get_order``.
 
     Every MCP request made inside it (the SDK's client spans, and through their ``traceparent`` the
@@ -71,8 +67,7 @@ def command_span(kind: str, label: str) -> Iterator[Span]:
     if kind not in COMMAND_KINDS:
         raise ValueError(f"a command's kind is one of {', '.join(COMMAND_KINDS)}, not {kind!r}")
     attributes = {names.KIND: kind, names.LABEL: str(for_trace(label))}
-    with tracer().start_as_current_span(f"research {kind}", attributes=attributes) as span:
-        yield span
+    return tracer().start_as_current_span(f"research {kind}", attributes=attributes)
 
 
 def end_command(span: Span, *, status: str) -> None:
@@ -86,18 +81,17 @@ def end_research(span: Span, *, status: str, plan_size: int, findings: int, gaps
     )
 
 
-@contextmanager
-def plan_span() -> Iterator[Span]:
-    with tracer().start_as_current_span("plan") as span:
-        yield span
+def plan_span() -> AbstractContextManager[Span]:
+    return tracer().start_as_current_span("plan")
 
 
 def record_plan(span: Span, task_ids: Sequence[str]) -> None:
     span.set_attributes({names.PLAN_SIZE: len(task_ids), names.PLAN_TASKS: list(task_ids)})
 
 
-@contextmanager
-def subagent_span(task_id: str, source: str, tool: str, arguments: Mapping[str, Any]) -> Iterator[Span]:
+def subagent_span(
+    task_id: str, source: str, tool: str, arguments: Mapping[str, Any]
+) -> AbstractContextManager[Span]:
     attributes = {
         names.GEN_AI_OPERATION_NAME: names.INVOKE_AGENT,
         names.GEN_AI_AGENT_NAME: f"{source} subagent",
@@ -107,10 +101,9 @@ def subagent_span(task_id: str, source: str, tool: str, arguments: Mapping[str, 
         names.ARGUMENTS: json.dumps(for_trace(dict(arguments)), default=str, ensure_ascii=False),
     }
     # The subagent sets its own status: a recovered task is not a failed operation.
-    with tracer().start_as_current_span(
+    return tracer().start_as_current_span(
         f"subagent {source}", attributes=attributes, record_exception=False, set_status_on_exception=False
-    ) as span:
-        yield span
+    )
 
 
 def record_decision(
@@ -161,10 +154,8 @@ def record_model_use(span: Span, *, input_tokens: int, output_tokens: int) -> No
         )
 
 
-@contextmanager
-def synthesize_span() -> Iterator[Span]:
-    with tracer().start_as_current_span("synthesize") as span:
-        yield span
+def synthesize_span() -> AbstractContextManager[Span]:
+    return tracer().start_as_current_span("synthesize")
 
 
 def record_synthesis(span: Span, *, findings: int, gaps: int) -> None:

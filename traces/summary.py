@@ -19,9 +19,8 @@ from typing import Any
 from traces import attributes as names
 
 __all__ = [
-    "KINDS",
-    "SHORTEST_ID",
     "TraceSummary",
+    "decisions",
     "latest_trace_id",
     "roots",
     "service_of",
@@ -44,6 +43,11 @@ def service_of(span: dict[str, Any]) -> str:
 def span_id(value: Any) -> str:
     """A span id (or parent id) as the files write it, without 0x; "" for none."""
     return str(value or "").removeprefix("0x")
+
+
+def decisions(span: dict[str, Any]) -> list[dict[str, Any]]:
+    """The span's recovery decisions (its ``recovery.decision`` events), in order."""
+    return [event for event in span.get("events", []) if event["name"] == names.RECOVERY_DECISION]
 
 
 def roots(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -92,43 +96,36 @@ def summarize(trace_id: str, spans: list[dict[str, Any]]) -> TraceSummary:
         status=str(attributes.get(names.STATUS, "-")),
         services=len({service_of(span) for span in spans}),
         spans=len(spans),
-        decisions=sum(
-            1
-            for span in spans
-            for event in span.get("events", [])
-            if event["name"] == names.RECOVERY_DECISION
-        ),
+        decisions=sum(len(decisions(span)) for span in spans),
     )
 
 
-def summaries(
-    traces: dict[str, list[dict[str, Any]]], *, kind: str | None = None, limit: int | None = None
-) -> list[TraceSummary]:
-    """The traces, newest first, of one kind when ``kind`` is given, at most ``limit`` of them."""
+def summaries(traces: dict[str, list[dict[str, Any]]], *, kind: str | None = None) -> list[TraceSummary]:
+    """The traces, newest first, of one kind when ``kind`` is given."""
     found = [summarize(trace_id, spans) for trace_id, spans in traces.items() if spans]
     found = [summary for summary in found if kind is None or summary.kind == kind]
     found.sort(key=lambda summary: summary.started, reverse=True)
-    return found if limit is None else found[:limit]
+    return found
 
 
 def latest_trace_id(traces: dict[str, list[dict[str, Any]]], kind: str | None = "query") -> str | None:
     """The newest trace of ``kind`` (a query, unless asked otherwise; None: of any kind)."""
-    newest = summaries(traces, kind=kind, limit=1)
+    newest = summaries(traces, kind=kind)
     return newest[0].trace_id if newest else None
 
 
 SHORTEST_ID = 8  # what `research traces list` cuts an id to at the least, as git shows 7 of a commit's
 
 
-def unique_length(trace_ids: Iterable[str], least: int = SHORTEST_ID) -> int:
-    """The length at which every id's prefix is its own and no other's (at least ``least``): how far
+def unique_length(trace_ids: Iterable[str]) -> int:
+    """The length at which every id's prefix is its own and no other's (at least ``SHORTEST_ID``): how far
     a list may cut the ids so that each still names one trace (`research traces show PREFIX`)."""
     ordered = sorted(trace_ids)
     longest = max((len(each) for each in ordered), default=0)
     # Of ids in order, the one sharing the longest prefix with an id is a neighbour of it. (Ids, not
     # paths: commonprefix compares characters, which is what is meant.)
     shared = (len(os.path.commonprefix((a, b))) + 1 for a, b in itertools.pairwise(ordered))  # noqa: RUF071
-    return min(max(least, max(shared, default=0)), longest) if ordered else least
+    return min(max(SHORTEST_ID, max(shared, default=0)), longest) if ordered else SHORTEST_ID
 
 
 def starting_with(trace_ids: Iterable[str], given: str) -> list[str]:

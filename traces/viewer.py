@@ -16,17 +16,14 @@ from rich.text import Text
 from rich.tree import Tree
 
 from traces import attributes as names
-from traces.summary import TraceSummary, roots, service_of, span_id
+from traces.summary import TraceSummary, decisions, roots, service_of, span_id
 
 __all__ = ["render_trace", "trace_table"]
 
 
-def _time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 def _duration_ms(span: dict[str, Any]) -> float:
-    return (_time(span["end_time"]) - _time(span["start_time"])).total_seconds() * 1000
+    start, end = (datetime.fromisoformat(span[key]) for key in ("start_time", "end_time"))
+    return (end - start).total_seconds() * 1000
 
 
 # The columns of `research traces list`, and the order in which a narrow terminal drops them: the
@@ -139,11 +136,7 @@ def render_trace(trace_id: str, spans: list[dict[str, Any]]) -> Tree:
     def grow(node: Tree, span: dict[str, Any]) -> None:
         branch = node.add(_label(span))
         # Events and child spans interleaved by time: a decision shows between the attempts it separates.
-        items: list[tuple[str, Any]] = [
-            (event["timestamp"], ("event", event))
-            for event in span.get("events", [])
-            if event["name"] == names.RECOVERY_DECISION
-        ]
+        items: list[tuple[str, Any]] = [(event["timestamp"], ("event", event)) for event in decisions(span)]
         items += [
             (child["start_time"], ("span", child))
             for child in children.get(span_id(span["context"]["span_id"]), [])
