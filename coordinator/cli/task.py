@@ -74,7 +74,8 @@ def run_task(
 
     With --llm claude, Claude drives the subagent's calls and the code keeps its bounds and hooks.
 
-    Exit status 0 for ok or a valid empty result, 1 when the task was escalated.
+    Exit status 0 for ok or a valid empty result, 1 for any other state (a gap: escalated,
+    blocked, deadline).
 
     Example: research task customers customer_lookup '{"identifier": " Jane.Doe@Example.com "}'
     """
