@@ -372,13 +372,8 @@ def registry_file(environ: Mapping[str, str] | None = None) -> Path | None:
     env = os.environ if environ is None else environ
     if env.get(ENVIRONMENT_VARIABLE):
         return Path(env[ENVIRONMENT_VARIABLE]).expanduser()
-    for candidate in (
-        Path(FILE_NAME),
-        Path(platformdirs.user_config_dir("research-coordinator")) / FILE_NAME,
-    ):
-        if candidate.exists():
-            return candidate
-    return None
+    candidates = (Path(FILE_NAME), Path(platformdirs.user_config_dir("research-coordinator")) / FILE_NAME)
+    return next((candidate for candidate in candidates if candidate.exists()), None)
 
 
 def one_line_error(exc: ValidationError) -> str:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from sources.security.private_files import publish_file
 
 __all__ = ["fingerprint", "is_trusted", "trust"]
 
@@ -44,11 +44,8 @@ def is_trusted(path: Path, data_dir: Path, digest: str) -> bool:
 
 
 def trust(path: Path, data_dir: Path, digest: str) -> None:
-    """Approve ``digest`` at ``path``: the bytes this user read or wrote there (written whole, then
-    renamed: a reader never sees half a file)."""
+    """Approve ``digest`` at ``path``: the bytes this user read or wrote there (published whole, 0600:
+    a reader never sees half a file)."""
     approvals = {**_approvals(data_dir), str(path.resolve()): digest}
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    handle, temporary = tempfile.mkstemp(dir=data_dir, prefix=".approvals-")  # created 0600
-    with os.fdopen(handle, "w", encoding="utf-8") as written:
-        json.dump(approvals, written, indent=1)
-    os.replace(temporary, data_dir / _APPROVALS)
+    publish_file(data_dir / _APPROVALS, json.dumps(approvals, indent=1), replace=True, durable=False)

@@ -13,7 +13,8 @@ from types import TracebackType
 import psutil
 
 from coordinator.batch.questions import Question
-from coordinator.batch.work import Answer, Asking, Setup, answer, asking_at
+from coordinator.batch.work import Answer, Setup, answer, asking_at
+from coordinator.core import Coordinator
 from subagents.guard import Bulkheads, LocalGuard, SourceState
 
 __all__ = ["LocalEngine"]
@@ -27,10 +28,10 @@ class LocalEngine:
         self.memory_rss: list[int] = []
         self.guard = LocalGuard(SourceState.shared(retry_share, bulkhead), Bulkheads(bulkhead))
         self._stack = AsyncExitStack()
-        self._asking: Asking | None = None
+        self._coordinator: Coordinator | None = None
 
     async def __aenter__(self) -> LocalEngine:
-        self._asking = await self._stack.enter_async_context(asking_at(self.setup, self.guard))
+        self._coordinator = await self._stack.enter_async_context(asking_at(self.setup, self.guard))
         return self
 
     async def __aexit__(
@@ -40,8 +41,8 @@ class LocalEngine:
         await self._stack.aclose()
 
     async def answer(self, question: Question) -> Answer:
-        assert self._asking is not None, "answer() inside `async with engine`"
-        return await answer(question, self._asking)
+        assert self._coordinator is not None, "answer() inside `async with engine`"
+        return await answer(question, self.setup, self._coordinator)
 
     async def budget(self) -> dict[str, dict[str, int]]:
         return self.guard.state.counts()

@@ -39,7 +39,8 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from coordinator.batch.questions import Question
-from coordinator.batch.work import Answer, Asking, Setup, answer, asking_at
+from coordinator.batch.work import Answer, Setup, answer, asking_at
+from coordinator.core import Coordinator
 from subagents.guard import Bulkheads, SourceState, Verdict
 from traces.setup import configure_tracing, flush_spans
 
@@ -115,15 +116,15 @@ class BatchWorker:
         # The guard is found by its name: an actor handle among a restartable actor's constructor
         # arguments lives in the object store, and Ray warns that a restart may then fail.
         self.guard = RayGuard(ray.get_actor(host), Bulkheads(bulkhead))
-        self._asking: Asking | None = None
+        self._coordinator: Coordinator | None = None
         self._ready: asyncio.Event | None = None
         self._closing = asyncio.Event()
         self._holder: asyncio.Task[None] | None = None
 
     async def _hold(self) -> None:
         """Holds the sessions open in a task of its own (opened and closed in the same task)."""
-        async with asking_at(self.setup, self.guard) as asking:
-            self._asking = asking
+        async with asking_at(self.setup, self.guard) as coordinator:
+            self._coordinator = coordinator
             assert self._ready is not None
             self._ready.set()
             await self._closing.wait()
@@ -138,8 +139,8 @@ class BatchWorker:
             self._ready = asyncio.Event()
             self._holder = asyncio.ensure_future(self._hold())
         await self._ready.wait()
-        assert self._asking is not None
-        return await answer(question, self._asking), self.node_id
+        assert self._coordinator is not None
+        return await answer(question, self.setup, self._coordinator), self.node_id
 
     async def close(self) -> tuple[int, str]:
         """Close the sessions and flush this worker's spans; its memory (RSS, bytes) before closing,

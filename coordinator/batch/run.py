@@ -30,7 +30,6 @@ from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from subagents.claude import ClaudeSettings
 from subagents.guard import DEFAULT_RETRY_SHARE
-from subagents.policy import RecoveryPolicy
 from traces.setup import start_run
 
 __all__ = ["Batch", "BatchError", "Engine", "Progress", "TokenPool", "batch_fleet", "run_batch"]
@@ -56,7 +55,6 @@ class Batch:
     bulkhead: int | None = 8  # concurrent calls per source, fleet-wide
     faults: Mapping[str, FaultSettings] = field(default_factory=dict)
     urls: Mapping[str, str] = field(default_factory=dict)  # a fleet given by URLs; empty: the batch's own
-    policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
     claude: ClaudeSettings | None = None
     total_tokens: int | None = None  # Claude mode: the batch's whole budget
 
@@ -188,7 +186,7 @@ def run_batch(
     try:
         if pending:
             with batch_fleet(settings, batch) as urls:
-                setup = Setup(settings, urls, batch.deadline_s, batch.policy, batch.seed, batch.claude)
+                setup = Setup(settings, urls, batch.deadline_s, batch.seed, batch.claude)
                 anyio.run(_ask_all, make_engine(setup), pending, batch, folder, tally, progress)
     finally:
         wall_s = time.monotonic() - started

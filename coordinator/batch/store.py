@@ -97,22 +97,18 @@ class BatchDir:
 
     def reports(self) -> dict[str, dict[str, Any]]:
         """Every written report, by question id."""
-        found = {}
-        for path in sorted((self.root / "reports").glob("*.json")):
-            found[path.stem] = json.loads(path.read_text(encoding="utf-8"))
-        return found
+        return self._read("reports")
 
     def failures(self) -> dict[str, dict[str, Any]]:
-        return {
-            path.stem: json.loads(path.read_text(encoding="utf-8"))
-            for path in sorted((self.root / "failed").glob("*.json"))
-        }
+        return self._read("failed")
 
     def violations(self) -> dict[str, list[dict[str, str]]]:
-        return {
-            path.stem: json.loads(path.read_text(encoding="utf-8"))
-            for path in sorted((self.root / "checks").glob("*.json"))
-        }
+        return self._read("checks")
+
+    def _read(self, folder: str) -> dict[str, Any]:
+        """Each file of ``folder`` as JSON, by question id (its name)."""
+        files = sorted((self.root / folder).glob("*.json"))
+        return {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in files}
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         _write(self.root / "summary.json", json.dumps(summary, indent=2))

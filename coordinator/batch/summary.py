@@ -4,6 +4,7 @@ as it was spent."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,11 +60,9 @@ def summarize(
     asking_s = wall_s if tally.asking_s is None else tally.asking_s
     reports = folder.reports()
     failures = folder.failures()
-    escalations: dict[str, int] = {}
-    for report in reports.values():
-        for gap in report.get("gaps", []):
-            category = gap.get("errorCategory") or "none"
-            escalations[category] = escalations.get(category, 0) + 1
+    escalations = Counter(
+        gap.get("errorCategory") or "none" for report in reports.values() for gap in report.get("gaps", [])
+    )
     violations = folder.violations()
     return {
         "questions": questions,

@@ -26,9 +26,8 @@ from subagents.broker import Grant
 from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.guard import Guard
 from subagents.hooks import TrimResults
-from subagents.policy import RecoveryPolicy
 
-__all__ = ["Answer", "Asking", "Setup", "answer", "asking_at", "question_seed"]
+__all__ = ["Answer", "Setup", "answer", "asking_at", "question_seed"]
 
 
 @dataclass(frozen=True)
@@ -38,29 +37,18 @@ class Setup:
     settings: SourceSettings
     urls: Mapping[str, str]  # the fleet's sources, by name
     deadline_s: float = 30.0
-    policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
     seed: int = 0
     claude: ClaudeSettings | None = None
 
 
-@dataclass(frozen=True)
-class Asking:
-    """What every question of one worker shares: the setup, and the coordinator holding the sessions
-    and the guard."""
-
-    setup: Setup
-    coordinator: Coordinator
-
-
 @asynccontextmanager
-async def asking_at(setup: Setup, guard: Guard) -> AsyncIterator[Asking]:
-    """A coordinator on every source of the fleet, its sessions opened now and held until the worker is done."""
-    config = Config(
-        setup.settings, policy=setup.policy, claude=setup.claude, demo_over="http", urls=setup.urls
-    )
+async def asking_at(setup: Setup, guard: Guard) -> AsyncIterator[Coordinator]:
+    """A coordinator on every source of the fleet, its sessions opened now and held until the worker is
+    done: what every question of the worker shares (its sessions, and the guard)."""
+    config = Config(setup.settings, claude=setup.claude, demo_over="http", urls=setup.urls)
     async with Coordinator(config, guard=guard) as coordinator:
         coordinator.open_soon(setup.urls)
-        yield Asking(setup, coordinator)
+        yield coordinator
 
 
 @dataclass(frozen=True)
@@ -81,11 +69,11 @@ def question_seed(batch_seed: int, question_id: str) -> int:
     return zlib.crc32(f"{batch_seed}:{question_id}".encode())
 
 
-async def answer(question: Question, asking: Asking) -> Answer:
-    """Research ``question`` and check its report; a question nobody can plan for is ``failed``."""
-    started, setup = time.monotonic(), asking.setup
-    deadline_s = question.deadline or setup.deadline_s
-    coordinator, seed = asking.coordinator, question_seed(setup.seed, question.id)
+async def answer(question: Question, setup: Setup, coordinator: Coordinator) -> Answer:
+    """Research ``question`` on ``coordinator`` (``asking_at``'s) and check its report; a question
+    nobody can plan for is ``failed``."""
+    started, deadline_s = time.monotonic(), question.deadline or setup.deadline_s
+    seed = question_seed(setup.seed, question.id)
     budget = TokenBudget(setup.claude.token_budget) if setup.claude is not None else None
     try:
         plan, planning = await coordinator.plan(
@@ -106,7 +94,7 @@ async def answer(question: Question, asking: Asking) -> Answer:
     judged = ScenarioResult(
         scenario=Scenario(seed, question.query, faults={}, refund_amount=None), plan=plan,
         report=report, history=history, elapsed_s=elapsed, refunds=[], refund_key=None,
-        leaked_processes=[], leaked_sockets=0, policy=setup.policy, query_deadline_s=deadline_s,
+        leaked_processes=[], leaked_sockets=0, policy=coordinator.config.policy, query_deadline_s=deadline_s,
     )  # fmt: skip
     return Answer(
         question.id, question.query, report.status, report_json=report.to_json(), violations=check(judged),

@@ -5,11 +5,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from sources import billing, customers, kb, orders, tickets
 from sources.catalogue import SOURCES
 from sources.domain import pounds
 from sources.faults import FaultSettings
+from sources.settings import SourceSettings
 from subagents.policy import RecoveryPolicy
 
 _MODULES = {"customers": customers, "orders": orders, "billing": billing, "tickets": tickets, "kb": kb}
@@ -89,3 +91,9 @@ def scenario_from(seed: int) -> Scenario:
         faults[source] = rng.choice(with_process if rng.random() < _PROCESS_SHARE else in_process)
     refund = round(rng.uniform(5, 900), 2) if rng.random() < 0.3 else None
     return Scenario(seed=seed, query=rng.choice(QUERIES), faults=faults, refund_amount=refund)
+
+
+def scenario_settings(data_dir: Path) -> SourceSettings:
+    """Settings for scenarios' sources in ``data_dir``: no kb warm-up, no tickets rate limit (the
+    scenarios bring their own faults)."""
+    return SourceSettings(data_dir=data_dir, kb_warmup_ms=0, tickets_rate_per_second=1000, tickets_burst=1000)

@@ -42,13 +42,9 @@ def _targets(scenario: Scenario, settings: SourceSettings) -> dict[str, Target]:
         faults = make(rng)
         if not needs_process:
             targets[source] = _in_process(_MODULES[source].create_server(settings.with_faults(faults)))
-        elif name == "restart_in_flight":
-            targets[source] = _in_turn(
-                stdio_target(source, settings.with_faults(faults)), stdio_target(source, settings)
-            )
-        elif name == "flapping":
+        elif name in ("restart_in_flight", "flapping"):  # faulty, then healthy: once, or in turn for ever
             down, up = stdio_target(source, settings.with_faults(faults)), stdio_target(source, settings)
-            targets[source] = _alternating(down, up)
+            targets[source] = (_in_turn if name == "restart_in_flight" else _alternating)(down, up)
         else:
             targets[source] = stdio_target(source, settings.with_faults(faults))
     return targets

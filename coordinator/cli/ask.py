@@ -313,15 +313,12 @@ async def _research_and_print(
             )  # fmt: skip
             chaos_group.cancel_scope.cancel()
         if asked.claude_missing:
-            report = report.model_copy(update={"notes": [*report.notes, _no_model_note()]})
+            note = f"a deterministic run: --llm claude, but {claude_mode.MISSING_KEY}; the plan, the calls and the answer are the code's"
+            report = report.model_copy(update={"notes": [*report.notes, note]})
         progress.finished(report)
         progress.close()
         _print_report(report, asked.json_output)
     return report
-
-
-def _no_model_note() -> str:
-    return f"a deterministic run: --llm claude, but {claude_mode.MISSING_KEY}; the plan, the calls and the answer are the code's"
 
 
 def _print_report(report: ResearchReport, json_output: bool) -> None:

@@ -316,9 +316,7 @@ def _run_scenarios(
 
 def _chaos_world(data_dir: Path) -> SourceSettings:
     """Settings for the scenarios' sources in ``data_dir``, its world generated: no warm-up, no rate limit."""
-    settings = source_settings.SourceSettings(
-        data_dir=data_dir, kb_warmup_ms=0, tickets_rate_per_second=1000, tickets_burst=1000
-    )
+    settings = chaos.catalogue.scenario_settings(data_dir)
     world.ensure_world(settings.data_dir, settings.seed)
     return settings
 

@@ -237,8 +237,6 @@ chaos_app = _Commands(
 )
 app.add_typer(chaos_app, name="chaos")
 
-_CALL_TIMEOUT_SECONDS = 15.0
-
 # Exit statuses of `research ask`.
 EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report a SIGINT

@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.table import Table
 
 from coordinator.cli.common import (
-    _CALL_TIMEOUT_SECONDS,
     ArgumentsArgument,
     SourceArgument,
     fleet,
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
     from mcp.types import CallToolResult, RequestParamsMeta
 
     from coordinator import ask_service, registered_tools
-    from coordinator.registry import Registry
     from sources import contract
     from sources import settings as source_settings
     from sources.processes.fleet import MemberStatus
@@ -50,6 +48,8 @@ else:
     auth = deferred("sources.security.auth")
     connection = deferred("subagents.sessions.connection")
     spans = deferred("traces.spans")
+
+_CALL_TIMEOUT_SECONDS = 15.0  # listing a source's tools, or one call of `sources call`
 
 
 @sources_app.command("list")
@@ -78,7 +78,9 @@ def list_sources(
     rows: list[tuple[str, list[str] | None, str]] = [
         (source, found[source], f"stdio: python -m sources.{source}") for source in SOURCES
     ]
-    rows += registry_rows(registry)
+    for entry in registry.entries.values():  # its tools as last listed (None if never): no source starts
+        kept = registered_tools.cached_tools(entry, source_settings.data_dir_from())
+        rows.append((entry.name, [tool.name for tool in kept] if kept is not None else None, entry.where))
     if json_output:
         typer.echo(json.dumps({name: tools or [] for name, tools, _ in rows}, indent=2))
         return
@@ -87,16 +89,6 @@ def list_sources(
         shown = ", ".join(tools) if tools is not None else "(not listed yet: `research sources check`)"
         table.add_row(name, shown, where)
     Console().print(table)
-
-
-def registry_rows(registry: Registry) -> list[tuple[str, list[str] | None, str]]:
-    """Each registered source as `sources list` shows it: name, its tools as last listed (None if never),
-    how it is reached."""
-    rows: list[tuple[str, list[str] | None, str]] = []
-    for entry in registry.entries.values():
-        kept = registered_tools.cached_tools(entry, source_settings.data_dir_from())
-        rows.append((entry.name, [tool.name for tool in kept] if kept is not None else None, entry.where))
-    return rows
 
 
 def _live_tools() -> dict[str, list[str]]:

@@ -128,18 +128,7 @@ def add_source(
     Example: research sources add docs --command "npx -y @modelcontextprotocol/server-filesystem ./docs" --plan read_text_file:path=file --plan list_directory:path=folder --error ENOENT=validation
     """
     registry = load_registry(to_change=True)
-    entry = _entry(
-        name,
-        command,
-        url,
-        scope or [],
-        timeout,
-        plan or [],
-        entity or [],
-        error or [],
-        empty or [],
-        env or [],
-    )
+    entry = _entry(name, command, url, scope, timeout, plan, entity, error, empty, env)
     try:
         updated = registry.added(entry)
     except registries.RegistryError as exc:
@@ -152,27 +141,29 @@ def add_source(
 
 
 def _entry(
-    name: str, command: str | None, url: str | None, scopes: list[str], timeout: float | None,
-    plan: list[str], entities: list[str], errors: list[str], empty: list[str], env: list[str],
+    name: str, command: str | None, url: str | None, scopes: list[str] | None, timeout: float | None,
+    plan: list[str] | None, entities: list[str] | None, errors: list[str] | None,
+    empty: list[str] | None, env: list[str] | None,
 ) -> SourceEntry:  # fmt: skip
-    """The entry the options describe; an option that does not read is a usage error naming it."""
+    """The entry the options describe (a repeatable option not given is None); an option that does not
+    read is a usage error naming it."""
     fields: dict[str, Any] = {
         "name": name,
         "command": command,
         "url": url,
-        "scopes": scopes,
+        "scopes": scopes or [],
         "timeout": timeout,
     }
     if command is not None:
         fields["cwd"] = os.getcwd()  # the command's relative paths mean what they mean here
-    fields["plan"] = _hints(plan)
+    fields["plan"] = _hints(plan or [])
     fields["entities"] = dict(
-        _pair(item, "--entity", "KIND=PATTERN", "timezone=[A-Z][a-z]+/[A-Za-z_]+") for item in entities
+        _pair(item, "--entity", "KIND=PATTERN", "timezone=[A-Z][a-z]+/[A-Za-z_]+") for item in entities or []
     )
-    fields["empty"] = empty
-    fields["env"] = dict(_pair(item, "--env", "NAME=VALUE", "LOG_LEVEL=info") for item in env)
+    fields["empty"] = empty or []
+    fields["env"] = dict(_pair(item, "--env", "NAME=VALUE", "LOG_LEVEL=info") for item in env or [])
     fields["errors"] = dict(
-        _pair(item, "--error", "PATTERN=CATEGORY", "ENOENT=validation") for item in errors
+        _pair(item, "--error", "PATTERN=CATEGORY", "ENOENT=validation") for item in errors or []
     )
     try:
         return registries.SourceEntry.model_validate(

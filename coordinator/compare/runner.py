@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 
-from coordinator.chaos.catalogue import Scenario
+from coordinator.chaos.catalogue import Scenario, scenario_settings
 from coordinator.chaos.runner import run_scenario
 from coordinator.compare.boundary import Boundary
 from coordinator.compare.figures import Figures, figures_of
@@ -83,22 +83,17 @@ async def run_mode(
 
 
 @contextmanager
-def worlds(lanes: int = 1, modes: Sequence[str] = MODES) -> Iterator[list[dict[str, SourceSettings]]]:
+def worlds(lanes: int = 1) -> Iterator[list[dict[str, SourceSettings]]]:
     """A generated world per lane and mode, in temporary folders: one world made, then copied."""
     with tempfile.TemporaryDirectory(prefix="research-compare-") as root:
-        first = _settings(Path(root) / "world")
+        first = scenario_settings(Path(root) / "world")
         ensure_world(first.data_dir, first.seed)
         made = []
         for lane in range(lanes):
-            for mode in modes:
+            for mode in MODES:
                 shutil.copytree(first.data_dir, Path(root) / f"{lane}-{mode}")
-            made.append({mode: _settings(Path(root) / f"{lane}-{mode}") for mode in modes})
+            made.append({mode: scenario_settings(Path(root) / f"{lane}-{mode}") for mode in MODES})
         yield made
-
-
-def _settings(data_dir: Path) -> SourceSettings:
-    # As a chaos run's: no kb warm-up, no tickets rate limit (the scenarios bring their own faults).
-    return SourceSettings(data_dir=data_dir, kb_warmup_ms=0, tickets_rate_per_second=1000, tickets_burst=1000)
 
 
 def compare(
@@ -106,11 +101,10 @@ def compare(
     seed: int,
     claude: ClaudeSettings | None = None,
     on_scenario: Callable[[int, Scenario, dict[str, Figures]], None] | None = None,
-    lanes: int = LANES,
 ) -> Comparison:
     """Run ``chosen`` through every mode; ``on_scenario`` hears each scenario's figures as it ends.
 
-    The scenarios run in ``lanes`` at once, each lane in its own worlds and in scenario order, so what
+    The scenarios run in ``LANES`` at once, each lane in its own worlds and in scenario order, so what
     one mode's world holds when a scenario starts is what the other modes' hold too.
     """
     comparison = Comparison(scenarios=len(chosen), seed=seed)
@@ -133,7 +127,7 @@ def compare(
             for index, lane_settings in enumerate(settings):
                 group.start_soon(lane, chosen[index :: len(settings)], lane_settings)
 
-    with worlds(max(1, min(lanes, len(chosen)))) as settings:
+    with worlds(max(1, min(LANES, len(chosen)))) as settings:
         anyio.run(all_lanes, settings)
     return comparison
 

@@ -28,10 +28,11 @@ from coordinator.planning.intents import (
     STOPWORDS,
     SYMPTOM_WORDS,
     TOPIC_WORDS,
+    words_of,
 )
 from coordinator.planning.meaning import THRESHOLD
 from coordinator.planning.plan import PlannedTask, Unplanned
-from coordinator.planning.reading import Mention, Reading, phrase_words, phrases_in, record_words
+from coordinator.planning.reading import Reading, phrase_words, phrases_in, record_words
 from coordinator.planning.spans import (
     ASKS,
     COURTESY,
@@ -198,7 +199,7 @@ def _verb_until(span: Span, reading: Reading, checked: set[object]) -> int:
     """An order and an amount are a refund check, whatever the verb ("credit £45 to ORD-10031"): the
     words before the amount are its verb (where it starts is returned); what follows is read as any
     other words are."""
-    amounts = (m.start for m in _named_in(span, reading) if m.kind == "amount" and m.value in checked)
+    amounts = (m.start for m in reading.mentions_in(span) if m.kind == "amount" and m.value in checked)
     return next(amounts, span.start)
 
 
@@ -291,26 +292,7 @@ def _asking(span: Span) -> bool:
     )
 
 
-_OPENERS = frozenset(
-    {
-        "please",
-        "pls",
-        "plz",
-        "kindly",
-        "can",
-        "could",
-        "would",
-        "you",
-        "u",
-        "we",
-        "just",
-        "do",
-        "need",
-        "to",
-        "should",
-        "i",
-    }
-)
+_OPENERS = words_of("please pls plz kindly can could would you u we just do need to should i")
 
 
 def _action(span: Span) -> str:
@@ -399,13 +381,9 @@ def _text_of(span: Span) -> str:
     return " ".join(token.word for token in span.tokens)
 
 
-def _named_in(span: Span, reading: Reading) -> list[Mention]:
-    return reading.mentions_in(span.start, span.end)
-
-
 def _tasks_of(span: Span, reading: Reading, tasks: list[PlannedTask]) -> tuple[str, ...]:
     """The tasks a span asks for: those using what it names, and those of the intents it asks."""
-    named = {str(m.value) for m in _named_in(span, reading)}
+    named = {str(m.value) for m in reading.mentions_in(span)}
     intents = {intent.name for intent in INTENTS if intent.words & {t.word for t in span.tokens}}
     intents |= {i.name for i in INTENTS if any(p in _text_of(span) for p in i.phrases)}
     if span.match is not None and span.match.understood:

@@ -260,10 +260,7 @@ def intent_named(name: str) -> Intent:
 
 def vocabulary() -> frozenset[str]:
     """Every word a typo may be corrected to: the intents' words and the topic words."""
-    words = set(TOPIC_WORDS)
-    for intent in INTENTS:
-        words |= intent.words | intent.weak_words
-    return frozenset(words)
+    return TOPIC_WORDS.union(*(intent.words | intent.weak_words for intent in INTENTS))
 
 
 # --- what is asked in other words: examples for the semantic matcher (coordinator.planning.meaning) -----------

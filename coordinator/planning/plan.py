@@ -35,10 +35,6 @@ __all__ = ["PLANNING_SHARE", "Plan", "PlanError", "PlannedTask", "QueryError", "
 PLANNING_SHARE = 0.25
 
 
-def _graph() -> nx.DiGraph:
-    return nx.DiGraph()
-
-
 class PlanError(ValueError):
     """A plan that must not run: cyclic, or naming a source, tool or task that does not exist."""
 
@@ -86,7 +82,7 @@ class Unplanned:
 class Plan:
     query: str
     tasks: dict[str, PlannedTask]
-    graph: nx.DiGraph = field(default_factory=_graph)
+    graph: nx.DiGraph = field(default_factory=lambda: nx.DiGraph())
     unplanned: tuple[Unplanned, ...] = ()
     notes: tuple[str, ...] = ()  # how the query was read: typos corrected, the calendar dates are relative to
     # Every span of the query and its role (coordinator.planning.accounting.SpanRole): the deterministic planner's.

@@ -26,6 +26,7 @@ The steps:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,14 @@ class _Call:
         plain = {name: value for name, value in self.arguments.items() if name not in self.needs}
         upstream = {name: call.key for name, call in self.needs.items()}
         return self.tool, repr(sorted(plain.items())) + repr(sorted(upstream.items()))
+
+
+def _refund_check(order: str, amount: Any, needs: dict[str, _Call] | None = None) -> _Call:
+    """The refund-eligibility check of ``amount`` on ``order`` (refund research, whatever the verb)."""
+    return _Call(
+        "billing.refund_eligibility", {"order_id": order, "amount": amount}, subject=order,
+        needs=needs or {}, purpose=_REFUND_PURPOSE,
+    )  # fmt: skip
 
 
 @dataclass
@@ -280,25 +289,11 @@ class _Planner:
 
     def plan_refunds(self) -> bool:
         for order, amount in self.pairs:
-            self._add(
-                _Call(
-                    "billing.refund_eligibility",
-                    {"order_id": order.value, "amount": amount.value},
-                    subject=order.value,
-                    purpose=_REFUND_PURPOSE,
-                )
-            )
+            self._add(_refund_check(order.value, amount.value))
         for in_full in self._refunded_in_full():
             lookup = self.order_lookups[in_full]  # its paid amount is the order's own total
-            self._add(
-                _Call(
-                    "billing.refund_eligibility",
-                    {"order_id": in_full, "amount": Ref("?", GIVES[lookup.tool]["amount"])},
-                    subject=in_full,
-                    needs={"amount": lookup},
-                    purpose=_REFUND_PURPOSE,
-                )
-            )
+            paid = Ref("?", GIVES[lookup.tool]["amount"])
+            self._add(_refund_check(in_full, paid, needs={"amount": lookup}))
         return bool(self.pairs) or bool(self._refunded_in_full())
 
     def _refunded_in_full(self) -> list[str]:
@@ -311,14 +306,10 @@ class _Planner:
 
     def plan(self) -> Plan:
         reading = self.reading
-        for mention in reading.of("article_id"):
+        for article in self.articles:
             self._add(
-                self._bind(
-                    LOOKUPS["article_id"],
-                    _Subject("article", mention.value, {"article_id": mention.value}),
-                    derived=False,
-                )
-                or self._lookup_call("article_id", mention.value)
+                self._bind(LOOKUPS["article_id"], article, derived=False)
+                or self._lookup_call("article_id", article.label)
             )
         self.plan_refunds()
         if not self.customers:
@@ -419,13 +410,10 @@ class _Planner:
                     ))  # fmt: skip
 
     def _tasks(self) -> list[PlannedTask]:
-        counts: dict[str, int] = {}
-        for call in self.calls:
-            name = TASK_NAMES.get(call.tool, call.tool.split(".")[1])
-            counts[name] = counts.get(name, 0) + 1
+        names = [TASK_NAMES.get(call.tool, call.tool.split(".")[1]) for call in self.calls]
+        counts = Counter(names)
         taken: set[str] = set()
-        for call in self.calls:
-            name = TASK_NAMES.get(call.tool, call.tool.split(".")[1])
+        for call, name in zip(self.calls, names, strict=True):
             if counts[name] > 1:
                 name = f"{name}_{_slug(call.subject)}"
             while name in taken:
@@ -701,7 +689,7 @@ def _answered_by_lookups(reading: Reading) -> set[str]:
 
 
 def _named_in(clause: list[Span], reading: Reading) -> list[Mention]:
-    return [mention for span in clause for mention in reading.mentions_in(span.start, span.end)]
+    return [mention for span in clause for mention in reading.mentions_in(span)]
 
 
 def _unanswerable(intent: Intent) -> Unplanned:

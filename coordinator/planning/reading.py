@@ -151,11 +151,10 @@ class Reading:
         """Where each mention starts, in order (to find a span's mentions by bisection)."""
         return [mention.start for mention in self.mentions]
 
-    def mentions_in(self, start: int, end: int) -> list[Mention]:
-        """What the query names between ``start`` and ``end`` (a span's mentions), by bisection."""
-        return list(
-            self.mentions[bisect.bisect_left(self.starts, start) : bisect.bisect_left(self.starts, end)]
-        )
+    def mentions_in(self, span: Span) -> list[Mention]:
+        """What the query names within ``span``, by bisection."""
+        first, last = (bisect.bisect_left(self.starts, at) for at in (span.start, span.end))
+        return list(self.mentions[first:last])
 
     def of(self, *kinds: MentionKind) -> list[Mention]:
         return [mention for mention in self.mentions if mention.kind in kinds]
@@ -424,8 +423,7 @@ def _period(phrase: str) -> tuple[date, date]:
             ) from None
         return day, day
     if last := _LAST_N.fullmatch(text):
-        count = int(last["count"]) if last["count"].isdigit() else _COUNTS[last["count"]]
-        return _back(count, last["unit"]), TODAY
+        return _back(_count(last["count"]), last["unit"]), TODAY
     if past := _PAST_ONE.fullmatch(text):
         return _back(1, past["unit"] or past["unit2"]), TODAY
     parsed = _date_parser().get_date_data(text)
@@ -786,18 +784,7 @@ def _record_talk() -> frozenset[str]:
 
 @functools.cache
 def _known_words() -> frozenset[str]:
-    full_words = {word for phrase in FULL_AMOUNT_PHRASES for word in phrase.split()}
-    return frozenset(
-        full_words
-        | phrase_words()
-        | vocabulary()
-        | TOPIC_WORDS
-        | GENERIC_WORDS
-        | COURTESY_WORDS
-        | LIGHT_WORDS
-        | REQUEST_WORDS
-        | record_words()
-    )
+    return _record_talk() | phrase_words() | COURTESY_WORDS | LIGHT_WORDS | REQUEST_WORDS
 
 
 @functools.cache

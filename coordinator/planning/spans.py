@@ -294,7 +294,6 @@ def _told_unless_asked(span: Span) -> Span:
 
 
 _SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n")
-_CLAUSE_END = re.compile(r"[.!?;]+(?=\s|$)|[\n,]|\s[-–—+&]+\s|(?<!\S)\d\)(?=\s)|\([a-z]\)")
 
 
 def clauses(spans: list[Span]) -> list[list[int]]:
@@ -302,21 +301,19 @@ def clauses(spans: list[Span]) -> list[list[int]]:
     together ("KB-DAMAGED | related articles" is one clause, "kb-damaged and the shipping policy" two)."""
     groups: list[list[int]] = []
     for index, span in enumerate(spans):
-        if groups and span.goes_on:
-            groups[-1].append(index)
-        else:
-            groups.append([index])
+        if not groups or not span.goes_on:
+            groups.append([])
+        groups[-1].append(index)
     return groups
 
 
-def sentences(spans: list[Span], text: str, *, commas: bool = False) -> list[list[int]]:
+def sentences(spans: list[Span], text: str) -> list[list[int]]:
     """The spans grouped into sentences (indices, in order): a new one after a full stop, a question
-    or exclamation mark, a semicolon or a line break (and a comma, with ``commas``); never at the dot
-    of "9.99" or of an email."""
-    end = _CLAUSE_END if commas else _SENTENCE_END
+    or exclamation mark, a semicolon or a line break; never at the dot of "9.99" or of an email."""
     groups: list[list[int]] = []
     for index, span in enumerate(spans):
-        if not groups or end.search(text[spans[index - 1].start : span.start + 1]):  # +1: lookaheads see on
+        # up to the span's first character (+1): the lookaheads see on
+        if not groups or _SENTENCE_END.search(text[spans[index - 1].start : span.start + 1]):
             groups.append([])
         groups[-1].append(index)
     return groups

@@ -143,7 +143,7 @@ class LiveProgress:
 
     def finished(self, report: ResearchReport) -> None:
         for task in report.tasks:
-            self._set(task.id, task.state, _ending(task.state, task.attempts, _turns(task), task.decisions))
+            self._set(task.id, task.state, _ended(task))
 
     def running(self) -> list[str]:
         """The tasks that have not ended yet (what an interrupted query leaves undone)."""
@@ -152,16 +152,7 @@ class LiveProgress:
 
 def print_task_table(report: ResearchReport, console: Console) -> None:
     """The tasks as they ended: the table `research ask` keeps up to date while it runs."""
-    rows = [
-        (
-            task.id,
-            task.source,
-            task.tool,
-            task.state,
-            _ending(task.state, task.attempts, _turns(task), task.decisions),
-        )
-        for task in report.tasks
-    ]
+    rows = [(task.id, task.source, task.tool, task.state, _ended(task)) for task in report.tasks]
     console.print(_task_table(rows, console.width))
     console.line()
 
@@ -192,8 +183,10 @@ def _task_table_width(rows: Sequence[tuple[str, str, str, str, str]], columns: S
     return sum(widths[column] for column in columns) + 2 * (len(columns) - 1)
 
 
-def _turns(task: TaskSummary) -> int:
-    return task.model.turns if task.model is not None else 0
+def _ended(task: TaskSummary) -> str:
+    """How a reported task ended (``_ending``), its model's turns counted in Claude mode."""
+    turns = task.model.turns if task.model is not None else 0
+    return _ending(task.state, task.attempts, turns, task.decisions)
 
 
 def _ending(state: str, attempts: int, turns: int, decisions: Sequence[Decision]) -> str:
