@@ -53,11 +53,7 @@ class CredentialBroker:
         """The ``_meta`` of an ordinary call to ``source``: the base credential, or none without base scopes."""
         if not self.base_scopes:
             return None
-        return {
-            CREDENTIAL_META_KEY: issue_credential(
-                self.key, self.subject, self.base_scopes, source=source, ttl_seconds=self.ttl_seconds
-            )
-        }
+        return {CREDENTIAL_META_KEY: self._credential(self.base_scopes, source)}
 
     def elevate(self, scope: str | None, purpose: str, held: Iterable[str] = (), *, source: str) -> Elevation:
         """A credential for calls to ``source`` holding ``scope`` too, if a grant allows it for ``purpose``."""
@@ -70,8 +66,8 @@ class CredentialBroker:
             return Elevation(
                 False, f"no grant allows '{scope}' for {purpose or 'this purpose'} (deny by default)"
             )
-        scopes = {*self.base_scopes, *held, scope}
-        credential = issue_credential(
-            self.key, self.subject, scopes, source=source, ttl_seconds=self.ttl_seconds
-        )
+        credential = self._credential({*self.base_scopes, *held, scope}, source)
         return Elevation(True, f"'{scope}' granted for {purpose}", credential)
+
+    def _credential(self, scopes: Iterable[str], source: str) -> str:
+        return issue_credential(self.key, self.subject, scopes, source=source, ttl_seconds=self.ttl_seconds)

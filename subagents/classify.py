@@ -202,10 +202,6 @@ def _text_category(text: str, source: str, rules: Iterable[TextRule]) -> tuple[E
 _SCHEMA_BREACH = re.compile(r"structured content|output schema|invalid schema for tool", re.I)
 
 
-def _text_of(result: CallToolResult) -> str:
-    return result_text(result).strip()
-
-
 def _error(category: ErrorCategory, description: str, error_type: str, *, reopen: bool = False) -> Outcome:
     return Outcome("error", ToolError.of(category, description), error_type=error_type, reopen=reopen)
 
@@ -235,7 +231,7 @@ def _unstructured(
     result: CallToolResult, source: str, rules: Iterable[TextRule], empty: Iterable[re.Pattern[str]]
 ) -> Outcome:
     """A result outside the contract. Its text is kept whole in the description, with the rule that decided."""
-    text = _text_of(result) or "(no text)"
+    text = result_text(result).strip() or "(no text)"
     nothing = None if result.is_error else next((said for said in empty if said.fullmatch(text)), None)
     if nothing is not None:  # "looked and found nothing", in the source's own words: a success, not a record
         whose = f"the {source} source's" if source else "the source's"
@@ -327,9 +323,11 @@ def _from_http_status(status: int) -> Outcome:
 def _from_mcp_error(exc: MCPError, source: str, rules: Iterable[TextRule]) -> Outcome:
     code = exc.error.code
     message = exc.error.message
-    said_by_client = _from_client_side_code(code, message)
-    if said_by_client is not None:
-        return said_by_client
+    if code in _CLIENT_SIDE_CODES:  # our own client's, about the transport: no source's rule may reword those
+        error_type, description = _CLIENT_SIDE_CODES[code]
+        return _error(
+            ErrorCategory.TRANSIENT, description.format(code=code, message=message), error_type, reopen=True
+        )
     # The source sent this error itself: its own rules read the message before its code is mapped.
     own = _own_rule(message, source, rules)
     if own is not None:
@@ -360,28 +358,15 @@ _CLIENT_SIDE_CODES = {
 }
 
 
-def _from_client_side_code(code: int, message: str) -> Outcome | None:
-    """The codes our own client raises about the transport; no source's rule may reword those."""
-    if code not in _CLIENT_SIDE_CODES:
-        return None
-    error_type, description = _CLIENT_SIDE_CODES[code]
-    return _error(
-        ErrorCategory.TRANSIENT, description.format(code=code, message=message), error_type, reopen=True
-    )
-
-
 def _from_group(
     group: BaseExceptionGroup[BaseException], source: str, rules: tuple[TextRule, ...]
 ) -> Outcome:
+    """Several failures of one call: the first a retry cannot fix decides, else the first; all are named."""
     errors, cancellation = group.split(Exception)
     if cancellation is not None:
         raise cancellation
     assert errors is not None  # split leaves every leaf on one side or the other
-    return _group_outcome([classify_exception(leaf, source=source, rules=rules) for leaf in _leaves(errors)])
-
-
-def _group_outcome(outcomes: list[Outcome]) -> Outcome:
-    """Several failures of one call: the first a retry cannot fix decides, else the first; all are named."""
+    outcomes = [classify_exception(leaf, source=source, rules=rules) for leaf in _leaves(errors)]
     decisive = next((o for o in outcomes if o.error is not None and not o.error.is_retryable), outcomes[0])
     descriptions = list(dict.fromkeys(o.error.description for o in outcomes if o.error is not None))
     if len(descriptions) < 2 or decisive.error is None:
@@ -424,28 +409,24 @@ class Classifier(Protocol):
         ...
 
 
+@dataclass(frozen=True, eq=False)  # a classifier is one boundary: the same only as itself (``is CONTRACT``)
 class _Contract:
-    def __init__(
-        self,
-        rules: Mapping[str, tuple[TextRule, ...]],
-        empty: Mapping[str, tuple[re.Pattern[str], ...]] | None = None,
-    ) -> None:
-        self._rules = dict(rules)
-        self._empty = dict(empty or {})
+    rules: Mapping[str, tuple[TextRule, ...]]  # by source
+    empty: Mapping[str, tuple[re.Pattern[str], ...]]  # by source: its words for nothing found
 
     def result(self, result: CallToolResult, *, source: str = "") -> Outcome:
         return classify_result(
-            result, source=source, rules=self._rules.get(source, ()), empty=self._empty.get(source, ())
+            result, source=source, rules=self.rules.get(source, ()), empty=self.empty.get(source, ())
         )
 
     def exception(self, exc: Exception, *, source: str = "") -> Outcome:
-        return classify_exception(exc, source=source, rules=self._rules.get(source, ()))
+        return classify_exception(exc, source=source, rules=self.rules.get(source, ()))
 
     def for_model(self, answer: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
         return to_call_tool_result(answer)
 
 
-CONTRACT: Classifier = _Contract({})
+CONTRACT: Classifier = _Contract({}, {})
 
 
 def contract_with_rules(

@@ -99,12 +99,10 @@ class TokenBudget:
 
 def model_api_category(exc: anthropic.AnthropicError) -> ErrorCategory:
     """A model API failure in the contract's terms."""
-    if isinstance(exc, anthropic.APIConnectionError):  # timeouts included
-        return ErrorCategory.TRANSIENT
     if isinstance(exc, anthropic.APIStatusError):
         if exc.status_code in (401, 403):
             return ErrorCategory.PERMISSION
         if exc.status_code == 429 or exc.status_code >= 500:
             return ErrorCategory.TRANSIENT
         return ErrorCategory.VALIDATION
-    return ErrorCategory.TRANSIENT
+    return ErrorCategory.TRANSIENT  # no answer: a connection failure (timeouts included), or any other

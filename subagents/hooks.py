@@ -138,10 +138,8 @@ class RefundLedger:
 
 def _records(outcome: Outcome) -> list[Mapping[str, Any]]:
     """The records an outcome carries: a page's results, or an error's partial results."""
-    result = outcome.result
-    records = result.results if isinstance(result, ResultPage) else []
-    if isinstance(result, ToolError):
-        records = result.partial_results or []
+    result = outcome.result  # an empty result's results are []
+    records = (result.partial_results or []) if isinstance(result, ToolError) else result.results
     return [record for record in records if isinstance(record, Mapping)]
 
 

@@ -40,7 +40,3 @@ class ClaudeReport(SubagentReport):
     other_results: dict[str, list[Any]] = Field(
         default_factory=dict
     )  # records of the source's other tools, by tool
-
-    @classmethod
-    def of(cls, report: SubagentReport, model: ModelUse, other_results: dict[str, list[Any]]) -> ClaudeReport:
-        return cls(**dict(report), model=model, other_results=other_results)

@@ -35,18 +35,17 @@ class Recovery(StrEnum):
     ESCALATE = "escalate"
 
 
-def _default_actions() -> dict[ErrorCategory, Recovery]:
-    return {
-        ErrorCategory.TRANSIENT: Recovery.RETRY,
-        ErrorCategory.VALIDATION: Recovery.REPAIR,
-        ErrorCategory.BUSINESS: Recovery.ESCALATE,
-        ErrorCategory.PERMISSION: Recovery.ELEVATE,
-    }
+_DEFAULT_ACTIONS = {
+    ErrorCategory.TRANSIENT: Recovery.RETRY,
+    ErrorCategory.VALIDATION: Recovery.REPAIR,
+    ErrorCategory.BUSINESS: Recovery.ESCALATE,
+    ErrorCategory.PERMISSION: Recovery.ELEVATE,
+}
 
 
 @dataclass(frozen=True)
 class RecoveryPolicy:
-    actions: dict[ErrorCategory, Recovery] = field(default_factory=_default_actions)
+    actions: dict[ErrorCategory, Recovery] = field(default_factory=_DEFAULT_ACTIONS.copy)  # each its own
     max_retries: int = 3
     max_repairs: int = 2
     max_elevations: int = 1

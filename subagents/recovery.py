@@ -52,7 +52,6 @@ __all__ = [
     "add_new",
     "after_failure",
     "calls_spent",
-    "describe_changes",
     "model_repair",
     "on_settled",
     "repairs_spent",
@@ -296,20 +295,16 @@ def report(state: RunState, outcome: Outcome) -> SubagentReport:
     return SubagentReport(
         state=TaskState.ESCALATED,
         message=result.description,
-        escalation=_escalation(state, result),
+        escalation=Escalation(
+            error_category=result.error_category,
+            is_retryable=result.is_retryable,
+            message=result.description,
+            attempted_query=result.attempted_query or state.call.query(),
+            partial_results=list(state.partial_results),
+            source=state.task.source,
+            attempts=state.attempts,
+            decisions=list(state.decisions),
+        ),
         required_scope=result.required_scope if result.error_category is ErrorCategory.PERMISSION else None,
         **common,
-    )
-
-
-def _escalation(state: RunState, error: ToolError) -> Escalation:
-    return Escalation(
-        error_category=error.error_category,
-        is_retryable=error.is_retryable,
-        message=error.description,
-        attempted_query=error.attempted_query or state.call.query(),
-        partial_results=list(state.partial_results),
-        source=state.task.source,
-        attempts=state.attempts,
-        decisions=list(state.decisions),
     )

@@ -34,14 +34,15 @@ _DATE_SPELLINGS = (
 )
 
 
-def _iso_date(value: str) -> str | None:
+def _date_value(value: str) -> str:
+    """A date in one of the common spellings, in ISO form; anything else only trimmed."""
     text = value.strip()
     for spelling in _DATE_SPELLINGS:
         try:
             return datetime.strptime(text, spelling).date().isoformat()
         except ValueError:
             continue
-    return None
+    return text
 
 
 def _spelling_rule(identifier: Spelled) -> Callable[[str], str]:
@@ -55,18 +56,11 @@ def _spelling_rule(identifier: Spelled) -> Callable[[str], str]:
     return rule
 
 
-_customer_id = _spelling_rule(CUSTOMER_ID)
-_order_id = _spelling_rule(ORDER_ID)
-_sku = _spelling_rule(SKU)
-_article_id = _spelling_rule(ARTICLE_ID)
+_customer_id = _spelling_rule(CUSTOMER_ID)  # an identifier that is no email is read as one
 
 
 def _identifier(value: str) -> str:
     return EMAIL.canonical(value) if _EMAIL_LIKE.match(value) else _customer_id(value)
-
-
-def _date_value(value: str) -> str:
-    return _iso_date(value) or value.strip()
 
 
 # Which rule reads which argument; any other string is only trimmed. Keyed by name so that search
@@ -74,9 +68,9 @@ def _date_value(value: str) -> str:
 _BY_ARGUMENT: dict[str, Callable[[str], str]] = {
     "identifier": _identifier,
     "customer_id": _customer_id,
-    "order_id": _order_id,
-    "sku": _sku,
-    "article_id": _article_id,
+    "order_id": _spelling_rule(ORDER_ID),
+    "sku": _spelling_rule(SKU),
+    "article_id": _spelling_rule(ARTICLE_ID),
     "placed_after": _date_value,
     "placed_before": _date_value,
 }
@@ -100,12 +94,7 @@ def _swap_date_bounds(arguments: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
-_RULES: list[Callable[[dict[str, Any]], dict[str, Any]]] = [_normalize_strings, _swap_date_bounds]
-
-
 def repair(arguments: dict[str, Any]) -> dict[str, Any] | None:
     """The arguments in the form the sources expect, or None when no rule applies."""
-    repaired = arguments
-    for rule in _RULES:
-        repaired = rule(repaired)
+    repaired = _swap_date_bounds(_normalize_strings(arguments))  # the bounds compared once normalized
     return repaired if repaired != arguments else None

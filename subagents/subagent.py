@@ -212,9 +212,7 @@ class Subagent:
 
     def stop(self, stop: Stop, outcome: Outcome) -> SubagentReport:
         """Carry out a ``Stop``: its decision, then the report."""
-        return self.report(self._stopped(stop, outcome).outcome)
-
-    def report(self, outcome: Outcome) -> SubagentReport:
+        self._stopped(stop, outcome)  # records the decision: the state reported is the one after it
         return recovery.report(self.state, outcome)
 
     def repair(self, step: recovery.Repair, outcome: Outcome | None) -> None:
@@ -236,12 +234,12 @@ class Subagent:
         while True:
             settled = await self.settle()
             if settled.stopped:
-                return self.report(settled.outcome)
+                return recovery.report(self.state, settled.outcome)
             step = recovery.on_settled(self.runtime.policy, self.state, settled.outcome, settled.reason)
             if isinstance(step, recovery.Finish):
                 if step.accept_empty:
                     self.decide("accept_empty", ACCEPT_EMPTY)
-                return self.report(settled.outcome)
+                return recovery.report(self.state, settled.outcome)
             if isinstance(step, Stop):
                 return self.stop(step, settled.outcome)
             self.repair(step, settled.outcome)

@@ -77,10 +77,6 @@ def _stopped_error(report: SubagentReport) -> ToolError:
     return ToolError.of(category, f"This subagent has stopped: {report.message}")
 
 
-def _call_key(tool: str, arguments: dict[str, Any]) -> str:
-    return json.dumps([tool, arguments], sort_keys=True, default=str)
-
-
 class _OwnCodeFailed(Exception):
     """Our own code failed under the SDK's tool runner, which would hand any exception to the model as
     an error result; it is carried out of the loop instead and re-raised there, never hidden."""
@@ -121,14 +117,13 @@ class ModelCaller:
     async def _end_loop(self) -> None:
         """The runner stops after this turn's calls: the model is asked nothing more."""
         self.ended_loop = True
-        if self.runner is not None:
-            await self.runner.close()
+        await self.runner.close()  # set before the runner makes its first call
 
     async def _answer(self, tool: str, arguments: dict[str, Any]) -> ResultPage[Any] | ToolError | Any:
         agent = self.agent
         if self.stopped is not None:
             return _stopped_error(self.stopped)
-        key = _call_key(tool, arguments)
+        key = json.dumps([tool, arguments], sort_keys=True, default=str)  # the call, by value
         refused = await self._refusal(key)
         if refused is not None:
             return refused
@@ -140,7 +135,7 @@ class ModelCaller:
         agent.state = agent.state.calling(tool, arguments)
         settled = await agent.settle()
         if settled.stopped:  # the code had to stop: deadline, open breaker, retries spent
-            self.stopped = agent.report(settled.outcome)
+            self.stopped = recovery.report(agent.state, settled.outcome)
             await self._end_loop()
             return _stopped_error(self.stopped)
         return await self._hand_over(key, settled)
@@ -246,7 +241,7 @@ class ClaudeSubagents:
         report = await self._drive(agent, caller)
         use = caller.model
         record_model_use(agent.span, input_tokens=use.input_tokens, output_tokens=use.output_tokens)
-        return ClaudeReport.of(report, use, caller.other_results)
+        return ClaudeReport(**dict(report), model=use, other_results=caller.other_results)
 
     async def _drive(self, agent: Subagent, caller: ModelCaller) -> SubagentReport:
         if self.budget.exhausted:

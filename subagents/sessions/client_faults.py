@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
@@ -111,11 +112,7 @@ def with_client_faults(target: Target, faults: FaultSettings, *, source: str | N
                 f"the {name} fault cannot be injected client side: {why}; use the source's own --faults"
             )
     dice = rolls(faults)  # one sequence for every session of this target (see the module's docstring)
-
-    def faulty() -> AbstractAsyncContextManager[TransportStreams]:
-        return _faulty_transport(_transport_of(target()), dice, source)
-
-    return faulty
+    return lambda: _faulty_transport(_transport_of(target()), dice, source)
 
 
 def _transport_of(
@@ -151,10 +148,6 @@ async def _faulty_transport(
                     await stream.aclose()
 
 
-def _effect_of(roll: Roll) -> Effect | None:
-    return next((effect for die, effect in _PRECEDENCE if getattr(roll, die)), None)
-
-
 def _parse_failure() -> str:
     """What the SDK's parser says of the server-side layer's garbage bytes."""
     try:
@@ -164,23 +157,18 @@ def _parse_failure() -> str:
     raise AssertionError("the fault layer's garbage parsed as JSON-RPC")
 
 
+@dataclass(eq=False)
 class _Relay:
     """Carries requests to the server and answers back to the caller, faulting the ``tools/call`` ones."""
 
-    def __init__(
-        self,
-        dice: Iterator[Roll],
-        source: str | None,
-        to_caller: MemoryObjectSendStream[SessionMessage | Exception],
-        to_server: WriteStream[SessionMessage],
-    ) -> None:
-        self._dice = dice
-        self._source = source
-        self._to_caller = to_caller
-        self._to_server = to_server
-        self._answer_effects: dict[RequestId, Effect] = {}  # calls sent whose answer is to be faulted
-        self._handshakes: set[RequestId] = set()  # whose answers name the server
-        self._ended = False
+    dice: Iterator[Roll]
+    source: str | None
+    to_caller: MemoryObjectSendStream[SessionMessage | Exception]
+    to_server: WriteStream[SessionMessage]
+    # The calls sent whose answer is to be faulted, and the handshakes whose answers name the server.
+    answer_effects: dict[RequestId, Effect] = field(default_factory=dict)
+    handshakes: set[RequestId] = field(default_factory=set)
+    ended: bool = False
 
     async def requests(
         self, from_caller: MemoryObjectReceiveStream[SessionMessage], group: TaskGroup
@@ -190,23 +178,23 @@ class _Relay:
                 request = message.message
                 if isinstance(request, JSONRPCRequest) and request.method == "tools/call":
                     # Rolled here, in the order the calls were made, whatever each one's delay.
-                    group.start_soon(self._call, message, request, next(self._dice))
+                    group.start_soon(self._call, message, request, next(self.dice))
                     continue
                 if isinstance(request, JSONRPCRequest) and request.method in _HANDSHAKE_METHODS:
-                    self._handshakes.add(coerce_request_id(request.id))
+                    self.handshakes.add(coerce_request_id(request.id))
                 await self._send(message)
         # The caller is done writing: so is the server's input, as when the caller talks to it directly.
         with contextlib.suppress(*_CLOSED):
-            await self._to_server.aclose()
+            await self.to_server.aclose()
 
     async def _call(self, message: SessionMessage, request: JSONRPCRequest, roll: Roll) -> None:
         if roll.delay_ms:
             await anyio.sleep(roll.delay_ms / 1000)
-        effect = _effect_of(roll)
+        effect = next((struck for die, struck in _PRECEDENCE if getattr(roll, die)), None)  # the first
         if effect == "end":
             await self._end()
         elif effect == "transient":
-            answer = transient_result(self._source or _UNNAMED_SOURCE)
+            answer = transient_result(self.source or _UNNAMED_SOURCE)
             # The SDK's server dumps a handler's result so: the answer is what the server-side layer sends.
             result = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
             await self._to_caller_safely(
@@ -214,14 +202,14 @@ class _Relay:
             )
         elif effect != "hang":  # a hung call is neither sent nor answered
             if effect is not None:
-                self._answer_effects[coerce_request_id(request.id)] = effect
+                self.answer_effects[coerce_request_id(request.id)] = effect
             await self._send(message)
 
     async def _send(self, message: SessionMessage) -> None:
-        if self._ended:
+        if self.ended:
             return
         try:
-            await self._to_server.send(message)
+            await self.to_server.send(message)
         except _CLOSED:
             # The server is gone: end the caller's input too, so no request waits for an answer.
             await self._end()
@@ -230,10 +218,10 @@ class _Relay:
         async with server_messages:
             async for item in server_messages:
                 # Read on after the connection ended, so the transport never blocks on an answer.
-                answer = None if self._ended else self._faulted(item)
+                answer = None if self.ended else self._faulted(item)
                 if answer is not None:
                     await self._to_caller_safely(answer)
-        await self._to_caller.aclose()  # the server hung up: the caller reads the end of its input
+        await self.to_caller.aclose()  # the server hung up: the caller reads the end of its input
 
     def _faulted(self, item: SessionMessage | Exception) -> SessionMessage | Exception | None:
         """The server's message as the caller gets it: untouched, replaced, or dropped (None)."""
@@ -241,10 +229,10 @@ class _Relay:
             return item
         answer = item.message
         key = coerce_request_id(answer.id) if answer.id is not None else None
-        if isinstance(answer, JSONRPCResponse) and key in self._handshakes:
-            self._handshakes.discard(key)
-            self._source = self._source or _server_name(answer.result)
-        effect = self._answer_effects.pop(key, None) if key is not None else None
+        if isinstance(answer, JSONRPCResponse) and key in self.handshakes:
+            self.handshakes.discard(key)
+            self.source = self.source or _server_name(answer.result)
+        effect = self.answer_effects.pop(key, None) if key is not None else None
         if effect == "lose":
             return None
         if effect == "garbage" and answer.id is not None:
@@ -257,14 +245,14 @@ class _Relay:
 
     async def _to_caller_safely(self, item: SessionMessage | Exception) -> None:
         with contextlib.suppress(*_CLOSED):  # the caller is gone, or the connection ended: no one to tell
-            await self._to_caller.send(item)
+            await self.to_caller.send(item)
 
     async def _end(self) -> None:
         """The connection ends mid-call: the caller reads the end of its input; the server, of its own."""
-        self._ended = True
-        await self._to_caller.aclose()
+        self.ended = True
+        await self.to_caller.aclose()
         with contextlib.suppress(*_CLOSED):
-            await self._to_server.aclose()
+            await self.to_server.aclose()
 
 
 def _server_name(result: dict[str, Any]) -> str | None:

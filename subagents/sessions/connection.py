@@ -154,12 +154,9 @@ class SourceConnection:
     async def reopen(self, generation: int) -> None:
         """Drop the session a caller saw fail; the next call opens a new one (respawning a stdio source)."""
         if generation == self._generation:
-            self._drop()
+            await self.close()
 
     async def close(self) -> None:
-        self._drop()
-
-    def _drop(self) -> None:
         opening, self._opening = self._opening, None
         if opening is not None:
             opening.stop.set()
@@ -209,10 +206,6 @@ class Connections:
             self._open[source] = SourceConnection(source, target, self._task_group, self._client_options)
         return self._open[source]
 
-    async def close(self) -> None:
-        for connection in self._open.values():
-            await connection.close()
-
     @classmethod
     @asynccontextmanager
     async def opened(
@@ -224,4 +217,5 @@ class Connections:
             try:
                 yield connections
             finally:
-                await connections.close()
+                for connection in connections._open.values():
+                    await connection.close()

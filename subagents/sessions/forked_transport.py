@@ -50,17 +50,12 @@ async def forked_source(source: str, environment: dict[str, str]) -> AsyncIterat
         async with wire, _framed(wire) as streams:
             yield streams
     finally:
-        with anyio.CancelScope(shield=True):
-            await _ended(child)
-
-
-async def _ended(child: forked.ForkedSource) -> None:
-    child.wire.close()
-    with anyio.move_on_after(_EXIT_GRACE_S):
-        await anyio.wait_readable(child.process.sentinel)  # readable once the child has exited
-    if child.process.is_alive():
-        child.kill()
-    child.forget()
+        child.wire.close()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_EXIT_GRACE_S):
+            await anyio.wait_readable(child.process.sentinel)  # readable once the child has exited
+        if child.process.is_alive():
+            child.kill()
+        child.forget()
 
 
 @asynccontextmanager
