@@ -23,17 +23,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from sources.deferred import deferred
 
 # Loaded by the generator alone (see above).
 if TYPE_CHECKING:
+    import anyio
     import mcp
 
     from sources import settings as source_settings
     from sources.settings import SourceSettings
 else:
+    anyio = deferred("anyio")
     mcp = deferred("mcp")
     source_settings = deferred("sources.settings")
 

@@ -8,7 +8,6 @@ import sys
 import time
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
-import anyio
 import typer
 from rich.console import Console
 
@@ -38,6 +37,7 @@ from sources.deferred import deferred
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    import anyio
     from opentelemetry import trace
     from opentelemetry.sdk import trace as trace_sdk
 
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from subagents import claude as claude_mode
     from traces import setup as tracing
 else:
+    anyio = deferred("anyio")
     trace = deferred("opentelemetry.trace")
     trace_sdk = deferred("opentelemetry.sdk.trace")
     ask_service = deferred("coordinator.ask_service")

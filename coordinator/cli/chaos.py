@@ -11,7 +11,6 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NamedTuple
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -30,6 +29,8 @@ from coordinator.cli.params import known_member, known_source
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    import anyio
+
     from coordinator import chaos
     from coordinator.chaos import Scenario, ScenarioResult
     from sources import faults as fault_settings
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from subagents.claude import ClaudeSettings
     from traces import setup as tracing
 else:
+    anyio = deferred("anyio")
     chaos = deferred("coordinator.chaos")  # it imports the five sources
     fault_settings = deferred("sources.faults")  # it imports pydantic
     source_settings = deferred("sources.settings")

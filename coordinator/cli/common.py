@@ -17,7 +17,6 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
-import anyio
 import typer
 from typer.core import TyperArgument, TyperCommand
 
@@ -26,6 +25,7 @@ from coordinator.cli.params import unapproved as not_approved
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    import anyio
     from typer.models import CommandFunctionType
 
     from coordinator import registered_tools
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from subagents.claude import ClaudeSettings
     from traces import setup as tracing
 else:
+    anyio = deferred("anyio")  # the event loop, needed only once the arguments are checked
     registered_tools = deferred("coordinator.registered_tools")
     registries = deferred("coordinator.registry")
     tools = deferred("coordinator.planning.tools")

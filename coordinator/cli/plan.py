@@ -6,7 +6,6 @@ import functools
 import json
 from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -26,12 +25,15 @@ from coordinator.cli.common import (
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    import anyio
+
     from coordinator import llm as claude_planning
     from coordinator.planning import plan as planned
     from coordinator.planning import planner
     from coordinator.planning.plan import Plan
     from coordinator.reporting import render
 else:
+    anyio = deferred("anyio")
     claude_planning = deferred("coordinator.llm")  # Claude mode only
     planned = deferred("coordinator.planning.plan")
     planner = deferred("coordinator.planning.planner")

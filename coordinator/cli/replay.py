@@ -6,18 +6,20 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
 
 from coordinator.cli.common import EXIT_COMPLETE, EXIT_FAILED, app, load_registry, start_tracing, usage_error
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    import anyio
+
     from coordinator import replay
     from coordinator.replay import Replayed
     from coordinator.reporting import render
     from sources import settings as source_settings
 else:
+    anyio = deferred("anyio")
     replay = deferred("coordinator.replay")
     render = deferred("coordinator.reporting.render")
     source_settings = deferred("sources.settings")

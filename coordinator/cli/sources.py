@@ -6,7 +6,6 @@ import json
 import time
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -27,6 +26,7 @@ from sources.catalogue import SOURCES, input_schemas
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
+    import anyio
     import mcp
     from mcp import StdioServerParameters
     from mcp.types import CallToolResult, RequestParamsMeta
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from subagents.sessions import connection
     from traces import spans
 else:
+    anyio = deferred("anyio")
     mcp = deferred("mcp")
     ask_service = deferred("coordinator.ask_service")
     registered_tools = deferred("coordinator.registered_tools")

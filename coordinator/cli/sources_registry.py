@@ -11,7 +11,6 @@ import json
 import os
 from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -23,6 +22,7 @@ from sources.deferred import deferred
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import anyio
     import pydantic
 
     from coordinator import registered_tools, registry_trust
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from sources import settings as source_settings
     from subagents.sessions import connection
 else:
+    anyio = deferred("anyio")
     pydantic = deferred("pydantic")
     registered_tools = deferred("coordinator.registered_tools")
     registry_trust = deferred("coordinator.registry_trust")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Annotated, Any
 
-import anyio
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -31,6 +30,8 @@ from sources.deferred import deferred
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    import anyio
+
     from coordinator import core
     from coordinator.registry import SourceEntry
     from coordinator.reporting import render
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from subagents.subagent import SubagentReport, Task
     from traces import spans
 else:
+    anyio = deferred("anyio")
     core = deferred("coordinator.core")
     render = deferred("coordinator.reporting.render")
     fault_settings = deferred("sources.faults")
