@@ -215,8 +215,8 @@ class SourceEntry(BaseModel):
         A demo source is forked from the fork server with its fault layer set (``"stdio"``), spawned
         (``"spawn"``: one source for one task, where starting the fork server costs more), or dialled
         over HTTP at ``url``, else where the fleet of the settings' data folder has it each time a
-        session opens (never on a default port). A registered source is reached as its entry says, its faults injected client-side (it
-        has no layer of its own)."""
+        session opens (never on a default port). A registered source is reached as its entry says,
+        its faults injected client-side (it has no layer of its own)."""
         if not self.demo:
             target = registered_tools.registered_target(self, settings.data_dir / "logs")
             return client_faults.with_client_faults(target, faults) if faults.active else target

@@ -298,7 +298,8 @@ class ActsOnlyOnWhatWasAsked:
         return _blocked(
             call,
             f"{', '.join(unknown)} is neither named in the question nor found by this run's research "
-            "about what it named; research acts only on what it was asked about. Ask again naming it to act on it.",
+            "about what it named; research acts only on what it was asked about. "
+            "Ask again naming it to act on it.",
         )
 
 

@@ -1,14 +1,14 @@
 """Every command the docs print runs as printed, the way a newcomer types it; the site builds strictly.
 
-The docs are the README, CONTRIBUTING.md and the pages of `docs/`. Their shell blocks (```sh) and
-their transcripts (``` blocks whose lines start with `$ `) are read from the files themselves, in
-that order; each command is run through `sh` from the project root with `.venv/bin` first on PATH (the README's "put the venv on PATH"), in the tests' private data folder, on a terminal
-80 columns wide (a newcomer's: the docs show output wrapped as it is there). Which
-commands run is decided by an explicit allow-list of prefixes: read-only or self-contained commands
-run; a fleet runs on free ports and is stopped at the end; a server (`python -m sources.NAME`) is
-started, seen ready and stopped; anything else (`make`, `docker`, long runs) is listed as skipped.
-Each command must exit with the status the docs give it, with no traceback, and print the
-stable lines of the output they show for it.
+The docs are the README, CONTRIBUTING.md and the pages of `docs/`. Their shell blocks (```sh) and their
+transcripts (``` blocks whose lines start with `$ `) are read from the files themselves, in that order;
+each command is run through `sh` from the project root with `.venv/bin` first on PATH (the README's "put
+the venv on PATH"), in the tests' private data folder, on a terminal 80 columns wide (a newcomer's: the
+docs show output wrapped as it is there). Which commands run is decided by an explicit allow-list of
+prefixes: read-only or self-contained commands run; a fleet runs on free ports and is stopped at the
+end; a server (`python -m sources.NAME`) is started, seen ready and stopped; anything else (`make`,
+`docker`, long runs) is listed as skipped. Each command must exit with the status the docs give it, with
+no traceback, and print the stable lines of the output they show for it.
 
 The site is built as `make docs` serves it, with `mkdocs build --strict` (a missing page or anchor,
 an unknown generated part fails), and every link of every built page to the site resolves.
@@ -103,7 +103,8 @@ STATUS = {
     f'research ask "{STORY}"': 3,  # the £750 refund is escalated (the Makefile's demo says so too)
     f'research ask "{STORY}" --faults tickets:transient=0.5,seed=13': 3,
     'research plan "refund on ORD-10031 and tickets since last month"': 3,
-    "research batch examples/questions.jsonl --out runs/tonight": 3,  # two of the twelve are partial  # shown: not researched
+    # two of the twelve are partial (shown: not researched)
+    "research batch examples/questions.jsonl --out runs/tonight": 3,
     # shown: the courier is not held by any source
     'research plan --explain "Has Yvonne Young reached out to us about her espresso machine? And what\'s the courier for ORD-10768?"': 3,
 }

@@ -1,8 +1,8 @@
 """Real third-party MCP servers: every error the docs' table lists, sent for real and classified.
 
-The table in docs/guides/your-servers.md ("Third-party servers: their errors, classified") is the one list of cases:
-each row is a call, the error text it brings back (… where elided), the category and what decided
-it. Each row is checked twice: against the classifier alone, from the table's own text (fast, no
+The table in docs/guides/your-servers.md ("Third-party servers: their errors, classified") is the one
+list of cases: each row is a call, the error text it brings back (… where elided), the category and what
+decided it. Each row is checked twice: against the classifier alone, from the table's own text (fast, no
 server), and against the real server, started once per module as its users start it
 (``tests/third_party.py``): the real text must read as the table shows it and classify the same.
 """

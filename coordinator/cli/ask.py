@@ -314,7 +314,10 @@ async def _research_and_print(
             )  # fmt: skip
             chaos_group.cancel_scope.cancel()
         if asked.claude_missing:
-            note = f"a deterministic run: --llm claude, but {claude_mode.MISSING_KEY}; the plan, the calls and the answer are the code's"
+            note = (
+                f"a deterministic run: --llm claude, but {claude_mode.MISSING_KEY}; "
+                "the plan, the calls and the answer are the code's"
+            )
             report = report.model_copy(update={"notes": [*report.notes, note]})
         progress.finished(report)
         progress.close()
