@@ -239,7 +239,7 @@ def create_server(
     )
     store = source.store
 
-    @source.tool(Invoice)
+    @source.tool(Invoice, title="List a customer's invoices")
     def list_invoices(
         customer_id: Annotated[str, CUSTOMER_ID.field("Whose invoices to list.")],
     ) -> ResultPage[Invoice] | EmptyResult:
@@ -261,6 +261,7 @@ def create_server(
 
     @source.tool(
         RefundAssessment,
+        title="Check a refund's eligibility",
         description=f"""Assess whether a refund of `amount` (GBP) on an order may be issued automatically. Needs scope billing:read.
 
         Returns the assessment when the refund is allowed. A refund more than {REFUND_WINDOW_DAYS} days after the
@@ -288,7 +289,9 @@ def create_server(
 
     @source.tool(
         Refund,
-        writes=True,
+        title="Issue a refund",
+        writes=True,  # it moves money
+        idempotent=True,  # the same idempotency key and arguments pay nothing more: billing replays the key
         description=f"""Issue a refund of `amount` (GBP) on an order. Needs scope billing:refund. Idempotent by key.
 
         Calling again with the same key and arguments returns the refund already issued

@@ -2,8 +2,10 @@
 
 ``TOOLS`` names each source's tools, and ``input_schemas()`` gives each tool's input schema exactly
 as its server answers ``tools/list``, read from ``tools.json`` next to this module: a planner can
-check arguments against them without starting a source. Tests check both against what each server
-answers, so they cannot drift. After changing a tool or its arguments, regenerate the file with
+check arguments against them without starting a source. ``tool_annotations()`` gives what each tool
+says it does (read-only or destructive, idempotent, open-world; its title), read from
+``annotations.json``. Tests check both files, and ``records.json``, against what each server answers,
+so they cannot drift. After changing a tool, its arguments or its annotations, regenerate them with
 
     python -m sources.catalogue --write
 
@@ -38,6 +40,7 @@ else:
     source_settings = deferred("sources.settings")
 
 __all__ = [
+    "ANNOTATIONS_FILE",
     "DEFAULT_PORTS",
     "INPUT_SCHEMAS_FILE",
     "RECORD_FIELDS_FILE",
@@ -46,7 +49,9 @@ __all__ = [
     "input_schemas",
     "live_input_schemas",
     "live_record_fields",
+    "live_tool_annotations",
     "record_fields",
+    "tool_annotations",
 ]
 
 SOURCES = ("customers", "orders", "billing", "tickets", "kb")
@@ -67,6 +72,9 @@ INPUT_SCHEMAS_FILE = Path(__file__).with_name("tools.json")
 # The fields of the record each tool returns, from its published outputSchema: what a question can ask
 # of a source ("the status of ORD-10031") and what no source holds ("its tracking number").
 RECORD_FIELDS_FILE = Path(__file__).with_name("records.json")
+# Each tool's annotations as its server publishes them in ``tools/list``: what a host (and the
+# coordinator) may take it to do.
+ANNOTATIONS_FILE = Path(__file__).with_name("annotations.json")
 
 InputSchemas = dict[str, dict[str, dict[str, Any]]]  # source -> tool -> the tool's inputSchema
 
@@ -95,6 +103,17 @@ def record_fields() -> RecordFields:
     """Each tool's record fields (name -> its "about" and "values"), as recorded in ``records.json``."""
     fields: RecordFields = json.loads(RECORD_FIELDS_FILE.read_text(encoding="utf-8"))
     return fields
+
+
+# source -> tool -> the tool's annotations as on the wire (readOnlyHint, destructiveHint,
+# idempotentHint, openWorldHint, title)
+ToolAnnotations = dict[str, dict[str, dict[str, Any]]]
+
+
+def tool_annotations() -> ToolAnnotations:
+    """Each tool's annotations (camelCase, as on the wire), as recorded in ``annotations.json``."""
+    annotations: ToolAnnotations = json.loads(ANNOTATIONS_FILE.read_text(encoding="utf-8"))
+    return annotations
 
 
 def _fields_of(output_schema: dict[str, Any] | None) -> dict[str, Field]:
@@ -130,6 +149,19 @@ async def live_record_fields(settings: SourceSettings) -> RecordFields:
     }
 
 
+async def live_tool_annotations(settings: SourceSettings) -> ToolAnnotations:
+    """Each tool's annotations as its server answers ``tools/list`` (in memory); ``{}`` for none."""
+    return {
+        source: {
+            tool.name: tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if tool.annotations is not None
+            else {}
+            for tool in tools
+        }
+        for source, tools in (await _listed(settings)).items()
+    }
+
+
 async def live_input_schemas(settings: SourceSettings) -> InputSchemas:
     """Each source's tools and their input schemas as its server answers ``tools/list`` (in memory)."""
     return {
@@ -141,18 +173,33 @@ async def live_input_schemas(settings: SourceSettings) -> InputSchemas:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m sources.catalogue",
-        description="Ask every source for its tools' input schemas and record fields and print them as JSON.",
+        description="Ask every source for its tools' input schemas, record fields and annotations "
+        "and print them as JSON.",
     )
-    parser.add_argument("--write", action="store_true", help=f"write them to {INPUT_SCHEMAS_FILE} instead")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help=f"write them to {INPUT_SCHEMAS_FILE.name}, {RECORD_FIELDS_FILE.name} and "
+        f"{ANNOTATIONS_FILE.name} in {INPUT_SCHEMAS_FILE.parent} instead",
+    )
     arguments = parser.parse_args(argv)
 
-    async def ask(settings: SourceSettings) -> tuple[InputSchemas, RecordFields]:
+    async def ask(settings: SourceSettings) -> tuple[InputSchemas, RecordFields, ToolAnnotations]:
         with anyio.fail_after(60):
-            return await live_input_schemas(settings), await live_record_fields(settings)
+            return (
+                await live_input_schemas(settings),
+                await live_record_fields(settings),
+                await live_tool_annotations(settings),
+            )
 
     with tempfile.TemporaryDirectory() as data_dir:  # the servers need a world; a private one leaves no trace
-        schemas, fields = anyio.run(ask, source_settings.SourceSettings(data_dir=Path(data_dir)))
-    for path, recorded in ((INPUT_SCHEMAS_FILE, schemas), (RECORD_FIELDS_FILE, fields)):
+        schemas, fields, annotations = anyio.run(ask, source_settings.SourceSettings(data_dir=Path(data_dir)))
+    recorded_files = (
+        (INPUT_SCHEMAS_FILE, schemas),
+        (RECORD_FIELDS_FILE, fields),
+        (ANNOTATIONS_FILE, annotations),
+    )
+    for path, recorded in recorded_files:
         text = json.dumps(recorded, sort_keys=True, indent=2) + "\n"
         if arguments.write:
             path.write_text(text, encoding="utf-8")

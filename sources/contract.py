@@ -22,6 +22,10 @@ block only: clients such as the official TypeScript SDK validate any ``structure
 ``outputSchema`` even on ``isError`` (the spec says structured results MUST conform to it), and an
 error is not a page, so sent there it would reach them as an opaque protocol error instead of data.
 ``parse_tool_result`` is its inverse, reading the text where there is no structured copy.
+
+An error also carries the draft MCP tool-failure metadata in its ``_meta``
+(``io.modelcontextprotocol/toolFailure``, written by ``sources.tool_failure``, the one module that
+knows the draft): the same facts in the place the proposal would standardise, beside the contract.
 """
 
 from __future__ import annotations
@@ -38,8 +42,11 @@ from sources.deferred import deferred
 if TYPE_CHECKING:
     import mcp.types
     from mcp.types import CallToolResult
+
+    from sources import tool_failure
 else:
     mcp = deferred("mcp")
+    tool_failure = deferred("sources.tool_failure")  # it reads this module's models: loaded at first use
 
 __all__ = [
     "AttemptedQuery",
@@ -150,15 +157,23 @@ class ContractViolation(ValueError):
     """A tool result that does not speak this contract (a third-party server, or garbage)."""
 
 
-def to_call_tool_result(model: ResultPage[Any] | EmptyResult | ToolError) -> CallToolResult:
-    """The one way a contract model becomes an MCP result: its JSON as text; a success's also as structured content."""
+def to_call_tool_result(
+    model: ResultPage[Any] | EmptyResult | ToolError, *, correlation_id: str | None = None
+) -> CallToolResult:
+    """The one way a contract model becomes an MCP result: its JSON as text; a success's also as
+    structured content; an error's toolFailure metadata (the draft's) in ``_meta``, with
+    ``correlation_id`` where the failure has a reference."""
     payload = model.to_wire()
-    is_error = isinstance(model, ToolError)
-    return mcp.types.CallToolResult(
-        content=[mcp.types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-        structured_content=None if is_error else payload,  # an error is not the published page shape
-        is_error=is_error,
-    )
+    content: list[mcp.types.ContentBlock] = [
+        mcp.types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))
+    ]
+    if isinstance(model, ToolError):
+        return mcp.types.CallToolResult(  # no structured content: an error is not the published page shape
+            content=content,
+            is_error=True,
+            meta={tool_failure.TOOL_FAILURE_KEY: tool_failure.failure_meta(model, correlation_id)},  # `_meta`
+        )
+    return mcp.types.CallToolResult(content=content, structured_content=payload, is_error=False)
 
 
 def result_text(result: CallToolResult) -> str:

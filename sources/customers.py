@@ -99,7 +99,7 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         instructions="Customer records (CRM). Look customers up by email or CUST-NNNNN id, or find them by name.",
     )
 
-    @source.tool(Customer)
+    @source.tool(Customer, title="Look up a customer")
     def customer_lookup(
         identifier: Annotated[str, CUSTOMER_IDENTIFIER.field("The customer to look up.")],
         mode: Annotated[
@@ -138,7 +138,7 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
             require_scope("customers:restricted", f"restricted customer {row['id']}")
         return page_of([Customer.model_validate(row)], empty_message="")
 
-    @source.tool(Customer)
+    @source.tool(Customer, title="Find customers by name")
     def find_customers(
         name: Annotated[
             str, PERSON_NAME.field("The name to search for; each word matches the start of a word of a name.")

@@ -94,7 +94,7 @@ def create_server(
                 )
             )
 
-    @source.tool(Policy)
+    @source.tool(Policy, title="Search policies")
     def search_policies(
         query: Annotated[
             str, SEARCH_TEXT.field("Words to search for in policy titles, summaries and bodies.")
@@ -118,7 +118,7 @@ def create_server(
             empty_message=f"No policy matches '{query}'.",
         )
 
-    @source.tool(RelatedPolicy)
+    @source.tool(RelatedPolicy, title="List related policies")
     def related_policies(
         article_id: Annotated[str, ARTICLE_ID.field("The article whose neighbours to list.")],
         depth: Annotated[int, whole_number(LINKS_DESCRIPTION, 1, 3, 1)] = 1,

@@ -92,7 +92,7 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         instructions="Customer orders. Search a customer's orders by SKU and date, or fetch one order by id.",
     )
 
-    @source.tool(Order)
+    @source.tool(Order, title="Search a customer's orders")
     def search_orders(
         customer_id: Annotated[str, CUSTOMER_ID.field("Whose orders to search.")],
         sku: Annotated[str | None, SKU.field("Only orders containing this SKU.")] = None,
@@ -134,7 +134,7 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
             next_cursor=str(offset + limit) if len(rows) > limit else None,
         )
 
-    @source.tool(Order)
+    @source.tool(Order, title="Get an order")
     def get_order(
         order_id: Annotated[str, ORDER_ID.field("The order to fetch.")],
     ) -> ResultPage[Order] | EmptyResult:

@@ -91,7 +91,7 @@ def create_server(
     settings = source.settings
     limiter = RateLimiter(settings.tickets_rate_per_second, settings.tickets_burst, clock)
 
-    @source.tool(Ticket)
+    @source.tool(Ticket, title="Search support tickets")
     def search_tickets(
         query: Annotated[
             str | None, SEARCH_TEXT.field("Words to search for in ticket subjects and bodies.")

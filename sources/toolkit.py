@@ -4,15 +4,17 @@ A source module reads as its tools and nothing else::
 
     source = open_source("orders", settings, instructions="...")
 
-    @source.tool(Order)
+    @source.tool(Order, title="Search a customer's orders")
     def search_orders(customer_id: ..., limit: ... = 50) -> ResultPage[Order] | EmptyResult:
         ...
 
 ``Source.tool`` registers a plain function as an MCP tool whose output schema is
-``ResultPage[record]``. The function returns a contract model or raises ``ToolFailure``; the wrapper
-makes either a ``CallToolResult`` (``to_call_tool_result``), fills in ``attempted_query`` where a
-raised error names none, and turns anything unexpected into a transient contract error whose
-details stay in the source's log, never in the result.
+``ResultPage[record]``, with a human ``title`` and the tool annotations that say what it does (a
+read, or a write, and whether repeating it is safe). The function returns a contract model or
+raises ``ToolFailure``; the wrapper makes either a ``CallToolResult`` (``to_call_tool_result``),
+fills in ``attempted_query`` where a raised error names none, and turns anything unexpected into a
+transient contract error whose details stay in the source's log, never in the result (its
+reference, which the log names, is the result's ``correlationId``).
 
 Every call passes through the same middleware, outermost first: the SDK's own OpenTelemetry span,
 the fault layer, the credential check, and the argument guard.
@@ -31,7 +33,7 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server import MCPServer
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel
 
 from sources.arguments import MISSING, ArgumentGuard, echo_arguments, invalid_argument
@@ -80,14 +82,24 @@ class Source:
     settings: SourceSettings
 
     def tool(
-        self, record: type[BaseModel], *, description: str | None = None, writes: bool = False
+        self,
+        record: type[BaseModel],
+        *,
+        title: str,
+        description: str | None = None,
+        writes: bool = False,
+        idempotent: bool = False,
     ) -> Callable[[ToolFn], ToolFn]:
         """Register a function as a contract tool whose results are ``record``s.
 
         The tool's published description is the function's docstring, or ``description`` (indented
         like a docstring, and cleaned the same way) where the text is built from values, such as a
-        domain limit that must be written in one place only.
+        domain limit that must be written in one place only. ``title`` is its short human name.
+        What it does is said here and nowhere else: a read by default; ``writes=True`` for a tool
+        that changes the shop's records, with ``idempotent=True`` only when calling it again with
+        the same arguments has no additional effect. Its annotations follow (``_annotations``).
         """
+        annotations = _annotations(title, writes=writes, idempotent=idempotent)
 
         def register(fn: ToolFn) -> ToolFn:
             tool_name = fn.__name__
@@ -122,6 +134,7 @@ class Source:
                         f"The {self.name} source failed unexpectedly (reference {reference}); "
                         "the request may succeed on retry.",
                     )
+                    return to_call_tool_result(outcome, correlation_id=reference)
                 return to_call_tool_result(outcome)
 
             signature = inspect.signature(fn, eval_str=True)
@@ -129,10 +142,29 @@ class Source:
                 return_annotation=Annotated[CallToolResult, ResultPage[record]]  # type: ignore[valid-type]  # a generic parametrized at run time, by this tool's record
             )
             text = inspect.getdoc(fn) if description is None else inspect.cleandoc(description)
-            self.server.add_tool(run, name=tool_name, description=text)
+            self.server.add_tool(run, name=tool_name, title=title, description=text, annotations=annotations)
             return fn
 
         return register
+
+
+def _annotations(title: str, *, writes: bool, idempotent: bool) -> ToolAnnotations:
+    """What a tool of the five sources does, as MCP's tool annotations (hints a host reads).
+
+    Every tool touches only the shop's own data (``openWorldHint`` false). A read changes nothing:
+    ``readOnlyHint``, never destructive, always safe to repeat. A write is destructive (a refund
+    moves money that no call takes back) and ``idempotentHint`` only as the specification means
+    it: the same arguments, an idempotency key among them, have no additional effect.
+    """
+    if idempotent and not writes:
+        raise ValueError("a read is idempotent already: `idempotent` describes a write")
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=not writes,
+        destructive_hint=writes,
+        idempotent_hint=idempotent or not writes,
+        open_world_hint=False,
+    )
 
 
 def open_source(

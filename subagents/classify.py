@@ -6,7 +6,9 @@
     the source died / closed -> transient (connection_closed)            respawned / reopened
     a JSON-RPC error         -> validation for bad requests and params, transient for server-side codes
     unstructured isError     -> classified from its text, default business (never retried blindly)
-                                the source's own rules first (``contract_with_rules``), then the built-in
+                                the source's own rules first (``contract_with_rules``), then the class of
+                                the server's draft toolFailure metadata (``sources.tool_failure``), then
+                                the built-in rules
     garbage on the wire      -> transient (garbage)                      reopened
 
 ``classify_result`` reads a ``CallToolResult``; ``classify_exception`` reads whatever a call raised.
@@ -53,6 +55,7 @@ from sources.contract import (
     result_text,
     to_call_tool_result,
 )
+from sources.tool_failure import TOOL_FAILURE_KEY, read_failure_meta
 
 __all__ = [
     "CONTRACT",
@@ -241,7 +244,19 @@ def _unstructured(
         # A third-party success: keep what it said as one record rather than drop it.
         record: Any = result.structured_content if result.structured_content is not None else {"text": text}
         return Outcome("ok", ResultPage[Any](result_count=1, results=[record]), error_type="")
-    category, decided = _text_category(text, source, rules)
+    own = _own_rule(text, source, rules)
+    declared = None if own is not None else read_failure_meta(result.meta)
+    if declared is not None and declared.category is not None:  # the server said what failed: no guess
+        category = declared.category
+        description = (
+            "The source answered outside the error contract; its toolFailure metadata (the draft MCP "
+            f"{TOOL_FAILURE_KEY}) made it {category.value}: {text}"
+        )
+        wait = declared.retry_after_ms if category is ErrorCategory.TRANSIENT else None
+        return Outcome(
+            "error", ToolError.of(category, description, retry_after_ms=wait), error_type="unstructured_error"
+        )
+    category, decided = own or _text_category(text, source, rules)
     description = f"The source answered outside the error contract; {decided}: {text}"
     return _error(category, description, "unstructured_error")
 

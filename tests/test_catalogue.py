@@ -1,8 +1,10 @@
-"""The catalogue cannot drift from the sources: the input schemas recorded in sources/tools.json are
-exactly what every server answers to tools/list, and reading them stays light."""
+"""The catalogue cannot drift from the sources: the input schemas recorded in sources/tools.json and
+the annotations in sources/annotations.json are exactly what every server answers to tools/list, and
+reading them stays light."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -15,13 +17,16 @@ from sources.catalogue import (
     input_schemas,
     live_input_schemas,
     live_record_fields,
+    live_tool_annotations,
     record_fields,
+    tool_annotations,
 )
 from sources.settings import SourceSettings
 from tests.conftest import PROJECT_ROOT
 
 REGENERATE = (
-    "run `python -m sources.catalogue --write` and commit sources/tools.json and sources/records.json"
+    "run `python -m sources.catalogue --write` and commit sources/tools.json, sources/records.json "
+    "and sources/annotations.json"
 )
 
 
@@ -37,6 +42,51 @@ async def test_recorded_input_schemas_are_what_the_servers_answer(settings: Sour
         if live.get(source, {}).get(tool) != recorded.get(source, {}).get(tool)
     )
     assert not stale, f"sources/tools.json differs from tools/list for {', '.join(stale)}: {REGENERATE}"
+
+
+@pytest.mark.anyio
+async def test_recorded_annotations_are_what_the_servers_answer(settings: SourceSettings) -> None:
+    with anyio.fail_after(30):
+        live = await live_tool_annotations(settings)
+    recorded = tool_annotations()
+    stale = sorted(
+        f"{source}.{tool}"
+        for source in live.keys() | recorded.keys()
+        for tool in live.get(source, {}).keys() | recorded.get(source, {}).keys()
+        if live.get(source, {}).get(tool) != recorded.get(source, {}).get(tool)
+    )
+    assert not stale, f"sources/annotations.json differs from tools/list for {', '.join(stale)}: {REGENERATE}"
+
+
+def test_the_annotations_say_what_each_tool_does() -> None:
+    """issue_refund moves money (destructive, idempotent by its key); every other tool only reads;
+    none reaches outside the shop's own data; each has a title."""
+    recorded = tool_annotations()
+    assert {source: frozenset(tools) for source, tools in recorded.items()} == TOOLS, REGENERATE
+    for source, tools in recorded.items():
+        for tool, hints in tools.items():
+            writes = (source, tool) == ("billing", "issue_refund")
+            assert hints["readOnlyHint"] is not writes and hints["destructiveHint"] is writes, (source, tool)
+            assert hints["idempotentHint"] is True and hints["openWorldHint"] is False, (source, tool)
+            assert hints["title"].strip(), (source, tool)
+
+
+def test_the_error_pages_annotations_table_is_the_recorded_one() -> None:
+    """docs/reference/errors.md shows each tool's annotations in a table: the recorded ones, every tool."""
+    page = (PROJECT_ROOT / "docs" / "reference" / "errors.md").read_text(encoding="utf-8")
+    hints = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+    shown: dict[str, dict[str, dict[str, object]]] = {}
+    for line in page.splitlines():
+        cells = [cell.strip().strip("`*") for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0] in SOURCES:
+            source, tool, title, *flags = cells
+            shown.setdefault(source, {})[tool] = {
+                "title": title,
+                **dict(zip(hints, map(json.loads, flags), strict=True)),
+            }
+    assert shown == tool_annotations(), (
+        "docs/reference/errors.md's annotations table differs from the catalogue"
+    )
 
 
 @pytest.mark.anyio
@@ -67,7 +117,8 @@ def test_each_reader_gets_its_own_copy() -> None:
 
 def test_reading_the_catalogue_imports_no_sdk_and_no_source() -> None:
     probe = (
-        "import sys; from sources.catalogue import input_schemas; input_schemas(); "
+        "import sys; from sources.catalogue import input_schemas, tool_annotations; "
+        "input_schemas(); tool_annotations(); "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pydantic', 'faker') "
         "or m.startswith('sources.') and m not in ('sources.catalogue', 'sources.deferred')))"
     )

@@ -6,6 +6,9 @@ the tool's ``outputSchema``, errors included: a contract error sent there would 
 an opaque protocol error. Each outcome must come back as data: a success with its structured copy,
 an error as its JSON in the text block, with the contract's fields.
 
+The same client lists every tool with the annotations a host reads to tell a read from a payment
+(``readOnlyHint``, ``destructiveHint``, ...), as ``sources/annotations.json`` records them.
+
 Over HTTP the same client also authenticates as hosts do, with the coordinator's credential sent as
 ``Authorization: Bearer`` (``sources.security.http_auth``), and reads the 401 and the metadata it is refused with.
 """
@@ -25,7 +28,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from sources.catalogue import TOOLS
+from sources.catalogue import TOOLS, tool_annotations
 from sources.security.auth import CREDENTIAL_META_KEY, issue_credential
 from sources.settings import SourceSettings
 from tests.conftest import (
@@ -99,6 +102,36 @@ def check_outcomes(source: str, answers: list[dict[str, Any]]) -> None:
 def test_every_outcome_over_stdio(settings: SourceSettings, source: str) -> None:
     answers = typescript_client(settings, source, ["stdio", sys.executable, "-m", f"sources.{source}"])
     check_outcomes(source, answers)
+
+
+@pytest.mark.parametrize("source", sorted(MODULES))
+def test_the_typescript_client_lists_every_tool_with_its_annotations(
+    settings: SourceSettings, source: str
+) -> None:
+    """What a standard host shows: issue_refund destructive and not read-only, every other tool
+    read-only, none open-world, each with a title; all as the catalogue records them."""
+    done = subprocess.run(
+        [NODE, str(INTEROP / "call.mjs"), "list", "stdio", sys.executable, "-m", f"sources.{source}"],
+        env={**os.environ, **child_environment(settings)}, cwd=PROJECT_ROOT, capture_output=True, text=True,
+        timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (listed,) = [json.loads(line) for line in done.stdout.splitlines()]
+    tools = {tool["name"]: tool for tool in listed["tools"]}
+    assert set(tools) == TOOLS[source]
+    assert {name: tool.get("annotations") for name, tool in tools.items()} == tool_annotations()[source]
+    for name, tool in tools.items():
+        hints = tool["annotations"]
+        if (source, name) == (
+            "billing",
+            "issue_refund",
+        ):  # it moves money; its key makes a repeat pay nothing
+            assert hints["readOnlyHint"] is False and hints["destructiveHint"] is True, hints
+            assert hints["idempotentHint"] is True, hints
+        else:
+            assert hints["readOnlyHint"] is True, (name, hints)
+        assert hints["openWorldHint"] is False, (name, hints)
+        assert tool["title"].strip() and hints["title"] == tool["title"], (name, tool)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,10 @@
 //
 //   node call.mjs stdio PYTHON -m sources.orders < calls.json
 //   node call.mjs http http://127.0.0.1:8102/mcp < calls.json
+//   node call.mjs list stdio PYTHON -m sources.orders
+//
+// `list` reads no calls: it prints one line, {"tools": [...]}, every tool as the client's
+// `listTools()` handed it back (name, title, annotations, schemas), and exits.
 //
 // Over HTTP, INTEROP_BEARER_TOKEN (when set) is sent as `Authorization: Bearer ...` on every request,
 // the way a host that was given a token sends it (`requestInit.headers`). A connection the server
@@ -22,8 +26,9 @@ import {
   extractWWWAuthenticateParams,
 } from "@modelcontextprotocol/sdk/client/auth.js";
 
-const [kind, target, ...args] = process.argv.slice(2);
-const calls = JSON.parse(readFileSync(0, "utf8"));
+const listOnly = process.argv[2] === "list";
+const [kind, target, ...args] = process.argv.slice(listOnly ? 3 : 2);
+const calls = listOnly ? [] : JSON.parse(readFileSync(0, "utf8"));
 const bearer = process.env.INTEROP_BEARER_TOKEN;
 let refusal = null; // the last 401 or 403 the server answered, as the client's fetch saw it
 async function watchingFetch(url, init) {
@@ -64,7 +69,7 @@ try {
   process.exit(0);
 }
 const { tools } = await client.listTools();
-process.stdout.write(JSON.stringify({ tools: tools.map((tool) => tool.name) }) + "\n");
+process.stdout.write(JSON.stringify({ tools: listOnly ? tools : tools.map((tool) => tool.name) }) + "\n");
 for (const call of calls) {
   try {
     const result = await client.callTool(
