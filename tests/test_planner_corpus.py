@@ -158,7 +158,11 @@ def test_amounts_and_counts_in_words() -> None:
 def test_a_clause_that_asks_for_something_to_be_done_is_listed_not_done(query: str, listed: str) -> None:
     plan = plan_query(query)
     assert any(listed in item.what and "does nothing" in item.why for item in plan.unplanned), plan.unplanned
-    assert all(task.tool not in {"issue_refund"} for task in plan.tasks.values())
+    # Nothing else is done but a refund the query asks for ("(a) refund £8.50 on ORD-10021"), after its check.
+    refunds = [task for task in plan.tasks.values() if task.tool == "issue_refund"]
+    asked = [("ORD-10021", 8.5)] if "refund £8.50" in query else []
+    assert [(task.arguments["order_id"], task.arguments["amount"]) for task in refunds] == asked
+    assert all(plan.tasks[task.depends_on[-1]].tool == "refund_eligibility" for task in refunds)
 
 
 @pytest.mark.parametrize(

@@ -246,7 +246,8 @@ def stilted(task: PlannedTask) -> list[str]:
 
 def test_no_why_of_any_corpus_plan_is_stilted() -> None:
     tasks = corpus_plans()
-    assert len(tasks) > 1000 and {task.tool for _, task in tasks} == READ_ONLY_TOOLS
+    # every read tool, and the one write a question may ask for (a refund, planned after its check)
+    assert len(tasks) > 1000 and {task.tool for _, task in tasks} == READ_ONLY_TOOLS | {"issue_refund"}
     bad = [(query[:80], task.why, problems) for query, task in tasks if (problems := stilted(task))]
     assert not bad, f"{len(bad)} stilted whys, e.g. {bad[:5]}"
 

@@ -139,6 +139,7 @@ INTENTS: tuple[Intent, ...] = (
         "refund",
         words_of(
             "refund refunds refunded refundable refunding reimburse reimbursed reimbursement compensation compensate "
+            "repay repaid repayment "
             "goodwill"
         ),
         ("billing.refund_eligibility", "kb.search_policies"),
@@ -462,3 +463,98 @@ COURTESY_WORDS = words_of(
     "wishes cheers thanks thank thx ta sincerely faithfully yours warm many advance appreciated "
     "appreciate hope well sorry apologies fyi note heads ok okay cool great lovely love"
 )
+
+# --- writes: what asks for one (coordinator.planning.writes) ------------------------------------------
+
+# Research reads; a write is made only where the question asks for it, by a request to act. These say
+# what such a request is made of. Words are compared as read (typos corrected); phrases as written.
+
+# Verbs that ask for a refund by themselves, opening a clause: "refund £45 on ORD-10031", "reimburse her".
+REFUND_VERBS = words_of("refund reimburse repay")
+# Verbs that ask for one with a refund noun after them: "issue a £20 refund", "process a refund of £45",
+# "put through a refund", "go ahead with the refund".
+REFUND_DOING_VERBS = words_of(
+    "issue process make do action raise apply send give initiate execute perform trigger submit complete "
+    "arrange authorise authorize approve put push sort book go proceed"
+)
+# The nouns of a refund after such a verb.
+REFUND_NOUNS = words_of("refund refunds reimbursement repayment")
+# What may stand between such a verb and its noun ("issue her a full refund", "make the customer a refund").
+REFUND_NOUN_LEAD = words_of(
+    "a an the this that her his their them him it customer full partial goodwill small quick one same or and"
+)
+# The particles a doing verb may take before them ("go ahead with the refund", "put through a refund").
+REFUND_PARTICLES: dict[str, frozenset[str]] = {
+    "go": words_of("ahead with"), "proceed": words_of("with"), "put": words_of("through"),
+    "push": words_of("through"), "sort": words_of("out"),
+}  # fmt: skip
+# A refund noun before one of these names something about a refund, not one asked for ("the refund
+# policy", "refund status"); so does the word "refund" before a function word ("refund of £45 on ...",
+# "refund is due"): a noun, not the verb.
+REFUND_COMPOUNDS = words_of(
+    "policy policies status eligibility history window limit limits rule rules details detail info "
+    "information process procedure procedures options option form request requests record records ledger "
+    "total totals amount amounts terms guidance check checks question questions query queries enquiry "
+    "issue issues problem problems reason reasons pending due owed issued processed approved denied declined "
+    "rejected received failed outstanding"
+)
+NOUN_AFTER = words_of("of for on to from is was has had will would should could can may might must")
+# "pay (her) back £45": these verbs and "back" ask for a refund; "give", "send", "hand", "put" ... back ask
+# for one only of money ("give her the money back", "give her £45 back"; "send the jug back" returns it).
+PAY_BACK_VERBS = words_of("pay repay")
+MONEY_BACK_VERBS = words_of("give send hand put")
+CASH_WORDS = words_of("money cash funds")
+# What may open a request before its verb, as written ("please refund", "can you refund", "go ahead and
+# refund"). Those addressed to the assistant ("can you") ask even as a question; a please word asks too.
+REQUEST_LEAD_INS: tuple[str, ...] = (
+    "please", "pls", "plz", "kindly", "just", "now", "ok", "okay", "right", "so", "then", "also", "and",
+    "go ahead and", "go on and",
+)  # fmt: skip
+ADDRESSED_LEAD_INS: tuple[str, ...] = (
+    "can you", "could you", "would you", "will you", "can u", "could u", "would u", "will u",
+    "i'd like you to", "i would like you to", "i need you to", "i want you to", "we need you to",
+    "we'd like you to", "we want you to", "let's", "lets", "let us", "you can", "you may", "you should",
+)  # fmt: skip
+PLEASE_WORDS = words_of("please pls plz kindly")
+# Verbs that ask for a named tool to be run: "run append_line with hello", "use the wipe tool".
+RUN_VERBS = words_of("run call use invoke execute trigger fire")
+# Words that make a mention not a request: negated ("not ORD-10134", "never"), excluded ("except"),
+# contrasted ("unlike", "rather than", "instead of"). A phrase is matched on the words as written ("don"
+# of "don’t" typed with a curly apostrophe, which the reader cuts).
+NEGATION_WORDS = words_of(
+    "not never no nor don't dont doesn't isn't aren't won't shouldn't mustn't except excluding excl unlike "
+    "neither don doesn isn aren won shouldn mustn ignore disregard skip exclude leave"
+)
+CONTRAST_PHRASES: tuple[str, ...] = (
+    "other than", "rather than", "instead of", "apart from", "aside from", "as opposed to", "in place of",
+    "let alone", "but not",
+)  # fmt: skip
+# What makes the rest of a clause a condition ("refund it if eligible"); only one the eligibility check
+# decides is honoured (below). "unless" never is.
+CONDITION_MARKERS: tuple[str, ...] = (
+    "if", "unless", "provided", "providing", "assuming", "as long as", "so long as", "only if", "in case",
+    "subject to",
+)  # fmt: skip
+# The words of a condition the plan's eligibility check decides ("if eligible", "if the policy allows",
+# "if it's within the window"), and of a question that only asks that of a request before it
+# ("refund £45 on ORD-10031, is that ok?").
+ELIGIBILITY_WORDS = words_of(
+    "eligible eligibility allowed allow allows permitted permit permits possible qualifies qualify "
+    "qualified policy policies rules rule ok okay fine valid entitled within window limit limits terms "
+    "able allowable acceptable approved appropriate applicable correct right refund refunds refunded "
+    "refundable order customer amount full still alright work works"
+)
+# Words that point back to something named before them ("refund it", "that order").
+ANAPHORS = words_of("it that this them those these same one order")
+# Verbs that say a clause reports what someone said, not a request ("she said: refund it").
+REPORTING_WORDS = words_of(
+    "said says asked asks wrote writes told tells wants wanted requested requests demanded demands "
+    "insisted insists replied emailed messaged texted mentioned quote quoted"
+)
+# What takes back what was said just before it ("..., no, don't", "never mind", "scratch that"): a clause
+# of these words alone, one of the second list among them ("don't wait" takes nothing back).
+RETRACTION_WORDS = words_of(
+    "no not don't dont never mind scratch cancel forget ignore actually sorry that it this hold off stop do "
+    "please oh on"
+)
+RETRACTING = words_of("no not don't dont never scratch cancel forget ignore stop")

@@ -19,12 +19,19 @@ The steps:
    order's customer from ``get_order`` (a ``Ref``).
 3. A task waits only for the lookups whose output it uses: a customer id named in the query is used
    as it is, and a refund check needs no customer at all.
-4. Whatever the query named or asked that no task uses is ``unplanned``, with why and what to do.
+4. A refund the question asks for (a request to act, read by ``coordinator.planning.writes``; never a
+   question of eligibility) is planned after the check it needs: ``issue_refund`` waits for its
+   eligibility check (for "in full", with the amount the order's lookup gives), so a refund the check
+   refuses is blocked and says why. Its purpose is its own, which only a grant the user gives
+   (``--grant billing:refund``) lets the broker elevate; its idempotency key comes from the question.
+5. Whatever the query named or asked that no task uses is ``unplanned``, with why and what to do; so
+   is a write it seems to ask that cannot be honoured as asked (two orders for one refund, ...).
    A query with no task at all is a ``QueryError`` that says what was understood and what is missing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -40,6 +47,7 @@ from coordinator.planning.spans import ASKS, Span
 from coordinator.planning.spans import clauses as clauses_of
 from coordinator.planning.tools import (
     ARGUMENT_PHRASES,
+    ASKED_ONLY,
     GIVES,
     LOOKUPS,
     PATH_KINDS,
@@ -53,12 +61,18 @@ from coordinator.planning.tools import (
     demo_catalog,
     intents_taking,
 )
+from coordinator.planning.writes import REFUND_TOOL, writes_in
 from sources.domain import TODAY, pounds
 from sources.identifiers import CUSTOMER_ID, ORDER_ID
+from subagents.writes import AskedWrite
 
 __all__ = ["QueryError", "account_for", "plan_query", "read_for"]
 
 _REFUND_PURPOSE = "refund research"
+# The purpose of a refund the question asks for. The broker grants ``billing:refund`` by purpose, and
+# the default grants give billing's records for refund research alone: so only a grant the user gives
+# for any purpose (``--grant billing:refund``) lets the refund through; the research never gets it.
+_WRITE_PURPOSE = "refund the question asks for"
 # Most customers, orders or refund checks one query researches.
 MAX_SUBJECTS = 10
 ItemT = TypeVar("ItemT")
@@ -77,6 +91,8 @@ class _Call:
     needs: dict[str, _Call] = field(default_factory=dict)  # argument -> the lookup it comes from
     purpose: str = "research"
     id: str = ""
+    after: list[_Call] = field(default_factory=list)  # what it waits for without using its output
+    why: str = ""  # why it is planned, where its tool's sentence does not say (a write asked for)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -107,6 +123,9 @@ class _Planner:
     def __init__(self, reading: Reading, catalog: Catalog) -> None:
         self.reading = reading
         self.catalog = catalog
+        # The refunds the question asks for (``coordinator.planning.writes``); a registered server's
+        # write is never planned by the deterministic planner.
+        self.asked = writes_in(reading)
         self.tools = catalog.tools
         self.calls: list[_Call] = []
         self.unplanned: list[Unplanned] = []
@@ -302,6 +321,36 @@ class _Planner:
             return []
         return [order for order in self.order_lookups if order not in {o.value for o, _ in self.pairs}]
 
+    # -- the writes the question asks for
+
+    def plan_writes(self) -> None:
+        """Each refund the question asks for, after the check it needs: its eligibility for the amount
+        asked (for "in full", the order's total from its lookup, as a ``Ref``), then ``issue_refund``
+        waiting for that check, so a refund the check refuses is blocked, its gap saying why."""
+        refunds = [write for write in self.asked.writes if write.tool == REFUND_TOOL and write.target]
+        for write in self._at_most(refunds, "refunds", lambda write: write.describe()):
+            order = str(write.target)
+            amount: Any = write.amount
+            needs: dict[str, _Call] = {}
+            if write.full:
+                lookup = self.order_lookups.get(order) or self._add(self._lookup_call("order_id", order))
+                self.order_lookups[order] = lookup
+                amount, needs = Ref("?", GIVES[lookup.tool]["amount"]), {"amount": lookup}
+            else:  # the check already planned for that amount, if any ("two fivers" read as 10, asked as 10.0)
+                amount = next(
+                    (c.arguments["amount"] for c in self.calls if _checks(c, order, amount)), amount
+                )
+            check = self._add(_refund_check(order, amount, needs=dict(needs)))
+            arguments = {
+                "order_id": order,
+                "amount": amount,
+                "idempotency_key": _idempotency_key(self.reading, write),
+            }
+            self.calls.append(_Call(
+                f"billing.{REFUND_TOOL}", arguments, subject=order, needs=needs, purpose=_WRITE_PURPOSE,
+                after=[check], why=_why_asked(write),
+            ))  # fmt: skip
+
     # -- the whole plan
 
     def plan(self) -> Plan:
@@ -337,12 +386,18 @@ class _Planner:
             for call in self._registered_calls(tool):
                 self._add(call)
         self._account_for_refunds()
-        if "refund" in self.intents or self.pairs:  # the broker grants financial records for refund research
+        self.plan_writes()
+        # the broker grants financial records for refund research (a write keeps its own purpose)
+        if "refund" in self.intents or self.pairs or self.asked.writes:
             for call in self.calls:
-                if call.tool.startswith("billing."):
+                if call.tool.startswith("billing.") and call.tool not in ASKED_ONLY:
                     call.purpose = _REFUND_PURPOSE
         tasks = self._tasks()
         self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog)
+        # A write the question seems to ask but cannot be honoured as asked: not done, and what to write
+        # instead (where the planner lists the same thing already, "a refund on ORD-10031", its entry stays).
+        listed = {item.what for item in self.unplanned}
+        self.unplanned += [gap for gap in self.asked.gaps if gap.what not in listed]
         not_read, spans = account_for_words(reading, tasks)
         self.unplanned += not_read
         # A refund word alone plans the refund policy; with the refund itself not researchable and no
@@ -426,10 +481,10 @@ class _Planner:
                 name: Ref(call.needs[name].id, value.field) if isinstance(value, Ref) else value
                 for name, value in call.arguments.items()
             }
-            depends = tuple(dict.fromkeys(upstream.id for upstream in call.needs.values()))
+            depends = tuple(dict.fromkeys(upstream.id for upstream in [*call.needs.values(), *call.after]))
             source, tool = call.tool.split(".")
             tasks.append(PlannedTask(call.id, source, tool, arguments, purpose=call.purpose,
-                                     depends_on=depends, why=self._why(call)))  # fmt: skip
+                                     depends_on=depends, why=call.why or self._why(call)))  # fmt: skip
         return tasks
 
     def _why(self, call: _Call) -> str:
@@ -462,6 +517,38 @@ class _Planner:
             if isinstance(value, Ref):
                 return self._said(lookup, name, value, "other")
         return lookup.subject
+
+
+def _checks(call: _Call, order: str, amount: Any) -> bool:
+    """Whether ``call`` is the refund check of ``amount`` (a number) on ``order``."""
+    checked = call.arguments.get("amount")
+    return (
+        call.tool == "billing.refund_eligibility"
+        and call.arguments.get("order_id") == order
+        and isinstance(checked, int | float)
+        and checked == amount
+    )
+
+
+def _idempotency_key(reading: Reading, write: AskedWrite) -> str:
+    """A refund's idempotency key, derived from the question that asks for it: its order, its amount
+    ("full" in full) and its words (any case and spacing). Asking the same question twice makes the
+    same key, and billing pays a key once (the second call replays the first refund): it pays once."""
+    amount = "full" if write.amount is None else f"{write.amount:.2f}"
+    asked = f"{write.target}|{amount}|{' '.join(reading.query.lower().split())}"
+    return "q-" + hashlib.sha256(asked.encode()).hexdigest()[:16]
+
+
+# At most this many characters of the words that asked are quoted in a refund's why.
+_MOST_QUOTED = 120
+
+
+def _why_asked(write: AskedWrite) -> str:
+    """Why a refund is planned: what the question asks, in its own words."""
+    said = write.asked if len(write.asked) <= _MOST_QUOTED else write.asked[: _MOST_QUOTED - 1] + "…"
+    if write.full:
+        return f"the question asks to refund {write.target} in full (the order's total): '{said}'"
+    return f"the question asks to refund {pounds(write.amount or 0)} on {write.target}: '{said}'"
 
 
 def _asked_words(reading: Reading) -> set[str]:
@@ -533,13 +620,16 @@ def _dated_elsewhere(reading: Reading, mention: Mention) -> str:
 
 
 def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:
-    """``plan`` (made by a model) with what its query names but no task uses listed as unplanned."""
+    """``plan`` (made by a model) with what its query names but no task uses listed as unplanned, and
+    a write it seems to ask that cannot be honoured as asked."""
     catalog = catalog or demo_catalog()
     try:
         reading = read_for(plan.query, catalog)
     except QueryError:
         return plan  # the query was refused before planning; nothing to add
     missing = _unaccounted(reading, list(plan.tasks.values()), list(plan.unplanned), catalog)
+    listed = {item.what for item in (*plan.unplanned, *missing)}
+    missing += [gap for gap in writes_in(reading).gaps if gap.what not in listed]
     return Plan.of(
         plan.query,
         list(plan.tasks.values()),

@@ -37,6 +37,7 @@ else:
 
 __all__ = [
     "ARGUMENT_PHRASES",
+    "ASKED_ONLY",
     "CARDS",
     "GIVES",
     "LOOKUPS",
@@ -98,8 +99,11 @@ class ToolCard:
         return tool_arguments()[self.key]
 
 
-# The demo tools a plan never calls: a write (research reads; a refund is issued by `research task`).
-NEVER_PLANNED = frozenset({"billing.issue_refund"})
+# The demo tools that write (a refund moves money): no card plans them from what a question names. The
+# planner plans one only where the question asks for it (``coordinator.planning.writes``), after the
+# check it needs; ``NEVER_PLANNED`` is the set's older name (no card is planned for them).
+ASKED_ONLY = frozenset({"billing.issue_refund"})
+NEVER_PLANNED = ASKED_ONLY
 # One card per other tool of the demo sources (``sources/tools.json``; a test holds them together).
 CARDS = {
     card.key: card
