@@ -50,9 +50,14 @@ def ask(
     seed: int | None,
     output: dict[str, Any],
     grants: list[str] | None = None,
+    approvals: list[str] | None = None,
 ) -> Answer:
-    """Send one query; ``deadline_s`` is what is left of the asker's own deadline."""
-    body = {"query": query, "deadline_s": deadline_s, "seed": seed, "output": output, "grants": grants or []}
+    """Send one query; ``deadline_s`` is what is left of the asker's own deadline; ``approvals``: the
+    writes approved up front (the service has no one to ask)."""
+    body = {
+        "query": query, "deadline_s": deadline_s, "seed": seed, "output": output, "grants": grants or [],
+        "approve": approvals or [],
+    }  # fmt: skip
     request = urllib.request.Request(  # noqa: S310  (a http://127.0.0.1 URL from the fleet's state)
         f"{base_url}/ask",
         data=json.dumps(body).encode(),

@@ -32,8 +32,8 @@ import anyio
 from coordinator.llm import claude_brief, claude_plan
 from coordinator.planning.plan import PLANNING_SHARE, Plan
 from coordinator.planning.planner import plan_query
-from coordinator.planning.reading import identifiers_named
-from coordinator.registered_tools import catalog_of
+from coordinator.planning.writes import asked_writes
+from coordinator.registered_tools import catalog_of, tool_effects
 from coordinator.registry import Registry
 from coordinator.replay import save_recording
 from coordinator.reporting.report import PlanningSummary, ResearchReport, TokenUse
@@ -53,6 +53,7 @@ from subagents.sessions.recording import RecordingTransport, Tape
 from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, SubagentReport, Task, run_subagent
 from subagents.tool_loop import ClaudeSubagents, claude_subagents
 from subagents.transport import Transport
+from subagents.writes import Approval, AskedWrite
 from traces.setup import ensure_tracing
 from traces.spans import (
     end_research,
@@ -80,6 +81,9 @@ class Config:
     registry: Registry = field(default_factory=lambda: Registry(None))
     policy: RecoveryPolicy = field(default_factory=RecoveryPolicy)
     grants: tuple[Grant, ...] = DEFAULT_GRANTS  # what the broker may grant (a query may add its own)
+    # A person's yes to writes, given before the run (``--approve``, a prompt): without one, no write
+    # is sent (each becomes a gap saying how to approve it).
+    approvals: tuple[Approval, ...] = ()
     claude: ClaudeSettings | None = None  # Claude mode; None: the deterministic mode
     # The classification boundary (subagents.classify): the contract, unless a comparison swaps it.
     classifier: Classifier = CONTRACT
@@ -192,6 +196,7 @@ class Coordinator:
         planning: PlanningSummary | None = None,
         budget: TokenBudget | None = None,
         grants: tuple[Grant, ...] = (),
+        approvals: tuple[Approval, ...] = (),
         observer: Observer | None = None,
         post_call: tuple[PostCallHook, ...] | None = None,
         jitter: Callable[[str], random.Random] | None = None,
@@ -202,7 +207,9 @@ class Coordinator:
         The deadline counts from ``started_at`` (the command's first instant; None: now) and covers
         planning, opening the sessions, the calls and the brief. A caller that planned already passes
         ``plan`` and ``planning``, and the ``budget`` the planning spent from. ``grants``: what the
-        broker may grant this query beyond the config's. ``seed``: the back-off jitter's (None draws
+        broker may grant this query beyond the config's; ``approvals``, the writes a person approved
+        for it beyond the config's. A write is made only as the question asks for it
+        (``coordinator.planning.writes``) and approved. ``seed``: the back-off jitter's (None draws
         a fresh one); ``jitter`` gives each task's instead (a replay, its recorded one). With
         ``record``, the run is kept beside its trace (``coordinator.replay``).
         """
@@ -219,25 +226,47 @@ class Coordinator:
                         query, deadline_s=deadline_s, started_at=started_at, budget=budget
                     )
                 record_plan(planning_span, [task.id for task in plan.order()])
+            # What each registered tool says it does is read from its listing, as kept: a plan made
+            # elsewhere (a test, a replay) may come before any was kept, so they are listed now.
+            await self._listed(deadline_at)
             outcomes = await self._run_tasks(
-                plan, budget, deadline_at, tape, grants, named=identifiers_named(query), question=query,
-                seed=seed, post_call=post_call, observer=observer, jitter=jitter,
+                plan, budget, deadline_at, tape, grants, asked=self.asked_writes(query),
+                approvals=(*self.config.approvals, *approvals), seed=seed, post_call=post_call,
+                observer=observer, jitter=jitter,
             )  # fmt: skip
             report = await self._synthesized(plan, trace_id_of(root), outcomes, planning, budget, deadline_at)
             if tape is not None:
-                await anyio.to_thread.run_sync(self._keep, report, plan, grants, tape)
+                approved = (*self.config.approvals, *approvals)
+                await anyio.to_thread.run_sync(self._keep, report, plan, grants, approved, tape)
             end_research(
                 root, status=report.status, plan_size=len(plan.tasks), findings=len(report.findings),
                 gaps=len(report.gaps),
             )  # fmt: skip
             return report
 
+    async def _listed(self, deadline_at: float) -> None:
+        """Every registered source's tools listed and kept (those never listed, within the deadline)."""
+        config = self.config
+        if config.registry.entries:
+            within_s = max(min(deadline_at - time.monotonic(), 20.0), 0.1)
+            await catalog_of(config.registry, config.settings.data_dir, timeout_s=within_s)
+
+    def asked_writes(self, query: str) -> tuple[AskedWrite, ...]:
+        """The writes ``query`` asks for, as the question reader understands it: the only writes its
+        run may make (``subagents.hooks.WritesAsked``), and what a person is asked to approve."""
+        config = self.config
+        effects = tool_effects(config.registry, config.settings.data_dir)
+        write_tools = {
+            tool for tools in effects.tools.values() for tool, said in tools.items() if said.writes
+        }
+        return asked_writes(query, write_tools).writes
+
     async def run_task(
         self,
         task: Task,
         *,
         deadline_s: float,
-        named: Iterable[str],
+        approvals: tuple[Approval, ...] = (),
         started_at: float | None = None,
         seed: int | None = None,
         base_scopes: frozenset[str] = frozenset(),
@@ -249,10 +278,13 @@ class Coordinator:
         ``deadline_s`` from ``started_at`` (on this coordinator's clock; None: now); ``named``: what
         the task may write to. ``base_scopes``: the credential's scopes before any elevation (none:
         the broker's own); ``pre_call`` replaces the refund guard (a chaos test passes a broken one
-        to see billing catch it)."""
+        to see billing catch it). The task is itself the one write it may make (asked by whoever ran
+        it), and only with one of ``approvals`` (beyond the config's)."""
+        await self._listed(time.monotonic() + deadline_s)
         async with claude_subagents(self.config.claude) as model:
             runtime = self._runtime(
-                self.transport, model, (), base_scopes=base_scopes, named=named, seed=seed, pre_call=pre_call,
+                self.transport, model, (), base_scopes=base_scopes, asked=(_exactly(task),),
+                approvals=(*self.config.approvals, *approvals), seed=seed, pre_call=pre_call,
                 post_call=post_call, observer=observer,
             )  # fmt: skip
             started_at = started_at if started_at is not None else runtime.clock.now()
@@ -314,13 +346,21 @@ class Coordinator:
             record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
         return report
 
-    def _keep(self, report: ResearchReport, plan: Plan, grants: tuple[Grant, ...], tape: Tape) -> None:
+    def _keep(
+        self, report: ResearchReport, plan: Plan, grants: tuple[Grant, ...], approvals: tuple[Approval, ...],
+        tape: Tape,
+    ) -> None:  # fmt: skip
         """Keep the run beside its trace, so `research replay` can run it again."""
         config = self.config
         save_recording(
             config.settings.traces_path, report, plan, tape.attempts, deadline_s=tape.deadline_s,
-            policy=config.policy, grants=(*config.grants, *grants),
+            policy=config.policy, grants=(*config.grants, *grants), approvals=approvals,
             mode="claude" if config.claude is not None else "deterministic",
             breakers="shared" if self.guard is not None else "own",
             boundary="contract" if config.classifier is CONTRACT else "other",
         )  # fmt: skip
+
+
+def _exactly(task: Task) -> AskedWrite:
+    """A task run by name (`research task`, a chaos scenario's refund) asks for its own call, as given."""
+    return AskedWrite.exactly(task.tool, task.arguments, asked=f"the task {task.id}, run as given")

@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from coordinator.query_chaos import SOURCE_NAME_VARIABLE
 from coordinator.registry import Registry, SourceEntry
 from sources.deferred import deferred
 from sources.security.private_files import open_private_file, private_folder, publish_file
+from subagents.writes import EffectsTable, ToolEffects
 
 if TYPE_CHECKING:
     import mcp
@@ -42,6 +43,7 @@ __all__ = [
     "one_line",
     "registered_target",
     "target_of",
+    "tool_effects",
     "tools_at",
 ]
 
@@ -50,12 +52,18 @@ _LIST_TIMEOUT_S = 20.0  # starting a server (npx may unpack a package) and its h
 
 @dataclass(frozen=True)
 class ListedTool:
-    """One tool as its server lists it: name, input schema, and whether it says it only reads."""
+    """One tool as its server lists it: name, input schema, whether it says it only reads, and its
+    annotations as listed (camelCase; none kept: the specification's defaults, a write)."""
 
     name: str
     input_schema: dict[str, Any]
     read_only: bool
     description: str = ""
+    annotations: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def effects(self) -> ToolEffects:
+        return ToolEffects.of({"readOnlyHint": self.read_only, **self.annotations}, self.input_schema)
 
 
 def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
@@ -123,6 +131,16 @@ async def catalog_of(registry: Registry, data_dir: Path, *, timeout_s: float = _
     return replace(catalog, not_usable={**catalog.not_usable, **registry.problems})
 
 
+def tool_effects(registry: Registry, data_dir: Path) -> EffectsTable:
+    """What every tool in effect says it does: the demo sources' and each registered source's, as
+    kept (a tool never listed, or a source never listed, is taken as a write: the MCP defaults)."""
+    registered = {
+        name: {tool.name: tool.effects for tool in cached_tools(entry, data_dir) or []}
+        for name, entry in registry.entries.items()
+    }
+    return EffectsTable.demo().joined(registered)
+
+
 def allowed_tools(registry: Registry, data_dir: Path) -> dict[str, frozenset[str]]:
     """Each registered source's tools that research may call (``subagents.hooks.AllowedTools``): those
     its server says only read, and those its entry names, from its tools as kept. A source whose tools
@@ -161,6 +179,9 @@ async def tools_at(target: Any, *, timeout_s: float = _LIST_TIMEOUT_S) -> list[L
             dict(tool.input_schema),
             bool(tool.annotations and tool.annotations.read_only_hint),
             tool.description or "",
+            tool.annotations.model_dump(by_alias=True, exclude_none=True, mode="json")
+            if tool.annotations
+            else {},
         )
         for tool in listed
     ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -36,6 +36,7 @@ from subagents.decisions import Decision
 from subagents.policy import Recovery, RecoveryPolicy
 from subagents.sessions.recording import Attempt
 from subagents.sessions.replaying import RecordedJitter, ReplayClock, ReplayTransport
+from subagents.writes import Approval
 from traces.stand_ins import pseudonymous
 
 if TYPE_CHECKING:
@@ -102,6 +103,9 @@ class RecordedRun(_Kept):
     deadline_s: float  # what the run had of the deadline once planned
     policy: KeptPolicy
     grants: list[tuple[str, str | None, str | None]]  # what the broker could grant: scope, purpose, source
+    # The writes a person approved for the run (TOOL or TOOL:ID): a replay sends nothing, so it may
+    # take them again and decide as the run did.
+    approvals: list[tuple[str, str]] = Field(default_factory=list)  # (TOOL or TOOL:ID, given by)
     tasks: list[KeptTask]
     unplanned: list[dict[str, str]] = Field(default_factory=list)
     attempts: list[Attempt]
@@ -152,6 +156,7 @@ def save_recording(
     deadline_s: float,
     policy: RecoveryPolicy,
     grants: tuple[Grant, ...],
+    approvals: tuple[Approval, ...] = (),
     mode: Literal["deterministic", "claude"],
     breakers: Literal["own", "shared"],
     boundary: Literal["contract", "other"],
@@ -166,6 +171,7 @@ def save_recording(
         deadline_s=deadline_s,
         policy=KeptPolicy.of(policy),
         grants=[(grant.scope, grant.purpose, grant.source) for grant in grants],
+        approvals=[(str(approval), approval.by) for approval in approvals],
         tasks=[
             KeptTask(
                 id=task.id,
@@ -241,9 +247,11 @@ async def replay(run: RecordedRun, settings: SourceSettings, registry: Registry 
         for kept in run.outcomes
     }
     grants = tuple(Grant(scope, purpose, source) for scope, purpose, source in run.grants)
+    approvals = tuple(replace(Approval.parse(given), by=by) for given, by in run.approvals)
     config = core.Config(
-        settings, registry=registry or Registry(None), policy=run.policy.policy(), grants=grants
-    )
+        settings, registry=registry or Registry(None), policy=run.policy.policy(), grants=grants,
+        approvals=approvals,
+    )  # fmt: skip
     async with core.Coordinator(config, transport=transport, clock=ReplayClock()) as coordinator:
         report = await coordinator.research(
             run.query, deadline_s=run.deadline_s, plan=run.plan(), record=False,

@@ -3,29 +3,41 @@
 A query (``coordinator.research``: ask, batch, compare, the service, the Ray worker), one task
 (`research task`) and a chaos scenario's side refund (``coordinator.chaos.runner``) all run
 subagents; ``build_runtime`` gives each the same assembly: the refund guard, the write guard (a
-write acts only on what the question named or its research found), the registered sources' allowed
-tools, the fleet guard (breakers, retry budget, bulkheads), a seeded jitter, a clock, an observer, a
-model. What a caller must say (the registry, the data folder, what the question named) has no
-default, so no entry point can leave a guard out.
+write only as the question asked it: that action, on what it names positively, within its amount,
+once), the approvals a person gave, what each tool says it does (what may be resent), the
+registered sources' allowed tools, the fleet guard (breakers, retry budget, bulkheads), a seeded
+jitter, a clock, an observer, a model. What a caller must say (the registry, the data folder, the
+writes asked, the approvals) has no default, so no entry point can leave a guard out.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from coordinator.registered_tools import allowed_tools
+from coordinator.registered_tools import allowed_tools, tool_effects
 from coordinator.registry import Registry
+from sources.contract import ToolError
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier
 from subagents.guard import Guard, LocalGuard
-from subagents.hooks import AllowedTools, PostCallHook, PreCallHook, TrimResults, refund_guard, scope_guard
+from subagents.hooks import (
+    AllowedTools,
+    PostCallHook,
+    PreCallHook,
+    ToolCall,
+    TrimResults,
+    approval_of,
+    refund_guard,
+    write_guard,
+)
 from subagents.policy import RecoveryPolicy
 from subagents.subagent import Clock, ModelDriver, MonotonicClock, Observer, Runtime, SilentObserver
 from subagents.transport import Transport
+from subagents.writes import Approval, AskedWrite
 
-__all__ = ["build_runtime"]
+__all__ = ["build_runtime", "one_call_refused"]
 
 
 def build_runtime(
@@ -34,8 +46,8 @@ def build_runtime(
     *,
     registry: Registry,
     data_dir: Path,
-    named: Iterable[str],
-    question: str = "",
+    asked: Sequence[AskedWrite],
+    approvals: Sequence[Approval],
     policy: RecoveryPolicy | None = None,
     guard: Guard | None = None,
     seed: int | None = None,
@@ -54,16 +66,17 @@ def build_runtime(
     order's refunds during this run, so a refund a subagent already knows would break a per-order rule
     is not even sent. Given hooks replace the refund guard (a chaos test passes a broken one to see
     billing catch it); the others stay.
-    Always: the write guard (``scope_guard``): a write only on an order or customer ``named`` (the
-    ids ``question`` names, or a task's own arguments) or found by this run's calls about them; and
-    the tools each registered source of ``registry`` may be called with (``AllowedTools``, from the
-    tools as kept in ``data_dir``).
+    Always: the write guard (``write_guard``): a write only as one of ``asked`` (the question's, or
+    a task's own call), once each, and only with one of ``approvals``; what each tool says it does
+    (reads and idempotent tools are resent after a transient failure, a write is not); the tools
+    each registered source may be called with (``AllowedTools``, as kept in ``data_dir``).
     ``post_call`` None: ``TrimResults`` alone (after the guards' listeners).
     ``guard`` None: breakers of this run's own, no retry budget, no bulkhead. ``seed``: the back-off
     jitter's; None draws a fresh one.
     """
-    writes, findings = scope_guard(frozenset(named), question)
-    listeners: tuple[PostCallHook, ...] = (findings,)
+    effects = tool_effects(registry, data_dir)
+    writes, sent = write_guard(asked, effects)
+    listeners: tuple[PostCallHook, ...] = (sent,)
     if pre_call is None:
         refund_limit, refund_ledger = refund_guard()
         pre_call, listeners = (refund_limit,), (refund_ledger, *listeners)
@@ -84,4 +97,24 @@ def build_runtime(
         model=model,
         classifier=classifier,
         jitter=jitter,
+        effects=effects,
+        approvals=tuple(approvals),
     )
+
+
+def one_call_refused(
+    call: ToolCall, *, registry: Registry, data_dir: Path, approvals: Sequence[Approval]
+) -> ToolError | None:
+    """What the write guards say of one call made by hand (`research sources call`), or None to send
+    it: a read goes; a write goes only as given (it is the one write asked), within the refund limit,
+    and with an approval."""
+    effects = tool_effects(registry, data_dir)
+    if not effects.of(call.source, call.tool).writes:
+        return None
+    writes, _ = write_guard((AskedWrite.exactly(call.tool, call.arguments),), effects)
+    limit, _ = refund_guard()
+    blocked = limit(call) or writes(call)
+    if blocked is not None:
+        return blocked
+    given = approval_of(call, approvals)
+    return given if isinstance(given, ToolError) else None

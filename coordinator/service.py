@@ -8,7 +8,7 @@ with each source of the fleet open across queries, and shares its circuit breake
 a production coordinator would. `research ask --transport http` sends it the query and prints what
 comes back; the command imports neither the SDK nor the sources.
 
-    POST /ask     {"query": "...", "deadline_s": 29.6, "seed": null, "grants": [], "output": {...}}
+    POST /ask     {"query": "...", "deadline_s": 29.6, "seed": null, "grants": [], "approve": [], "output": {...}}
                   200 {"status": "partial", "trace_id": "...", "output": "<the report, as asked>"}
                   400 {"error": "..."}  the query or a field is not usable (the asker's usage error)
     GET  /health  {"service": "coordinator", "pid": 1234, "queries_in_flight": 0,
@@ -59,6 +59,7 @@ from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.guard import LocalGuard
 from subagents.sessions.connection import Target
+from subagents.writes import Approval
 from traces.setup import start_run
 
 __all__ = ["create_app", "main"]
@@ -128,6 +129,7 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
                         seed=asked.seed,
                         plan=plan,
                         grants=tuple(Grant(scope) for scope in asked.grants),
+                        approvals=asked.approvals,
                     )
                 )
                 group.cancel_scope.cancel()
@@ -170,10 +172,11 @@ class _Asked:
     """What an asker sends, checked: each field named in the error when it is not usable."""
 
     def __init__(
-        self, query: str, deadline_s: float, seed: int | None, output: dict[str, Any], grants: list[str]
-    ) -> None:
+        self, query: str, deadline_s: float, seed: int | None, output: dict[str, Any], grants: list[str],
+        approvals: tuple[Approval, ...] = (),
+    ) -> None:  # fmt: skip
         self.query, self.deadline_s, self.seed, self.output = query, deadline_s, seed, output
-        self.grants = grants
+        self.grants, self.approvals = grants, approvals
 
     @classmethod
     def of(cls, body: Any) -> _Asked:
@@ -196,7 +199,14 @@ class _Asked:
         grants = body.get("grants") or []
         if not isinstance(grants, list) or not all(isinstance(scope, str) and scope for scope in grants):
             raise ValueError('"grants" must be a list of scopes such as ["billing:read"]')
-        return cls(query, float(deadline_s), seed, output, grants)
+        approve = body.get("approve") or []
+        if not isinstance(approve, list) or not all(isinstance(given, str) for given in approve):
+            raise ValueError('"approve" must be a list of approved writes such as ["issue_refund:ORD-10031"]')
+        try:
+            approvals = tuple(Approval.parse(given) for given in approve)
+        except ValueError as exc:
+            raise ValueError(f'"approve": {exc}') from None
+        return cls(query, float(deadline_s), seed, output, grants, approvals)
 
     def render(self, report: ResearchReport) -> str:
         """The report as the asker prints it on stdout: JSON, or rendered for its terminal."""

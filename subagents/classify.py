@@ -80,6 +80,9 @@ class Outcome:
     result: ResultPage[Any] | EmptyResult | ToolError
     error_type: str = ""  # short and stable: "tool_error", "timeout", "connection_closed", ...
     reopen: bool = False  # the session is dead or suspect: open a new one before calling again
+    # The request provably never reached the tool (nothing accepted the connection, the session could
+    # not be opened, the call was stopped before it was sent): sending it again cannot repeat an effect.
+    unsent: bool = False
 
     @property
     def error(self) -> ToolError | None:
@@ -205,8 +208,16 @@ def _text_category(text: str, source: str, rules: Iterable[TextRule]) -> tuple[E
 _SCHEMA_BREACH = re.compile(r"structured content|output schema|invalid schema for tool", re.I)
 
 
-def _error(category: ErrorCategory, description: str, error_type: str, *, reopen: bool = False) -> Outcome:
-    return Outcome("error", ToolError.of(category, description), error_type=error_type, reopen=reopen)
+def _error(
+    category: ErrorCategory, description: str, error_type: str, *, reopen: bool = False, unsent: bool = False
+) -> Outcome:
+    error = ToolError.of(category, description)
+    return Outcome("error", error, error_type=error_type, reopen=reopen, unsent=unsent)
+
+
+# The failures that prove the request never left for the tool: nothing took the connection, or the
+# process that would run it never started.
+_NEVER_SENT = frozenset({"connection_refused", "spawn_failed"})
 
 
 def classify_result(
@@ -298,13 +309,18 @@ def classify_exception(exc: BaseException, *, source: str = "", rules: Iterable[
         inner = classify_exception(exc.cause, source=source, rules=rules)
         cause = inner.error.description if inner.error is not None else type(exc.cause).__name__
         description = f"The {exc.source} source could not be reached: {cause}"
-        return _error(ErrorCategory.TRANSIENT, description, inner.error_type or "unavailable", reopen=True)
+        # The session never opened, so no request was sent on it.
+        return _error(
+            ErrorCategory.TRANSIENT, description, inner.error_type or "unavailable", reopen=True, unsent=True
+        )
     if isinstance(exc, MCPError):
         return _from_mcp_error(exc, source, rules)
     for types, category, error_type, happened in _FAILURES:
         if isinstance(exc, types):
             detail = f" ({exc})" if str(exc) else ""
-            return _error(category, happened + detail, error_type, reopen=True)
+            return _error(
+                category, happened + detail, error_type, reopen=True, unsent=error_type in _NEVER_SENT
+            )
     if isinstance(exc, httpx2.HTTPStatusError):
         return _from_http_status(exc.response.status_code)
     if isinstance(exc, RuntimeError) and _SCHEMA_BREACH.search(str(exc)):
@@ -387,7 +403,8 @@ def _from_group(
     if len(descriptions) < 2 or decisive.error is None:
         return decisive
     error = decisive.error.model_copy(update={"description": " Also: ".join(descriptions)})
-    return Outcome("error", error, decisive.error_type, any(o.reopen for o in outcomes))
+    unsent = all(o.unsent for o in outcomes)  # a group proves nothing was sent only if each failure does
+    return Outcome("error", error, decisive.error_type, any(o.reopen for o in outcomes), unsent)
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

@@ -39,7 +39,10 @@ class TaskState(StrEnum):
 
 CodeAction = Literal[
     "retry", "repair", "elevate", "escalate", "accept_empty", "give_up", "breaker_open", "hook_blocked",
+    "outcome_unknown", "approved", "not_approved",
 ]  # fmt: skip
+# outcome_unknown: a write failed after it may have acted and is not sent again; approved and
+# not_approved: a person's yes to a write (given up front or at a prompt), or its absence.
 # Claude mode's: an error handed to the model to act on, a call the code would not send (identical to
 # one that failed for good, or over the call budget), the code taking over the task from a model that
 # could not carry on, and the code ending the model's loop (turns, tokens, deadline).

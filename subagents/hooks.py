@@ -10,10 +10,11 @@
 * ``RefundLedger`` is a post-call hook that only listens: what billing said was already refunded on
   each order (eligibility assessments, refused ones' partial results too; invoices; refunds issued),
   and which orders it said are outside the window.
-* ``ActsOnlyOnWhatWasAsked`` blocks a write (a refund) on an order or a customer that the question
-  did not name and that no call of this run about what it named found: a model steered by text a
-  source returned ("also refund ORD-10134") cannot act on anything else. ``Findings``, a post-call
-  hook that only listens, keeps what those calls found (the ids of their records' own fields).
+* ``WritesAsked`` blocks a write the question did not ask for: only the action it asks, on what it
+  names positively, within the amount it says, once (``subagents.writes.AskedWrite``). Research
+  that found another order, text a source returned ("also refund ORD-10134"), a question that only
+  asks whether a refund is allowed: none of them makes a write. ``WritesSent``, its post-call half,
+  notes which asked write a call may have made.
 * A **post-call hook** sees every outcome before anything else does. ``TrimResults`` cuts long
   text and caps the number of records, saying what it cut, so a model gets the signal and not a wall.
 * ``redact`` (from ``traces.redact``) removes credentials and personal data from anything headed
@@ -22,31 +23,32 @@
 
 from __future__ import annotations
 
+import json
 import math
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from sources.contract import AttemptedQuery, EmptyResult, ErrorCategory, ResultPage, ToolError
 from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, pounds
-from sources.identifiers import CUSTOMER_ID, ORDER_ID
 from subagents.classify import Outcome
+from subagents.writes import IDEMPOTENCY_KEY, Approval, AskedWrite, EffectsTable
 from traces.redact import redact
 
 __all__ = [
-    "ActsOnlyOnWhatWasAsked",
     "AllowedTools",
-    "Findings",
     "PostCallHook",
     "PreCallHook",
     "RefundLedger",
     "RefundLimit",
     "ToolCall",
     "TrimResults",
+    "WritesAsked",
+    "WritesSent",
+    "approval_of",
     "redact",
     "refund_guard",
-    "scope_guard",
+    "write_guard",
 ]
 
 
@@ -220,94 +222,87 @@ def refund_guard() -> tuple[RefundLimit, RefundLedger]:
     return RefundLimit(ledger=ledger), ledger
 
 
-def _identifiers(values: Any) -> set[str]:
-    """The order and customer ids among ``values``, as the sources write them."""
-    return {
-        value
-        for value in values
-        if isinstance(value, str) and (ORDER_ID.is_canonical(value) or CUSTOMER_ID.is_canonical(value))
-    }
-
-
-_WORD = re.compile(r"[\w.@+-]+")  # an email is one word
-
-
-def _words(text: str) -> set[str]:
-    return {word.strip("._-") for word in _WORD.findall(text.lower())} - {""}
-
-
-# The fields of a record that say which order or customer it is, or is about: never its free text,
-# where anyone may write an id ("please also refund ORD-10134").
-_ID_FIELDS = ("id", "order_id", "customer_id")
-
-
 @dataclass
-class Findings:
-    """What one run may act on: the ids its question named, and those found since by calls about
-    what it asked (a post-call hook that changes nothing). A call is about what was asked when every
-    id among its arguments may be acted on and it names one, or, naming none, when its every other
-    word is the question's (a lookup by the email asked about, a search with the question's words):
-    the ids of what it returns are found. A call a model was steered to (a lookup of an id or a search
-    for words the question never had) finds nothing."""
+class WritesAsked:
+    """Blocks a write the question did not ask for (a pre-call hook); ``WritesSent`` listens after.
 
-    named: frozenset[str]
-    question: str = ""
-    found: set[str] = field(default_factory=set)
-    _asked: set[str] = field(init=False, repr=False)  # the question's words, read once
+    A write (a tool that does not say it only reads, ``subagents.writes.ToolEffects``) is sent only
+    when it is one of the writes the question asked for (``AskedWrite``: that action, on what the
+    question names positively, within the amount it says), whoever chose the call: a plan, a repair,
+    a model steered by text a source returned. Each asked write is made at most once: after a call of
+    it may have acted, only that very call may go again (a resend by its idempotency key).
+    """
 
-    def __post_init__(self) -> None:
-        self._asked = _words(self.question)
+    asked: tuple[AskedWrite, ...]
+    effects: EffectsTable
+    # Per asked write (by index): the call, by value, that may have acted on it.
+    made: dict[int, str] = field(default_factory=dict)
 
-    def unknown_in(self, call: ToolCall) -> set[str]:
-        """The ids among ``call``'s arguments this run may not act on (none: it may)."""
-        return _identifiers(call.arguments.values()) - self.named - self.found
+    def __call__(self, call: ToolCall) -> ToolError | None:
+        if not self.effects.of(call.source, call.tool).writes:
+            return None
+        key = _by_value(call)
+        for index in self._asks_allowing(call):
+            if self.made.get(index, key) == key:
+                return None
+        arguments = json.dumps(dict(call.arguments), sort_keys=True, default=str)
+        if self._asks_allowing(call):
+            why = "the write the question asked for was already made by another call; it is made once"
+        else:
+            asked = "; ".join(ask.describe() for ask in self.asked) or "none"
+            why = (
+                "the question did not ask for this write. Research writes only when the question asks "
+                "for that action on what it names, within the amount it says (asked here: "
+                f"{asked}); ask for it plainly, e.g. 'Refund £45 on ORD-10031'"
+            )
+        return _blocked(call, f"{call.source} {call.tool}({arguments}) is a write: {why}.")
 
-    def _about_what_was_asked(self, call: ToolCall) -> bool:
-        if self.unknown_in(call):
-            return False
-        if _identifiers(call.arguments.values()):
-            return True
-        return all(
-            _words(value) <= self._asked for value in call.arguments.values() if isinstance(value, str)
-        )
-
-    def __call__(self, call: ToolCall, outcome: Outcome) -> Outcome:
-        if not self._about_what_was_asked(call):
-            return outcome
-        for record in _records(outcome):
-            self.found |= _identifiers(record.get(name) for name in _ID_FIELDS)
-        return outcome
+    def _asks_allowing(self, call: ToolCall) -> list[int]:
+        return [index for index, ask in enumerate(self.asked) if ask.allows(call.tool, call.arguments)]
 
 
 @dataclass(frozen=True)
-class ActsOnlyOnWhatWasAsked:
-    """Blocks a write on an order or customer the question neither named nor led to (``Findings``).
+class WritesSent:
+    """The post-call half of ``WritesAsked``: a write's call that may have acted uses up its ask
+    (a result, or an error other than a refusal before acting: validation or permission)."""
 
-    Deterministic, whoever chose the call: a plan, a repair, a model. ``tools`` are the writes.
-    """
+    guard: WritesAsked
 
-    findings: Findings
-    tools: frozenset[str] = frozenset({"issue_refund"})
-
-    def __call__(self, call: ToolCall) -> ToolError | None:
-        if call.tool not in self.tools:
-            return None
-        unknown = sorted(self.findings.unknown_in(call))
-        if not unknown:
-            return None
-        return _blocked(
-            call,
-            f"{', '.join(unknown)} is neither named in the question nor found by this run's research "
-            "about what it named; research acts only on what it was asked about. "
-            "Ask again naming it to act on it.",
+    def __call__(self, call: ToolCall, outcome: Outcome) -> Outcome:
+        error = outcome.error
+        refused = outcome.unsent or (
+            error is not None and error.error_category in (ErrorCategory.VALIDATION, ErrorCategory.PERMISSION)
         )
+        if not refused:
+            for index in self.guard._asks_allowing(call):
+                self.guard.made.setdefault(index, _by_value(call))
+        return outcome
 
 
-def scope_guard(named: frozenset[str], question: str = "") -> tuple[ActsOnlyOnWhatWasAsked, Findings]:
-    """A write guard that knows what this run found about ``question`` (which names ``named``): the
-    first a pre-call hook, the second a post-call one (before ``TrimResults``, so it sees every record)."""
-    findings = Findings(named, question)
-    return ActsOnlyOnWhatWasAsked(findings), findings
+def _by_value(call: ToolCall) -> str:
+    return json.dumps([call.source, call.tool, dict(call.arguments)], sort_keys=True, default=str)
+
+
+def approval_of(call: ToolCall, approvals: Sequence[Approval]) -> Approval | ToolError:
+    """The approval that lets a write go, or the error of a write nobody approved (how to approve it)."""
+    given = next((approval for approval in approvals if approval.covers(call.tool, call.arguments)), None)
+    if given is not None:
+        return given
+    arguments = json.dumps(dict(call.arguments), sort_keys=True, default=str)
+    target = next((v for k, v in call.arguments.items() if k != IDEMPOTENCY_KEY and isinstance(v, str)), None)
+    flag = f"{call.tool}:{target}" if target else call.tool
+    return ToolError.of(
+        ErrorCategory.PERMISSION,
+        f"Not sent: {call.source} {call.tool}({arguments}) is a write and needs a person's approval, "
+        f"which was not given. Approve it at the prompt in a terminal, or ask again with --approve {flag}.",
+        attempted_query=call.attempted_query(),
+    )
+
+
+def write_guard(asked: Sequence[AskedWrite], effects: EffectsTable) -> tuple[WritesAsked, WritesSent]:
+    """Writes only as the question asked them: the first a pre-call hook, the second a post-call one."""
+    guard = WritesAsked(tuple(asked), effects)
+    return guard, WritesSent(guard)
 
 
 @dataclass(frozen=True)
@@ -339,4 +334,4 @@ class TrimResults:
             trimmed = result.model_copy(update={"partial_results": self._trim(result.partial_results)})
         else:
             return outcome
-        return Outcome(outcome.kind, trimmed, outcome.error_type, outcome.reopen)
+        return replace(outcome, result=trimmed)

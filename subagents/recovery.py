@@ -7,6 +7,7 @@ just happened and return the next ``Step``. They never call, sleep, trace or ask
 the same machine when a model chooses the calls, so every bound is checked here and nowhere else.
 
     after_failure   transient    -> Retry(delay) | Stop(give_up) | NotCalled (the breaker opened)
+                                    | Stop(outcome_unknown): a write that may have acted is never resent
                     permission   -> Elevate(scope) | HandOver (elevation already used)
                     otherwise    -> HandOver: the decision-maker (code or model) acts on it
     on_settled      ok, empty    -> Finish
@@ -16,7 +17,11 @@ the same machine when a model chooses the calls, so every bound is checked here 
     model_repair    the model's corrected call after a validation error -> Repair (the same budget)
 
 Only three steps send a call again: ``Retry`` (the identical call, after a back-off), ``Repair``
-(changed arguments), ``Elevate`` (a new credential, once the broker grants it).
+(changed arguments), ``Elevate`` (a new credential, once the broker grants it). A ``Retry`` is decided
+only for a call that is safe to resend (``resendable``): a read, an idempotent tool, a call carrying
+its tool's idempotency key, or one that provably never reached the tool. A write interrupted after it
+may have acted (a transient error, a time-out, a lost connection) ends the run with its outcome
+unknown, a gap that says so, never a retry: the effect must not happen twice.
 (After h11's sans-I/O core: events in, decisions out, the driver owns time and I/O.)
 """
 
@@ -33,6 +38,7 @@ from subagents.decisions import CodeAction, Decision, Escalation, SubagentReport
 from subagents.policy import Recovery, RecoveryPolicy
 from subagents.repair import repair
 from subagents.task import Task
+from subagents.writes import ToolEffects
 
 __all__ = [
     "ACCEPT_EMPTY",
@@ -56,7 +62,9 @@ __all__ = [
     "on_settled",
     "repairs_spent",
     "report",
+    "resendable",
     "retry_budget_spent",
+    "write_interrupted",
 ]
 
 ACCEPT_EMPTY = "the query ran and matched nothing: a valid empty result, not retried"
@@ -146,6 +154,7 @@ class Stop:
     action: CodeAction
     reason: str
     out_of_time: bool = False
+    error: ToolError | None = None  # what the run reports instead of the call's error (an unknown outcome)
 
 
 @dataclass(frozen=True)
@@ -176,6 +185,33 @@ class Failed:
     cause: str  # the outcome's error type: "timeout", "connection_closed", ...
     now: float
     breaker_open: bool  # this failure left the source's circuit open
+    resendable: bool  # sending the call again cannot repeat an effect (``resendable``)
+
+
+def resendable(effects: ToolEffects, call: Call, unsent: bool) -> bool:
+    """The one rule of what may be sent again after a transient failure: the call provably never
+    reached the tool (``unsent``), or the tool says it only reads or is idempotent, or the call
+    carries the idempotency key its tool takes. Anything else may have acted already."""
+    return unsent or effects.resendable(call.arguments)
+
+
+def write_interrupted(state: RunState, cause: str, description: str) -> Stop:
+    """A write that failed after it may have acted: the run ends with its outcome unknown."""
+    call = state.call
+    arguments = json.dumps(call.arguments, sort_keys=True, default=str)
+    what = (
+        f"The outcome of {call.tool} on {state.task.source} is unknown: the call {call.tool}({arguments}) "
+        f"failed after it was sent ({cause or 'a transient error'}: {description}), so it may or may not "
+        "have acted. It was not sent again, as a write that may have acted must not happen twice. Check "
+        f"{state.task.source} for its effect before asking again; a tool that takes an idempotency key "
+        "may be called again with the same key."
+    )
+    error = ToolError.of(ErrorCategory.BUSINESS, what, attempted_query=call.query())
+    return Stop(
+        "outcome_unknown",
+        f"not resent: a write whose outcome is unknown ({cause or 'transient'})",
+        error=error,
+    )
 
 
 def after_failure(
@@ -184,6 +220,8 @@ def after_failure(
     """What to do about a failed call before anyone else decides: retry a transient fault, elevate."""
     error = failed.error
     match policy.action_for(error.error_category):
+        case Recovery.RETRY if not failed.resendable:
+            return write_interrupted(state, failed.cause, error.description)
         case Recovery.RETRY:
             return _retry(policy, state, failed, rng)
         case Recovery.ELEVATE:
@@ -228,6 +266,8 @@ def on_settled(
         return Finish(accept_empty=outcome.kind == "empty")
     if outcome.error_type == "hook_blocked":
         return Stop("hook_blocked", reason)
+    if outcome.error_type == "not_approved":
+        return Stop("not_approved", reason)
     if policy.action_for(error.error_category) is not Recovery.REPAIR:
         return Stop("escalate", reason)
     spent = repairs_spent(policy, state, error)

@@ -28,11 +28,12 @@ same machine, so every bound is counted once.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import anyio
@@ -44,10 +45,11 @@ from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier, Outcome, with_attempted_query
 from subagents.decisions import Decision, DecisionAction
 from subagents.guard import Guard, LocalGuard, Verdict
-from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults
+from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults, approval_of
 from subagents.policy import RecoveryPolicy
 from subagents.recovery import ACCEPT_EMPTY, RunState, Stop, SubagentReport, Task
 from subagents.transport import Transport
+from subagents.writes import Approval, EffectsTable, ToolEffects
 from traces.client_status import collect_client_spans
 from traces.spans import end_subagent, record_decision, subagent_span
 
@@ -137,6 +139,10 @@ class Runtime:
     # Each task's back-off jitter, when it must not depend on how concurrent tasks interleave (a
     # replay draws each task's recorded jitter); None: every task draws from ``rng``.
     jitter: Callable[[str], random.Random] | None = None
+    # What each tool says it does (reads, idempotent): what may be resent, and what is a write.
+    effects: EffectsTable = field(default_factory=EffectsTable.demo)
+    # A person's yes to writes, given before the run (``--approve``, a prompt): none, no write is sent.
+    approvals: Sequence[Approval] = ()
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,7 @@ class Subagent:
         self.state = state
         self.span = span
         self.rng = runtime.rng if runtime.jitter is None else runtime.jitter(state.task.id)  # its back-offs
+        self.sending = False  # a request is on its way to the source: cut now, a write's outcome is unknown
 
     @property
     def task(self) -> Task:
@@ -226,8 +233,11 @@ class Subagent:
 
     def cut_short(self) -> SubagentReport:
         """The report of a run stopped from outside mid-step (the backstop after the deadline)."""
+        outcome = self._deadline_outcome()
+        if self.sending and not self._resendable(outcome):  # a write cut mid-way may have acted
+            return self.stop(replace(self._interrupted(outcome), out_of_time=True), outcome)
         why = f"the deadline passed while {self.task.source} was still working"
-        return self.stop(Stop("give_up", why, out_of_time=True), self._deadline_outcome())
+        return self.stop(Stop("give_up", why, out_of_time=True), outcome)
 
     async def recover(self) -> SubagentReport:
         """The code decides: a result is reported, a validation error repaired, anything else escalated."""
@@ -260,6 +270,8 @@ class Subagent:
             if (
                 outcome.error_type == "deadline"
             ):  # the call's time was clipped to the deadline, and it ran out
+                if not self._resendable(outcome):  # a write cut mid-way may have acted
+                    return self._stopped(self._interrupted(outcome), outcome)
                 return self._stopped(
                     Stop("give_up", f"the deadline passed before {self.task.source} answered", True), outcome
                 )
@@ -279,6 +291,10 @@ class Subagent:
         blocked = next((error for hook in runtime.pre_call if (error := hook(call)) is not None), None)
         if blocked is not None:
             return Settled(Outcome("error", blocked, "hook_blocked"), blocked.description)
+        if self._effects().writes:
+            refused = self._approval(call)
+            if refused is not None:
+                return Settled(Outcome("error", refused, "not_approved"), refused.description)
         if self.state.deadline - runtime.clock.now() <= 0:
             why = "the deadline passed before the call could be made"
             return self._stopped(Stop("give_up", why, out_of_time=True), self._deadline_outcome())
@@ -293,7 +309,9 @@ class Subagent:
         """Carry out what the machine says of a failed call (``after``: the source's breaker after it);
         None: call again."""
         runtime = self.runtime
-        failed = recovery.Failed(error, outcome.error_type, runtime.clock.now(), not after.allowed)
+        failed = recovery.Failed(
+            error, outcome.error_type, runtime.clock.now(), not after.allowed, self._resendable(outcome)
+        )
         step = recovery.after_failure(runtime.policy, self.state, failed, self.rng)
         if isinstance(step, recovery.Retry) and not await runtime.guard.spend_retry(
             self.task.source, runtime.clock.now()
@@ -316,11 +334,37 @@ class Subagent:
                 return Settled(outcome, reason)
 
     def _stopped(self, stop: Stop, outcome: Outcome) -> Settled:
-        """Record a ``Stop``'s decision: the run ends on ``outcome``."""
+        """Record a ``Stop``'s decision: the run ends on ``outcome`` (or on the error the stop reports)."""
         if stop.out_of_time:
             self.state = self.state.timed_out()
         self.step(stop.action, stop.reason, outcome)
+        if stop.error is not None:
+            outcome = replace(outcome, result=stop.error)
         return Settled(outcome, stop.reason, stopped=True)
+
+    def _effects(self) -> ToolEffects:
+        return self.runtime.effects.of(self.task.source, self.state.call.tool)
+
+    def _resendable(self, outcome: Outcome) -> bool:
+        return recovery.resendable(self._effects(), self.state.call, outcome.unsent)
+
+    def _interrupted(self, outcome: Outcome) -> Stop:
+        error = outcome.error
+        return recovery.write_interrupted(
+            self.state, outcome.error_type, error.description if error is not None else "no answer"
+        )
+
+    def _approval(self, call: ToolCall) -> ToolError | None:
+        """A write is sent only with a person's yes: its ``approved`` decision is recorded, else the
+        call is not sent and says how to approve it."""
+        given = approval_of(call, self.runtime.approvals)
+        if isinstance(given, ToolError):
+            return given
+        arguments = json.dumps(dict(call.arguments), sort_keys=True, default=str)
+        said = f"approved by {given.by} ({given}): {call.source} {call.tool}({arguments})"
+        if not any(d.action == "approved" and d.reason == said for d in self.state.decisions):  # once a call
+            self.decide("approved", said)
+        return None
 
     def _tool_call(self) -> ToolCall:
         call, task = self.state.call, self.task
@@ -356,10 +400,16 @@ class Subagent:
                     timeout_s = min(
                         runtime.policy.call_timeout_for(self.task.source), deadline - runtime.clock.now()
                     )
+                    self.sending = True
                     result = await connection.send(client, call, timeout_s=timeout_s, meta=sent.meta)
+                    self.sending = False
                 outcome = runtime.classifier.result(result, source=self.task.source)
             except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
-                outcome = self._cut_by_deadline(runtime.classifier.exception(exc, source=self.task.source))
+                outcome = runtime.classifier.exception(exc, source=self.task.source)
+                if not self.sending:  # it failed before the request was sent: nothing can have acted
+                    outcome = replace(outcome, unsent=True)
+                self.sending = False
+                outcome = self._cut_by_deadline(outcome)
             if outcome.error is not None:  # the SDK leaves its client span's status unset here: set it
                 client_spans.failed(outcome.error_type or "tool_error", outcome.error.description)
         outcome = with_attempted_query(outcome, sent.query())
@@ -373,7 +423,7 @@ class Subagent:
         """A transient failure at the deadline is the deadline's doing (the call's timeout was clipped to it)."""
         transient = outcome.error is not None and outcome.error.error_category is ErrorCategory.TRANSIENT
         if transient and self.state.deadline - self.runtime.clock.now() <= _AT_DEADLINE_S:
-            return Outcome("error", self._deadline_outcome().result, "deadline", outcome.reopen)
+            return replace(outcome, result=self._deadline_outcome().result, error_type="deadline")
         return outcome
 
     def _elevate(self, scope: str | None, outcome: Outcome, error: ToolError) -> str | None:

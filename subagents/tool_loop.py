@@ -37,6 +37,7 @@ from sources.deferred import deferred
 from subagents import recovery
 from subagents.classify import Outcome
 from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
+from subagents.decisions import DecisionAction
 from subagents.model_use import ClaudeReport, ModelUse
 from subagents.policy import Recovery
 from subagents.recovery import ACCEPT_EMPTY, Stop, SubagentReport, add_new
@@ -177,8 +178,11 @@ class ModelCaller:
             if outcome.kind == "empty":
                 agent.decide("accept_empty", ACCEPT_EMPTY)
             return outcome.result
-        if outcome.error_type == "hook_blocked":
-            agent.step("hook_blocked", f"{settled.reason} Returned to the model.", outcome)
+        if outcome.error_type in ("hook_blocked", "not_approved"):
+            action: DecisionAction = (
+                "hook_blocked" if outcome.error_type == "hook_blocked" else "not_approved"
+            )
+            agent.step(action, f"{settled.reason} Returned to the model.", outcome)
         elif policy.action_for(error.error_category) is Recovery.REPAIR:
             spent = recovery.repairs_spent(policy, agent.state, error)
             if spent is not None:

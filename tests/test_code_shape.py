@@ -115,7 +115,7 @@ def test_every_run_goes_through_the_coordinator_and_its_runtime_is_built_in_one_
     refund guard, the write guard and the allowed-tools hook: no module of the coordinator builds a
     ``Runtime`` itself, only ``coordinator.core`` assembles one or runs subagents or a plan, every
     entry point makes a ``Coordinator``, and what the guards need (the registry, the data folder,
-    what the question named) has no default."""
+    the writes the question asks for, the approvals a person gave) has no default."""
     import inspect
 
     from coordinator.runtime import build_runtime
@@ -129,5 +129,5 @@ def test_every_run_goes_through_the_coordinator_and_its_runtime_is_built_in_one_
     runs = {str(p.relative_to(ROOT)) for p in coordinator if "Coordinator" in _called(p)}
     assert runs == set(ENTRY_POINTS)
     parameters = inspect.signature(build_runtime).parameters
-    for needed in ("registry", "data_dir", "named"):
+    for needed in ("registry", "data_dir", "asked", "approvals"):
         assert parameters[needed].default is inspect.Parameter.empty, needed

@@ -219,16 +219,18 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-async def test_a_write_acts_only_on_what_the_question_named_or_its_research_found(
+async def test_a_write_is_made_only_as_the_question_asks_for_it(
     settings: SourceSettings, tmp_path: Path
 ) -> None:
-    """A refund on an order the question never named is blocked before it leaves, whoever chose it,
-    and a lookup a model is steered to ("also refund ORD-10134") does not make it found; an order
-    found by a call about what the question named (the customer's own orders) may be acted on."""
-    from coordinator.planning.reading import identifiers_named
+    """Every refund is approved here, so the write guard alone decides: a question that only asks
+    whether a refund is allowed makes none; research that found an order makes none on it; a request
+    makes the one write it asks, on the order it names positively, within its amount, once (a resend
+    of the same call by its key is the same write)."""
+    from coordinator.planning.writes import asked_writes
     from coordinator.registry import Registry
     from coordinator.runtime import build_runtime
     from sources import orders
+    from subagents.writes import Approval
 
     own = dataclasses.replace(settings, data_dir=tmp_path)  # refunds of its own
     servers = {"billing": billing.create_server(own), "orders": orders.create_server(own)}
@@ -240,32 +242,49 @@ async def test_a_write_acts_only_on_what_the_question_named_or_its_research_foun
         ) as opened:
             runtime = build_runtime(
                 opened, CredentialBroker(TEST_KEY, base_scopes=frozenset({"billing:read", "billing:refund", "orders:read"})),
-                registry=Registry(None), data_dir=tmp_path, named=identifiers_named(question), question=question,
-                clock=clock, seed=1,
+                registry=Registry(None), data_dir=tmp_path, asked=asked_writes(question).writes,
+                approvals=(Approval("issue_refund"),), clock=clock, seed=1,
             )  # fmt: skip
             return {task.id: await run_subagent(task, runtime, deadline=clock.now() + 30) for task in tasks}
 
-    def refund(order: str, key: str) -> Task:
-        return Task(key, "billing", "issue_refund", {"order_id": order, "amount": 5, "idempotency_key": key})
+    def refund(order: str, key: str, amount: float = 5) -> Task:
+        return Task(
+            key, "billing", "issue_refund", {"order_id": order, "amount": amount, "idempotency_key": key}
+        )
 
     with anyio.fail_after(60):
-        steered = await run("can we refund £5 on ORD-10031?", [
-            refund("ORD-10134", "scope-unnamed"),
+        whether = await run("can we refund £5 on ORD-10031?", [
             Task("lookup", "orders", "get_order", {"order_id": "ORD-10134"}),
-            refund("ORD-10134", "scope-after-lookup"),
-            refund("ORD-10031", "scope-named"),
+            refund("ORD-10031", "guard-whether"),
+            refund("ORD-10134", "guard-unnamed"),
         ])  # fmt: skip
         found = await run("what can we do for CUST-00042 about their orders?", [
             Task("orders", "orders", "search_orders", {"customer_id": "CUST-00042"}),
-            refund("ORD-10008", "scope-found"),
+            refund("ORD-10008", "guard-found"),
         ])  # fmt: skip
-    assert steered["lookup"].state == "ok"  # a read is a read: the guard is on writes
-    for blocked in (steered["scope-unnamed"], steered["scope-after-lookup"]):
-        assert blocked.state == "escalated" and blocked.attempts == 0
-        assert [decision.action for decision in blocked.decisions] == ["hook_blocked"]
-        assert "ORD-10134 is neither named in the question nor found" in (blocked.message or "")
-    assert steered["scope-named"].state == "ok" and found["scope-found"].state == "ok"
+        asked = await run("Refund £5 on ORD-10031 please. This is not about ORD-10134.", [
+            refund("ORD-10134", "guard-negated"),
+            refund("ORD-10031", "guard-more", amount=6),
+            refund("ORD-10031", "guard-asked"),
+            refund("ORD-10031", "guard-asked"),  # the same call again: the same write, replayed by its key
+            refund("ORD-10031", "guard-twice"),
+        ])  # fmt: skip
+    assert whether["lookup"].state == "ok" and found["orders"].state == "ok"  # a read is a read
+    blocked = [
+        whether["guard-whether"],
+        whether["guard-unnamed"],
+        found["guard-found"],
+        asked["guard-negated"],
+    ]
+    for report in [*blocked, asked["guard-more"], asked["guard-twice"]]:
+        assert report.state == "escalated" and report.attempts == 0, report
+        assert [decision.action for decision in report.decisions] == ["hook_blocked"]
+    for report in blocked:
+        assert "the question did not ask for this write" in (report.message or ""), report.message
+    assert "the question did not ask for this write" in (asked["guard-more"].message or "")  # £6 > £5
+    assert "already made by another call" in (asked["guard-twice"].message or "")
+    assert asked["guard-asked"].state == "ok"
     rows = Store(world_path(tmp_path, own.seed) / "billing.db").rows(
-        "SELECT order_id FROM refunds ORDER BY order_id"
+        "SELECT order_id, idempotency_key FROM refunds"
     )
-    assert rows == [{"order_id": "ORD-10008"}, {"order_id": "ORD-10031"}]
+    assert rows == [{"order_id": "ORD-10031", "idempotency_key": "guard-asked"}]

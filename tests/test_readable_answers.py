@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.server import MCPServer
+from mcp.types import ToolAnnotations
 from rich.console import Console
 
 from coordinator.core import DEFAULT_GRANTS, Config, Coordinator
@@ -27,6 +28,8 @@ from coordinator.planning.plan import Plan, PlannedTask
 from coordinator.planning.planner import plan_query
 from coordinator.planning.reading import QueryError
 from coordinator.planning.tools import TOPIC_WORDS, tool_arguments
+from coordinator.registered_tools import keep_tools, tools_at
+from coordinator.registry import Registry, SourceEntry
 from coordinator.reporting.render import print_report
 from coordinator.reporting.report import ResearchReport
 from coordinator.reporting.sentences import describe
@@ -94,9 +97,12 @@ def rendered(report: ResearchReport) -> list[str]:
 
 
 async def ask(
-    settings: SourceSettings, query: str, targets: dict[str, Target] | None = None, plan: Plan | None = None
-) -> ResearchReport:
-    config = Config(settings, grants=(*DEFAULT_GRANTS, Grant("billing:read")))
+    settings: SourceSettings, query: str, targets: dict[str, Target] | None = None, plan: Plan | None = None,
+    registry: Registry | None = None,
+) -> ResearchReport:  # fmt: skip
+    config = Config(
+        settings, grants=(*DEFAULT_GRANTS, Grant("billing:read")), registry=registry or Registry(None)
+    )
     with anyio.fail_after(60):
         async with Coordinator(
             config, targets=targets or in_memory(settings), clock=FakeClock()
@@ -145,18 +151,19 @@ def registered_server() -> MCPServer:
     """A server outside the contract, as registered sources are: a structured record, JSON as text,
     a record nested in lists, and one whose text was cut short."""
     server = MCPServer("time")
+    reads = ToolAnnotations(readOnlyHint=True)  # as the real time server says of its tools
 
-    @server.tool()
+    @server.tool(annotations=reads)
     def get_current_time(timezone: str) -> dict[str, Any]:
         return {"timezone": timezone, "datetime": "2026-11-01T18:00:00+09:00", "is_dst": False}
 
-    @server.tool()
+    @server.tool(annotations=reads)
     def as_text(timezone: str) -> str:
         return json.dumps(
             {"timezone": timezone, "offsets": [9, 10], "source": {"name": "tz", "version": 2}}, indent=2
         )
 
-    @server.tool()
+    @server.tool(annotations=reads)
     def cut_short(timezone: str) -> str:
         return json.dumps({"timezone": timezone, "zones": ["Asia/Tokyo", "Asia/Seoul"]})[:-2]
 
@@ -171,11 +178,16 @@ async def test_a_registered_sources_records_are_read_as_words_never_as_json(sett
         for tool in tools
     ]
     server = registered_server()
+    # Registered, its tools listed and kept as `research sources add` keeps them: the runtime reads
+    # there that they only read (a source nobody listed would be taken to write).
+    entry = SourceEntry(name="time", url="http://127.0.0.1:9/mcp")
+    keep_tools(entry, settings.data_dir, await tools_at(server))
     report = await ask(
         settings,
         "what time is it in Asia/Tokyo",
         {"time": lambda: server},
         Plan.of("q", tasks, offered={**TOOLS, "time": tools}),
+        Registry(None).added(entry),
     )
     assert [task.state for task in report.tasks] == ["ok", "ok", "ok"], report.gaps
     texts = {finding.tool: finding.text for finding in report.findings}

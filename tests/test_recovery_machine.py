@@ -32,6 +32,7 @@ from subagents.recovery import (
     model_repair,
     on_settled,
 )
+from subagents.writes import ToolEffects
 
 POLICY = RecoveryPolicy()
 TASK = Task("lookup", "customers", "customer_lookup", {"identifier": "CUST 42"})
@@ -48,7 +49,9 @@ def failed(category: ErrorCategory, description: str = "no", **fields: object) -
 def transient_step(state: RunState, *, now: float = 0.0, breaker_open: bool = False, seed: int = 1) -> object:
     error = failed(ErrorCategory.TRANSIENT).error
     assert error is not None
-    return after_failure(POLICY, state, Failed(error, "timeout", now, breaker_open), random.Random(seed))
+    return after_failure(
+        POLICY, state, Failed(error, "timeout", now, breaker_open, resendable=True), random.Random(seed)
+    )
 
 
 def test_a_state_is_a_value_and_each_transition_a_new_one() -> None:
@@ -86,10 +89,10 @@ def test_a_transient_fault_that_opened_the_breaker_is_not_retried() -> None:
 def test_permission_asks_for_elevation_once_then_hands_over() -> None:
     error = failed(ErrorCategory.PERMISSION, required_scope="billing:read").error
     assert error is not None
-    first = after_failure(POLICY, start(), Failed(error, "", 0, False), random.Random(1))
+    first = after_failure(POLICY, start(), Failed(error, "", 0, False, resendable=True), random.Random(1))
     assert first == Elevate("billing:read")
     used = start().elevated("billing:read", {"credential": "x"})
-    second = after_failure(POLICY, used, Failed(error, "", 0, False), random.Random(1))
+    second = after_failure(POLICY, used, Failed(error, "", 0, False, resendable=True), random.Random(1))
     assert isinstance(second, HandOver) and "1 elevation already used" in second.reason
     assert used.held_scopes == frozenset({"billing:read"}) and used.call.meta == {"credential": "x"}
 
@@ -98,7 +101,7 @@ def test_permission_asks_for_elevation_once_then_hands_over() -> None:
 def test_business_and_validation_are_handed_to_the_decision_maker(category: ErrorCategory) -> None:
     error = failed(category, "stop here").error
     assert error is not None
-    step = after_failure(POLICY, start(), Failed(error, "", 0, False), random.Random(1))
+    step = after_failure(POLICY, start(), Failed(error, "", 0, False, resendable=True), random.Random(1))
     assert step == HandOver("stop here")
 
 
@@ -156,3 +159,75 @@ def test_the_report_escalates_with_every_field_and_the_partial_results_kept_once
     assert report.state == "escalated" and report.escalation is not None
     assert report.escalation.partial_results == [{"id": 1}, {"id": 2}]
     assert report.escalation.attempted_query.arguments == TASK.arguments and report.attempts == 1
+
+
+# --- writes: only what is safe to resend is resent ------------------------------------------------
+
+WRITE = Task("pay", "billing", "pay_out", {"order_id": "ORD-10031", "amount": 45.0})
+
+
+@given(
+    read_only=st.booleans(), idempotent=st.booleans(), takes_key=st.booleans(), keyed=st.booleans(),
+    unsent=st.booleans(),
+)  # fmt: skip
+def test_a_call_is_resendable_only_when_resending_cannot_repeat_an_effect(
+    read_only: bool, idempotent: bool, takes_key: bool, keyed: bool, unsent: bool
+) -> None:
+    """The one rule, over every combination: a read, an idempotent tool, a call carrying the key its
+    tool takes, or a call that never reached the tool; nothing else."""
+    arguments = {"order_id": "ORD-10031", **({"idempotency_key": "k-12345678"} if keyed else {})}
+    effects = ToolEffects(read_only=read_only, idempotent=idempotent, takes_key=takes_key)
+    call = recovery.Call("pay_out", arguments)
+    expected = read_only or idempotent or (takes_key and keyed) or unsent
+    assert recovery.resendable(effects, call, unsent) is expected
+
+
+def test_the_specification_defaults_make_an_unannotated_tool_a_write_not_resent() -> None:
+    """No annotations at all: destructive, not idempotent (MCP's defaults); a key the tool does not
+    take in its schema proves nothing."""
+    effects = ToolEffects.of(None, {"properties": {"line": {"type": "string"}}})
+    assert effects.writes and effects.destructive and not effects.idempotent
+    assert not effects.resendable({"line": "x", "idempotency_key": "k-12345678"})
+    assert ToolEffects.of({"readOnlyHint": True}).resendable({})
+    assert ToolEffects.of({"idempotentHint": True}).resendable({})
+    keyed = ToolEffects.of({}, {"properties": {"idempotency_key": {"type": "string"}}})
+    assert keyed.resendable({"idempotency_key": "k-12345678"}) and not keyed.resendable({})
+
+
+@given(
+    retries=st.integers(0, 5),
+    breaker_open=st.booleans(),
+    cause=st.sampled_from(["timeout", "connection_closed", "tool_error", "garbage"]),
+)
+def test_a_write_that_may_have_acted_ends_with_its_outcome_unknown_never_a_retry(
+    retries: int, breaker_open: bool, cause: str
+) -> None:
+    """Whatever the retries left and the breaker say, a transient failure of a write that is not safe
+    to resend is a stop whose error says the outcome is unknown, what was attempted and what to check."""
+    state = RunState.start(WRITE, 100.0, meta=None).attempted()
+    for _ in range(retries):
+        state = state.retried()
+    error = failed(ErrorCategory.TRANSIENT, "briefly unavailable").error
+    assert error is not None
+    step = after_failure(
+        POLICY, state, Failed(error, cause, 0.0, breaker_open, resendable=False), random.Random(1)
+    )
+    assert isinstance(step, Stop) and step.action == "outcome_unknown"
+    assert step.error is not None and step.error.error_category is ErrorCategory.BUSINESS
+    assert not step.error.is_retryable
+    assert (
+        "may or may not have acted" in step.error.description
+        and "It was not sent again" in step.error.description
+    )
+    assert step.error.attempted_query is not None and step.error.attempted_query.tool == "pay_out"
+
+
+def test_a_write_refused_before_acting_is_still_recovered() -> None:
+    """Validation and permission say the write did not act: repair and elevation still apply."""
+    state = RunState.start(WRITE, 100.0, meta=None).attempted()
+    denied = failed(ErrorCategory.PERMISSION, "needs billing:refund", required_scope="billing:refund").error
+    assert denied is not None
+    step = after_failure(
+        POLICY, state, Failed(denied, "tool_error", 0.0, False, resendable=False), random.Random(1)
+    )
+    assert isinstance(step, Elevate)

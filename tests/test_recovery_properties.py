@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from sources import billing
@@ -29,6 +29,7 @@ from subagents.guard import LocalGuard
 from subagents.policy import RecoveryPolicy
 from subagents.sessions.connection import Connections
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
+from subagents.writes import EffectsTable, ToolEffects
 from tests.conftest import TEST_KEY
 from tests.fakes import FakeClock
 
@@ -65,8 +66,9 @@ class ScriptedSource:
 
     def server(self) -> MCPServer:
         server = MCPServer("scripted")
+        # A lookup: it says it only reads, so a transient failure of it may be retried.
 
-        @server.tool()
+        @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
         async def lookup(customer_id: str, ctx: Context) -> Annotated[CallToolResult, ResultPage[Record]]:
             """Answers from the script ("hang": never)."""
             meta = ctx.request_context.meta or {}
@@ -108,6 +110,8 @@ def _answer(kind: str, customer_id: str) -> ResultPage[Record] | EmptyResult | T
 
 
 POLICY = RecoveryPolicy()
+# The scripted source's lookup, as its listing would say of a read (the runtime knows the demo sources').
+READS = EffectsTable({"scripted": {"lookup": ToolEffects(read_only=True, destructive=False)}})
 MAX_CALLS = 1 + POLICY.max_retries + POLICY.max_repairs + POLICY.max_elevations
 
 
@@ -122,6 +126,7 @@ async def _run(
             runtime = Runtime(
                 connections=connections, broker=CredentialBroker(TEST_KEY, grants=(Grant("x:read", "granted"),)),
                 policy=POLICY, guard=LocalGuard.of(breakers), clock=clock, rng=random.Random(seed),
+                effects=READS,
             )  # fmt: skip
             task = Task("t", "scripted", "lookup", {"customer_id": "cust-42"}, purpose=purpose)
             # Opened before the run: its wait is real time, the budget is the fake clock's, so a loaded
@@ -223,7 +228,7 @@ class BreakerMachine(RuleBasedStateMachine):
             async with Connections.opened({"scripted": lambda: server}) as connections:
                 runtime = Runtime(
                     connections=connections, broker=CredentialBroker(TEST_KEY), policy=RecoveryPolicy(max_retries=1),
-                    guard=LocalGuard.of(self.breakers), clock=self.clock, rng=random.Random(0),
+                    guard=LocalGuard.of(self.breakers), clock=self.clock, rng=random.Random(0), effects=READS,
                 )  # fmt: skip
                 task = Task("t", "scripted", "lookup", {"customer_id": "CUST-00042"})
                 with anyio.CancelScope() as deadline:

@@ -189,3 +189,41 @@ def _wait_until(condition: Any, process: subprocess.Popen[str] | None) -> None:
         assert time.monotonic() < deadline, "the condition did not hold in time"
         assert process is None or process.poll() is None, process.communicate()
         time.sleep(0.05)  # a bounded wait for another process, not a back-off
+
+
+def test_the_service_writes_only_what_a_question_asks_and_what_was_approved(
+    settings: SourceSettings, service: Member
+) -> None:
+    """The service has no one to ask: only the request's `approve` list is approved, and the write
+    guard holds for each hostile phrasing (tests/test_writes_asked.py asks the others)."""
+    from tests.test_writes_asked import HOSTILE, assert_only_what_was_asked, refunds
+
+    headers = {"Content-Type": "application/json", FLEET_SECRET_HEADER: Fleet(settings).secret()}
+
+    def post(query: str, approve: list[str]) -> dict[str, Any]:
+        body = {
+            "query": query,
+            "deadline_s": 15,
+            "grants": ["billing:refund"],
+            "approve": approve,
+            "output": {"json": True},
+        }
+        answer = httpx2.post(f"{service.base}/ask", json=body, headers=headers, timeout=BOUND_S)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    for question, asked in HOSTILE:
+        before = refunds(settings)
+        post(question, ["issue_refund"])
+        assert_only_what_was_asked(refunds(settings) - before, asked, question)
+    before = refunds(settings)
+    unapproved = json.loads(post("Refund £2 on ORD-10008 now", [])["output"])
+    assert refunds(settings) == before and unapproved["status"] == "partial"
+    assert any(gap["next_step"] == "approve it" for gap in unapproved["gaps"]), unapproved["gaps"]
+    bad = httpx2.post(
+        f"{service.base}/ask",
+        json={"query": QUERY, "approve": ["issue_refund:"]},
+        headers=headers,
+        timeout=BOUND_S,
+    )
+    assert bad.status_code == 400 and '"approve"' in bad.json()["error"], bad.text

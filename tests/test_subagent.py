@@ -25,6 +25,7 @@ from subagents.guard import LocalGuard
 from subagents.policy import RecoveryPolicy
 from subagents.sessions.connection import Connections
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
+from subagents.writes import Approval
 from tests.conftest import MODULES, TEST_KEY
 from tests.fakes import FakeClock
 
@@ -231,13 +232,15 @@ async def test_a_lost_answer_is_retried_without_refunding_twice(
     key = f"lost-{uuid.uuid4().hex[:12]}"
     broker = CredentialBroker(TEST_KEY, base_scopes=frozenset({"billing:refund"}))
     rt = await runtime(
-        {"billing": lambda: next(sessions)}, policy=RecoveryPolicy(call_timeout_s=0.5), broker=broker
-    )
+        {"billing": lambda: next(sessions)}, policy=RecoveryPolicy(call_timeout_s=0.5), broker=broker,
+        approvals=(Approval("issue_refund", "ORD-10008"),),
+    )  # fmt: skip
     report = await run(
         rt, "billing", "issue_refund", {"order_id": "ORD-10008", "amount": 1.25, "idempotency_key": key}
     )
-    assert actions(report) == ["retry"] and report.state == "ok", report
-    assert report.decisions[0].reason.startswith("retry 1/3 after timeout: ")
+    # Keyed, so safe to resend: billing replays the key and pays nothing twice.
+    assert actions(report) == ["approved", "retry"] and report.state == "ok", report
+    assert report.decisions[1].reason.startswith("retry 1/3 after timeout: ")
     assert report.results[0]["replayed"] is True
     billing = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
     assert len(billing.rows("SELECT id FROM refunds WHERE idempotency_key = ?", (key,))) == 1

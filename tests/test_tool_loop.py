@@ -549,11 +549,13 @@ async def test_a_bug_in_our_own_code_under_the_model_is_raised_not_turned_into_a
 async def test_a_model_steered_to_refund_another_order_is_blocked(
     fake_api: Any, settings: SourceSettings
 ) -> None:
-    """Claude mode with the refund scope granted: the question is about ORD-10031, and the refund
-    subagent's model, steered (as by text a source returned), refunds ORD-10134. The write guard
-    blocks it before it leaves; the refund research itself is answered, and billing paid nothing."""
+    """Claude mode with the refund scope granted and every refund approved: the question asks
+    whether a refund on ORD-10031 is allowed, and the refund subagent's model, steered (as by text a
+    source returned), refunds ORD-10134. The write guard blocks it before it leaves (the question
+    asked for no write at all); the refund research itself is answered, and billing paid nothing."""
     from coordinator.core import Config, Coordinator
     from subagents.broker import Grant
+    from subagents.writes import Approval
 
     key = f"steered-{uuid.uuid4().hex[:12]}"
     steered = {"order_id": "ORD-10134", "amount": 20, "idempotency_key": key}
@@ -563,6 +565,7 @@ async def test_a_model_steered_to_refund_another_order_is_blocked(
         settings,
         claude=claude_settings(api),
         grants=(Grant("billing:read", None), Grant("billing:refund", None)),
+        approvals=(Approval("issue_refund"),),
     )
     targets = {name: (lambda s=server: s) for name, server in servers.items()}
     with anyio.fail_after(60):
@@ -570,9 +573,7 @@ async def test_a_model_steered_to_refund_another_order_is_blocked(
             report = await coordinator.research("can we refund £20 on ORD-10031?", seed=1)
     seen = seen_by_model(api, "refund")
     assert (
-        seen
-        and seen[0]["is_error"]
-        and "ORD-10134 is neither named in the question" in seen[0]["description"]
+        seen and seen[0]["is_error"] and "the question did not ask for this write" in seen[0]["description"]
     )
     billing = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
     assert billing.rows("SELECT id FROM refunds WHERE idempotency_key = ?", (key,)) == []

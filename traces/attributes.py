@@ -3,7 +3,7 @@
 | name                     | on                      | meaning                                                     |
 |--------------------------|-------------------------|-------------------------------------------------------------|
 | `recovery.decision`      | event on `subagent` span | one decision of the recovery policy                        |
-| `recovery.action`        | decision event          | retry, repair, elevate, escalate, accept_empty, give_up, breaker_open, hook_blocked; in Claude mode also to_model, refused, fallback, stop_model |
+| `recovery.action`        | decision event          | retry, repair, elevate, escalate, accept_empty, give_up, breaker_open, hook_blocked, outcome_unknown, approved, not_approved; in Claude mode also to_model, refused, fallback, stop_model |
 | `recovery.category`      | decision event          | transient, validation, business, permission (absent for accept_empty) |
 | `recovery.retryable`     | decision event          | whether the failure was retryable (transient)               |
 | `recovery.attempt`       | decision event          | the call the decision followed (1-based)                    |

@@ -24,12 +24,14 @@ from coordinator.batch.questions import Question, read_questions
 from coordinator.batch.store import BatchDir, LinkRefused
 from coordinator.batch.summary import Tally, summarize
 from coordinator.batch.work import Answer, Setup
+from coordinator.registry import Registry
 from sources.catalogue import SOURCES
 from sources.faults import FaultSettings
 from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from subagents.claude import ClaudeSettings
 from subagents.guard import DEFAULT_RETRY_SHARE
+from subagents.writes import Approval
 from traces.setup import start_run
 
 __all__ = ["Batch", "BatchError", "Engine", "Progress", "TokenPool", "batch_fleet", "run_batch"]
@@ -57,6 +59,8 @@ class Batch:
     urls: Mapping[str, str] = field(default_factory=dict)  # a fleet given by URLs; empty: the batch's own
     claude: ClaudeSettings | None = None
     total_tokens: int | None = None  # Claude mode: the batch's whole budget
+    approvals: tuple[Approval, ...] = ()  # --approve: the only writes any question may make (no prompt)
+    registry: Registry = field(default_factory=lambda: Registry(None))  # the sources in effect
 
 
 class Engine(Protocol):
@@ -186,7 +190,15 @@ def run_batch(
     try:
         if pending:
             with batch_fleet(settings, batch) as urls:
-                setup = Setup(settings, urls, batch.deadline_s, batch.seed, batch.claude)
+                setup = Setup(
+                    settings,
+                    urls,
+                    batch.deadline_s,
+                    batch.seed,
+                    batch.claude,
+                    batch.approvals,
+                    batch.registry,
+                )
                 anyio.run(_ask_all, make_engine(setup), pending, batch, folder, tally, progress)
     finally:
         wall_s = time.monotonic() - started

@@ -21,11 +21,13 @@ from coordinator.chaos.checker import check
 from coordinator.chaos.history import History, ScenarioResult
 from coordinator.core import Config, Coordinator
 from coordinator.planning.reading import QueryError
+from coordinator.registry import Registry
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.guard import Guard
 from subagents.hooks import TrimResults
+from subagents.writes import Approval
 
 __all__ = ["Answer", "Setup", "answer", "asking_at", "question_seed"]
 
@@ -39,13 +41,18 @@ class Setup:
     deadline_s: float = 30.0
     seed: int = 0
     claude: ClaudeSettings | None = None
+    approvals: tuple[Approval, ...] = ()  # the writes approved up front: a batch has no one to ask
+    registry: Registry = field(default_factory=lambda: Registry(None))  # the sources in effect
 
 
 @asynccontextmanager
 async def asking_at(setup: Setup, guard: Guard) -> AsyncIterator[Coordinator]:
     """A coordinator on every source of the fleet, its sessions opened now and held until the worker is
     done: what every question of the worker shares (its sessions, and the guard)."""
-    config = Config(setup.settings, claude=setup.claude, demo_over="http", urls=setup.urls)
+    config = Config(
+        setup.settings, registry=setup.registry, claude=setup.claude, demo_over="http", urls=setup.urls,
+        approvals=setup.approvals,
+    )  # fmt: skip
     async with Coordinator(config, guard=guard) as coordinator:
         coordinator.open_soon(setup.urls)
         yield coordinator

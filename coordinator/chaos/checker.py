@@ -11,6 +11,7 @@ Invariants, checked after each scenario:
 | `deadline`         | the query finished by its deadline plus a small grace                               |
 | `no_leak`          | no source process or socket is left behind after the query                         |
 | `refunds`          | no refund above the limit reached billing; no order refunded above it in total, nor any refund issued outside the refund window after delivery; no refund was executed twice |
+| `writes_asked`     | every write that reached a source is one the question asked for (that action, on what it names positively, within its amount), one call each; the scenario's own side refund aside |
 
 Each invariant is one function below, named in ``_INVARIANTS``. What billing refunded is read through
 its ledger (``sources.refund_ledger``), never from its database here.
@@ -24,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 from coordinator.chaos.history import Call, ScenarioResult
+from coordinator.planning.writes import asked_writes
 from coordinator.reporting.report import ResearchReport
 from coordinator.run import DEADLINE_GRACE_S
 from sources.contract import ResultPage
@@ -137,6 +139,20 @@ def _refunds(result: ScenarioResult, report: ResearchReport) -> Iterator[str]:
         yield f"the refund with key {result.refund_key} was executed {len(mine)} times"
 
 
+def _writes_asked(result: ScenarioResult, report: ResearchReport) -> Iterator[str]:
+    asked = asked_writes(result.plan.query).writes
+    made: dict[int, str] = {}
+    for call in result.history.calls:
+        if call.tool != "issue_refund" or call.arguments.get("idempotency_key") == result.refund_key:
+            continue  # a read, or the scenario's own side refund (approved as a task is)
+        allowing = [index for index, ask in enumerate(asked) if ask.allows(call.tool, call.arguments)]
+        by_value = json.dumps(dict(call.arguments), sort_keys=True, default=str)
+        if not allowing:
+            yield f"a write the question did not ask for reached {call.source}: {call.tool} {by_value}"
+        elif any(made.setdefault(index, by_value) != by_value for index in allowing):
+            yield f"an asked write was made by a second call: {call.tool} {by_value}"
+
+
 # The invariants, in the order their violations are reported (the table above says what each holds).
 _INVARIANTS: dict[str, Invariant] = {
     "terminal": _terminal,
@@ -146,6 +162,7 @@ _INVARIANTS: dict[str, Invariant] = {
     "deadline": _deadline,
     "no_leak": _no_leak,
     "refunds": _refunds,
+    "writes_asked": _writes_asked,
 }
 
 

@@ -25,6 +25,7 @@ from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.sessions.connection import Target, stdio_target
 from subagents.subagent import Observer, Task
+from subagents.writes import Approval
 
 if TYPE_CHECKING:
     from mcp.server import MCPServer
@@ -131,7 +132,10 @@ async def _refund(
     )
     async with Coordinator(replace(config, grants=()), targets={"billing": billing}) as refunds:
         await refunds.run_task(
-            task, deadline_s=scenario.deadline_s, named=["ORD-10008"], seed=scenario.seed,
+            task, deadline_s=scenario.deadline_s, seed=scenario.seed,
+            # The scenario's own refund is the write it tests: approved by the scenario, as a person
+            # approves a task; the query beside it has no approval and writes nothing.
+            approvals=(Approval("issue_refund", "ORD-10008", by="the chaos scenario"),),
             base_scopes=frozenset({"billing:refund"}), pre_call=pre_call, post_call=hooks,
         )  # fmt: skip
 

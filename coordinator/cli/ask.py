@@ -16,6 +16,7 @@ from coordinator.cli.common import (
     EXIT_COMPLETE,
     EXIT_INTERRUPTED,
     EXIT_PARTIAL,
+    ApproveOption,
     FaultsOption,
     GrantOption,
     Llm,
@@ -23,12 +24,14 @@ from coordinator.cli.common import (
     SeedOption,
     Transport,
     app,
+    approvals_given,
     claude_or_deterministic,
     exit_now,
     jaeger_ui,
     load_registry,
     registry_catalog,
     start_tracing,
+    terminal_confirm,
     usage_error,
 )
 from coordinator.cli.params import QueryChaos, SourceFaults, query_chaos
@@ -41,7 +44,8 @@ if TYPE_CHECKING:
     from opentelemetry import trace
     from opentelemetry.sdk import trace as trace_sdk
 
-    from coordinator import ask_service, core
+    from coordinator import approvals as approving
+    from coordinator import ask_service, core, registered_tools
     from coordinator import query_chaos as chaos_kills
     from coordinator.planning import plan as planned
     from coordinator.planning import planner
@@ -56,12 +60,15 @@ if TYPE_CHECKING:
     from sources.settings import SourceSettings
     from subagents import broker
     from subagents import claude as claude_mode
+    from subagents.writes import Approval
     from traces import setup as tracing
 else:
     anyio = deferred("anyio")
     trace = deferred("opentelemetry.trace")
     trace_sdk = deferred("opentelemetry.sdk.trace")
     ask_service = deferred("coordinator.ask_service")
+    approving = deferred("coordinator.approvals")
+    registered_tools = deferred("coordinator.registered_tools")
     core = deferred("coordinator.core")
     planned = deferred("coordinator.planning.plan")
     planner = deferred("coordinator.planning.planner")
@@ -129,6 +136,7 @@ class _Asked(NamedTuple):
     claude: claude_mode.ClaudeSettings | None
     claude_missing: bool  # --llm claude, and Claude cannot be asked (no key): deterministic, said so
     grants: tuple[str, ...]
+    approvals: tuple[Approval, ...]  # --approve: the writes approved before the run
     json_output: bool
     otlp: bool
     trace_payloads: bool
@@ -156,6 +164,7 @@ def ask(
     seed: SeedOption = None,
     llm: LlmOption = Llm.auto,
     grant: GrantOption = None,
+    approve: ApproveOption = None,
     chaos: ChaosOption = None,
     otlp: OtlpOption = False,
     trace_payloads: TracePayloadsOption = False,
@@ -171,8 +180,8 @@ def ask(
         query=_query_text(query), deadline=_positive_deadline(deadline), transport=transport,
         faults=_merged_faults(faults or [], chaos), kills=chaos.kills if chaos is not None else (),
         seed=seed, claude=claude, claude_missing=llm == Llm.claude and claude is None,
-        grants=tuple(grant or ()), json_output=json_output, otlp=otlp, trace_payloads=trace_payloads,
-        registry=load_registry(),
+        grants=tuple(grant or ()), approvals=approvals_given(approve), json_output=json_output, otlp=otlp,
+        trace_payloads=trace_payloads, registry=load_registry(),
     )  # fmt: skip
     if asked.for_the_service:
         _ask_the_coordinator_service(asked)  # returns when there is no service to answer
@@ -245,9 +254,21 @@ def _research_here(asked: _Asked, plan: Plan) -> None:
                 budget=budget,
             )
         )
-    report = _run_with_progress(asked, plan, coordinator, planning, budget)
+    approvals, started_at = _approved(asked, plan, coordinator)
+    report = _run_with_progress(asked, plan, coordinator, planning, budget, approvals, started_at)
     _after_the_report(report, asked.json_output)
     exit_now(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
+
+
+def _approved(asked: _Asked, plan: Plan, coordinator: core.Coordinator) -> tuple[tuple[Approval, ...], float]:
+    """The writes approved for this run: by --approve, and at a prompt in a terminal for each other
+    write the run may make. A person's time at the prompt is not the query's: its deadline then
+    counts from the last answer."""
+    config = coordinator.config
+    effects = registered_tools.tool_effects(config.registry, config.settings.data_dir)
+    requests = approving.write_requests(plan, coordinator.asked_writes(asked.query), effects)
+    approvals, prompted = approving.approvals_for(requests, asked.approvals, terminal_confirm())
+    return approvals, (time.monotonic() if prompted else STARTED_AT)
 
 
 def _coordinator(asked: _Asked, settings: SourceSettings) -> core.Coordinator:
@@ -274,14 +295,16 @@ def _fleet_urls(settings: SourceSettings) -> dict[str, str]:
 
 def _run_with_progress(
     asked: _Asked, plan: Plan, coordinator: core.Coordinator, planning: PlanningSummary | None,
-    budget: claude_mode.TokenBudget | None,
+    budget: claude_mode.TokenBudget | None, approvals: tuple[Approval, ...], started_at: float,
 ) -> ResearchReport:  # fmt: skip
     """Run the plan with a live table of its tasks on stderr; Ctrl-C cancels it and says what ran."""
     console = Console(stderr=True)
     progress = render.LiveProgress(plan, console)
 
     async def asking() -> ResearchReport:
-        return await _research_and_print(asked, plan, coordinator, planning, budget, progress)
+        return await _research_and_print(
+            asked, plan, coordinator, planning, budget, progress, approvals, started_at
+        )
 
     try:
         with progress:
@@ -297,6 +320,7 @@ def _run_with_progress(
 async def _research_and_print(
     asked: _Asked, plan: Plan, coordinator: core.Coordinator, planning: PlanningSummary | None,
     budget: claude_mode.TokenBudget | None, progress: render.LiveProgress,
+    approvals: tuple[Approval, ...], started_at: float,
 ) -> ResearchReport:  # fmt: skip
     """Research on sessions this command owns, killing sources at the times --chaos says, and print
     the report the moment it is ready: closing the sessions (a hung source's included) comes after."""
@@ -309,8 +333,8 @@ async def _research_and_print(
                 )
             report = await coordinator.research(
                 asked.query, deadline_s=asked.deadline, seed=asked.seed, plan=plan, planning=planning,
-                budget=budget, observer=progress,
-                started_at=STARTED_AT,  # the deadline covers this command's start-up and planning too
+                budget=budget, observer=progress, approvals=approvals,
+                started_at=started_at,  # the deadline covers this command's start-up and planning too
             )  # fmt: skip
             chaos_group.cancel_scope.cancel()
         if asked.claude_missing:
@@ -364,6 +388,7 @@ def _ask_the_coordinator_service(asked: _Asked) -> None:
             service.url, fleet.secret(), asked.query,
             deadline_s=max(STARTED_AT + asked.deadline - time.monotonic(), 0.01), seed=asked.seed,
             output=_terminal(console, asked.json_output), grants=list(asked.grants),
+            approvals=[str(approval) for approval in asked.approvals],
         )  # fmt: skip
     except ask_service.QueryRefused as refused:
         raise usage_error(render.shown(str(refused), keep="")) from None

@@ -17,12 +17,15 @@ from coordinator.cli.common import (
     EXIT_COMPLETE,
     EXIT_INTERRUPTED,
     EXIT_PARTIAL,
+    ApproveOption,
     FaultsOption,
     Llm,
     LlmOption,
     app,
+    approvals_given,
     claude_or_deterministic,
     fleet_call,
+    load_registry,
     usage_error,
 )
 from coordinator.cli.params import SourceUrl, source_url
@@ -75,6 +78,7 @@ def batch(
     url: Annotated[list[SourceUrl] | None, typer.Option("--url", parser=source_url, metavar="SOURCE=URL", help="SOURCE=URL of a running source (all five); by default the running fleet, or one started for the batch.")] = None,
     llm: LlmOption = Llm.none,
     total_tokens: Annotated[int | None, typer.Option("--total-tokens", min=1, metavar="TOKENS", help="Claude mode: the whole batch's token budget.")] = None,
+    approve: ApproveOption = None,
 ) -> None:  # fmt: skip
     """Research every question of a file; one report (as `ask --json`) and one trace each, in DIR.
 
@@ -85,7 +89,7 @@ def batch(
     asked = batch_run.Batch(
         questions, out, engine, address, concurrency, workers, deadline, seed, retry_budget, bulkhead,
         {each.source: each.settings for each in faults or []}, dict(url or []), claude=claude_or_deterministic(llm),
-        total_tokens=total_tokens,
+        total_tokens=total_tokens, approvals=approvals_given(approve), registry=load_registry(),
     )  # fmt: skip
     summary = _run(asked)
     complete = summary["answered"] == summary["questions"]

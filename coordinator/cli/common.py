@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from sources.security import private_files
     from sources.settings import SourceSettings
     from subagents import claude as claude_mode
+    from subagents import writes
     from subagents.claude import ClaudeSettings
+    from subagents.writes import Approval
     from traces import setup as tracing
 else:
     anyio = deferred("anyio")  # the event loop, needed only once the arguments are checked
@@ -50,6 +52,7 @@ else:
     fleets = deferred("sources.processes.fleet")
     private_files = deferred("sources.security.private_files")
     claude_mode = deferred("subagents.claude")
+    writes = deferred("subagents.writes")
     tracing = deferred("traces.setup")
 
 # The exceptions of the click that typer parses with: its own copy since typer 0.2x, else click.
@@ -327,6 +330,41 @@ GrantOption = Annotated[
         help="Let the credential broker grant this scope when a source asks for it, e.g. billing:read (repeatable).",
     ),
 ]
+
+ApproveOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--approve",
+        metavar="TOOL[:ID]",
+        help=(
+            "Approve a write before the run, e.g. issue_refund:ORD-10031 (repeatable). In a terminal you "
+            "are asked about every other write; without one, a write not approved here is not sent."
+        ),
+    ),
+]
+
+
+def approvals_given(values: list[str] | None) -> tuple[Approval, ...]:
+    """The ``--approve`` values, each checked: a usage error names the form."""
+    try:
+        return tuple(writes.Approval.parse(value) for value in values or ())
+    except ValueError as exc:
+        raise usage_error(f"--approve: {exc}") from None
+
+
+def terminal_confirm() -> Callable[[str], bool] | None:
+    """A yes/no prompt (default No) when a person is at a terminal; None otherwise (a script, a
+    pipe, a batch): then only what is approved up front is written."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return None
+
+    def confirm(question: str) -> bool:
+        try:
+            return typer.confirm(question, default=False, err=True)
+        except typer.Abort:  # end of input, Ctrl-C or Ctrl-D at the prompt: not a yes
+            return False
+
+    return confirm
 
 
 def claude_for(llm: Llm) -> ClaudeSettings | None:

@@ -19,6 +19,7 @@ from coordinator.cli.common import (
     load_source,
     sources_app,
     start_tracing,
+    terminal_confirm,
     usage_error,
 )
 from coordinator.cli.params import MemberPort, http_url, member_port
@@ -31,12 +32,14 @@ if TYPE_CHECKING:
     from mcp import StdioServerParameters
     from mcp.types import CallToolResult, RequestParamsMeta
 
-    from coordinator import ask_service, registered_tools
+    from coordinator import approvals as approving
+    from coordinator import ask_service, registered_tools, runtime
     from sources import contract
     from sources import settings as source_settings
     from sources.processes.fleet import MemberStatus
     from sources.security import auth
     from sources.settings import SourceSettings
+    from subagents import hooks, writes
     from subagents.sessions import connection
     from traces import spans
 else:
@@ -44,6 +47,10 @@ else:
     mcp = deferred("mcp")
     ask_service = deferred("coordinator.ask_service")
     registered_tools = deferred("coordinator.registered_tools")
+    approving = deferred("coordinator.approvals")
+    runtime = deferred("coordinator.runtime")
+    hooks = deferred("subagents.hooks")
+    writes = deferred("subagents.writes")
     contract = deferred("sources.contract")
     source_settings = deferred("sources.settings")
     auth = deferred("sources.security.auth")
@@ -133,30 +140,39 @@ def call_source(
             "a fleet's: `research sources status`) instead of spawning it.",
         ),
     ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Approve the call if its tool writes (as a yes at the prompt).")
+    ] = False,
 ) -> None:
     """Call one tool of one source and print the contract JSON it answers with.
 
     A source that answers it is warming up (a transient error with retryAfterMs, as kb does on its first
-    start) is called once more after the time it asked for, at most a few seconds.
+    start) is called once more after the time it asked for, at most a few seconds (a write only if it
+    is safe to resend: idempotent, or keyed).
 
+    A tool that does not say it only reads (readOnlyHint) is a write: it is called only with a yes at
+    the prompt in a terminal, or --yes, and within the write guards (the refund limit among them).
     Exit status 0 for a result (valid empty results included), 1 for a tool error or a source that
     cannot be reached, 2 for a usage error.
 
     Example: research sources call billing refund_eligibility '{"order_id": "ORD-10023", "amount": 750}' --scope billing:read
     """
-    _, entry = load_source(source)
+    registry, entry = load_source(source)
     if entry.demo:
         _check_tool(source, tool)  # a registered server answers an unknown tool itself (classified)
     # The call's tracing: one trace, its run's id passed to the source.
     settings = start_tracing(source_settings.SourceSettings.from_environment())
     call = _ToolCall(source, tool, dict(arguments or {}), _credential(settings, source, scope or []))
+    effects = registered_tools.tool_effects(registry, settings.data_dir).of(source, tool)
+    if effects.writes:  # a write: only with a yes, within the write guards
+        _stop_unless_allowed(call, registry, settings, yes)
     where = url or (
         connection.stdio_parameters(source, settings)
         if entry.demo
         else registered_tools.target_of(entry, settings.data_dir / "logs")
     )
     try:
-        is_error, payload = anyio.run(_call, call, where)
+        is_error, payload = anyio.run(_call, call, where, effects.resendable(call.arguments))
     except Exception as exc:  # whatever the transport raised: one line, never a traceback
         typer.echo(
             f"error: could not call {source} at {url or entry.where}: {registered_tools.one_line(exc)}",
@@ -165,6 +181,22 @@ def call_source(
         raise typer.Exit(1) from None
     Console().print_json(data={"isError": is_error, **(payload or {})})
     raise typer.Exit(1 if is_error else 0)
+
+
+def _stop_unless_allowed(call: _ToolCall, registry: Any, settings: SourceSettings, yes: bool) -> None:
+    """A write goes only with a yes and within the write guards; else its contract error, exit 1."""
+    approval = writes.Approval(call.tool, by="--yes" if yes else "the prompt")
+    given: tuple[Any, ...] = (approval,) if yes else ()
+    if not yes:
+        request = approving.WriteRequest(call.source, call.tool, call.arguments, "you called it", approval)
+        given = approving.approvals_for([request], (), terminal_confirm())[0]
+    tool_call = hooks.ToolCall(call.source, call.tool, call.arguments, attempt=1)
+    refused = runtime.one_call_refused(
+        tool_call, registry=registry, data_dir=settings.data_dir, approvals=given
+    )
+    if refused is not None:
+        Console().print_json(data={"isError": True, **refused.to_wire()})
+        raise typer.Exit(1)
 
 
 def _check_tool(source: str, tool: str) -> None:
@@ -190,7 +222,7 @@ def _credential(settings: SourceSettings, source: str, scopes: list[str]) -> Req
 
 
 async def _call(
-    call: _ToolCall, where: str | StdioServerParameters | Any
+    call: _ToolCall, where: str | StdioServerParameters | Any, resendable: bool
 ) -> tuple[bool, dict[str, Any] | None]:
     """Call the tool on a session of its own, once more if the source said it is warming up; the
     result's JSON. One root span for the command: the handshake, tools/list and the call are its children."""
@@ -202,7 +234,7 @@ async def _call(
             result = await client.call_tool(
                 call.tool, call.arguments, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=call.meta
             )
-            wait_ms = _warming_up(result)
+            wait_ms = _warming_up(result) if resendable else None
             if wait_ms is not None:  # once, bounded: a source that said when it will be ready
                 Console(stderr=True).print(
                     f"[dim]{call.source} is warming up; calling again in {wait_ms / 1000:.2f} s, as it asked[/]"

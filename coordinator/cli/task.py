@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -11,6 +13,7 @@ from rich.text import Text
 
 from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
 from coordinator.cli.common import (
+    ApproveOption,
     ArgumentsArgument,
     FaultsOption,
     GrantOption,
@@ -19,9 +22,12 @@ from coordinator.cli.common import (
     SeedOption,
     SourceArgument,
     app,
+    approvals_given,
     claude_or_deterministic,
     load_source,
+    registry_catalog,
     start_tracing,
+    terminal_confirm,
     usage_error,
 )
 from coordinator.cli.params import SourceFaults
@@ -32,19 +38,24 @@ if TYPE_CHECKING:
 
     import anyio
 
-    from coordinator import core
+    from coordinator import approvals as approving
+    from coordinator import core, registered_tools
     from coordinator.registry import SourceEntry
     from coordinator.reporting import render
     from sources import faults as fault_settings
     from sources import settings as source_settings
     from sources.faults import FaultSettings
-    from subagents import broker, policy, subagent
+    from subagents import broker, policy, subagent, writes
     from subagents.decisions import Decision
     from subagents.subagent import SubagentReport, Task
+    from subagents.writes import Approval
     from traces import spans
 else:
     anyio = deferred("anyio")
     core = deferred("coordinator.core")
+    approving = deferred("coordinator.approvals")
+    registered_tools = deferred("coordinator.registered_tools")
+    writes = deferred("subagents.writes")
     render = deferred("coordinator.reporting.render")
     fault_settings = deferred("sources.faults")
     source_settings = deferred("sources.settings")
@@ -71,10 +82,16 @@ def run_task(
     ] = 30.0,
     seed: SeedOption = None,
     llm: LlmOption = Llm.auto,
+    approve: ApproveOption = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Approve this task's call if it writes (as a yes at the prompt).")
+    ] = False,
 ) -> None:
     """Run one task through a subagent, showing every recovery decision, then its report as JSON.
 
     With --llm claude, Claude drives the subagent's calls and the code keeps its bounds and hooks.
+    A tool that writes is called only once approved: at a prompt in a terminal, or with --yes or
+    --approve; the task is then the one write it may make, exactly as given.
 
     Exit status 0 for ok or a valid empty result, 1 for any other state (a gap: escalated,
     blocked, deadline).
@@ -83,6 +100,8 @@ def run_task(
     """
     source_faults = _faults_of(source, faults or [])
     registry, entry = load_source(source)
+    if not entry.demo:  # its tools listed (and kept) first: what each says it does decides its approval
+        registry_catalog(registry, deadline * 0.5)
     # Traced like a query: this process's spans and the source's join one trace (the run's id goes to it).
     settings = start_tracing(source_settings.SourceSettings.from_environment().with_faults(source_faults))
     config = core.Config(
@@ -93,9 +112,30 @@ def run_task(
     task = subagent.Task(
         id=f"{source}.{tool}", source=source, tool=tool, arguments=dict(arguments or {}), purpose=purpose
     )
-    report = anyio.run(_run, task, config, entry, deadline, seed)
+    approvals, prompted = _approvals(task, config, approvals_given(approve), yes)
+    config = dataclasses.replace(config, approvals=approvals)
+    # A person's time at the prompt is not the task's: its deadline then counts from the answer.
+    started_at = time.monotonic() if prompted else STARTED_AT
+    report = anyio.run(_run, task, config, entry, deadline, seed, started_at)
     Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))
     raise typer.Exit(1 if report.state.is_gap else 0)
+
+
+def _approvals(
+    task: Task, config: core.Config, given: tuple[Approval, ...], yes: bool
+) -> tuple[tuple[Approval, ...], bool]:
+    """This task's approval if its tool writes: --yes, --approve, or a yes at the prompt; and
+    whether anyone was asked."""
+    effects = registered_tools.tool_effects(config.registry, config.settings.data_dir)
+    if not effects.of(task.source, task.tool).writes:
+        return given, False
+    request = approving.WriteRequest(
+        task.source, task.tool, dict(task.arguments), "you ran this task",
+        writes.Approval(task.tool, by="--yes" if yes else "the prompt"),
+    )  # fmt: skip
+    if yes:
+        return (*given, request.approval), False
+    return approving.approvals_for([request], given, terminal_confirm())
 
 
 def _faults_of(source: str, faults: list[SourceFaults]) -> FaultSettings:
@@ -107,7 +147,7 @@ def _faults_of(source: str, faults: list[SourceFaults]) -> FaultSettings:
 
 
 async def _run(
-    task: Task, config: core.Config, entry: SourceEntry, deadline: float, seed: int | None
+    task: Task, config: core.Config, entry: SourceEntry, deadline: float, seed: int | None, started_at: float
 ) -> SubagentReport:
     """The task, under one root span for the command: the session's handshake and every call are its children."""
     settings = config.settings
@@ -116,8 +156,7 @@ async def _run(
     with spans.command_span("task", task.id) as span:
         async with core.Coordinator(config, targets={task.source: target}) as coordinator:
             report = await coordinator.run_task(
-                task, deadline_s=deadline, started_at=STARTED_AT, seed=seed,
-                named=[str(value) for value in task.arguments.values()],  # what the command line names
+                task, deadline_s=deadline, started_at=started_at, seed=seed,
                 observer=_Progress(Console(stderr=True)),
             )  # fmt: skip
         spans.end_command(span, status=report.state)

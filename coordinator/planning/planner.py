@@ -123,9 +123,9 @@ class _Planner:
     def __init__(self, reading: Reading, catalog: Catalog) -> None:
         self.reading = reading
         self.catalog = catalog
-        # The refunds the question asks for (``coordinator.planning.writes``); a registered server's
-        # write is never planned by the deterministic planner.
-        self.asked = writes_in(reading)
+        # The writes the question asks for (``coordinator.planning.writes``): its refunds, and a
+        # registered server's write tools it asks for by name (no other write is planned).
+        self.asked = writes_in(reading, catalog.writes)
         self.tools = catalog.tools
         self.calls: list[_Call] = []
         self.unplanned: list[Unplanned] = []
@@ -382,7 +382,10 @@ class _Planner:
                 self.unplanned.append(_unanswerable(intent))
             elif intent.name in reading.weak_intents and self.order_lookups:
                 self.plan_intent(intent)  # "the customer of ORD-10023": who placed it
+        asked_tools = {write.tool for write in self.asked.writes}
         for tool in sorted(self.catalog.registered):
+            if tool in self.catalog.writes and tool.rsplit(".", 1)[-1] not in asked_tools:
+                continue  # a write the question does not ask for by name is never planned
             for call in self._registered_calls(tool):
                 self._add(call)
         self._account_for_refunds()

@@ -242,6 +242,9 @@ class Catalog:
     # Kinds a registered source's entry says its tools take, though it could not be listed: still read
     # in a question, so what it names is reported as not researched (and why) rather than lost in words.
     unserved: frozenset[str] = frozenset()
+    # The plannable registered tools that do not say they only read: planned only where the question
+    # asks for that very tool (``coordinator.planning.writes``), never for what else it names.
+    writes: frozenset[str] = frozenset()
 
     @property
     def plannable(self) -> dict[str, frozenset[str]]:
@@ -277,7 +280,7 @@ class Catalog:
         kinds = {kind for arguments in hints.plan.values() for kind in arguments.values()}
         return Catalog(
             self.tools, self.offered, {**self.entities, **hints.entities}, self.registered,
-            {**self.not_usable, source: why}, self.unserved | kinds,
+            {**self.not_usable, source: why}, self.unserved | kinds, self.writes,
         )  # fmt: skip
 
 
@@ -295,6 +298,7 @@ def with_registered(catalog: Catalog, source: str, listed: list[Any], hints: Any
     requires takes a kind; what is not says why.
     """
     tools, not_usable, registered = dict(catalog.tools), dict(catalog.not_usable), set(catalog.registered)
+    writes = set(catalog.writes)
     for tool in listed:
         key = f"{source}.{tool.name}"
         arguments, why = _registered_arguments(tool, hints.plan.get(tool.name))
@@ -303,12 +307,15 @@ def with_registered(catalog: Catalog, source: str, listed: list[Any], hints: Any
             continue
         tools[key] = arguments
         registered.add(key)
+        if not tool.read_only:
+            writes.add(key)
     return Catalog(
         tools,
         {**catalog.offered, source: frozenset(tool.name for tool in listed)},
         {**catalog.entities, **hints.entities},
         frozenset(registered),
         not_usable,
+        writes=frozenset(writes),
     )
 
 

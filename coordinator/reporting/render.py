@@ -35,6 +35,7 @@ _ACTION_WORDS = {
     "accept_empty": "nothing found", "give_up": "gave up", "breaker_open": "circuit open", "hook_blocked": "blocked by hook",
     "to_model": "handed to the model", "refused": "repeat refused", "fallback": "code took over",
     "stop_model": "model stopped",
+    "outcome_unknown": "outcome unknown, not resent", "approved": "approved", "not_approved": "not approved",
 }  # fmt: skip
 
 

@@ -40,7 +40,11 @@ __all__ = [
     "TokenUse",
 ]
 
-NextStep = Literal["retry later", "fix the input", "escalate to a manager", "request access"]
+NextStep = Literal[
+    "retry later", "fix the input", "escalate to a manager", "request access",
+    "check whether it happened",  # a write whose outcome is unknown: never resent blindly
+    "approve it",  # a write nobody approved: --approve, or yes at the prompt
+]  # fmt: skip
 
 
 class _Model(BaseModel):

@@ -60,6 +60,19 @@ def _findings(outcome: TaskOutcome) -> list[Finding]:
     return findings
 
 
+# A write's own endings, whose way out is not its category's: its outcome unknown, or not approved.
+_WRITE_NEXT_STEP: dict[str, NextStep] = {
+    "outcome_unknown": "check whether it happened",
+    "not_approved": "approve it",
+}
+
+
+def _next_step(outcome: TaskOutcome) -> NextStep:
+    decisions = outcome.report.decisions if outcome.report else []
+    ending = decisions[-1].action if decisions else ""
+    return _WRITE_NEXT_STEP.get(ending, _NEXT_STEP[outcome.category])
+
+
 def _gap(outcome: TaskOutcome) -> Gap | None:
     """The gap a task without a full result leaves; None for one that answered (ok, or a valid empty)."""
     match outcome.state:
@@ -72,7 +85,7 @@ def _gap(outcome: TaskOutcome) -> Gap | None:
                 message=outcome.reason,
                 attempted_query=outcome.attempted_query,
                 partial_results=outcome.partial_results,
-                next_step=_NEXT_STEP[outcome.category],
+                next_step=_next_step(outcome),
                 blocked_by=outcome.blocked_by,
                 required_scope=outcome.report.required_scope if outcome.report else None,
             )
