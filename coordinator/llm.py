@@ -56,9 +56,11 @@ _SYSTEM = (
     "answer the query, and nothing the query does not ask for. Sources and tools: {tools}. A customer "
     "named by email must be resolved first with customers.customer_lookup; later tasks then take its id "
     'as the string "{{customer.id}}" and list "customer" in depends_on. A CUST-NNNNN id can be used '
-    'directly. Billing tasks about refunds take purpose "refund research". List in `unplanned` whatever '
-    "the query asks or names that no task can research (for example a refund with no amount), with why "
-    "and what the user should do."
+    'directly. Billing tasks about refunds take purpose "refund research". Plan a write (a refund, or '
+    "any tool that is not read-only) only where the query asks for that action, never for a question of "
+    "whether it is allowed; the code enforces this and a person approves every write. List in "
+    "`unplanned` whatever the query asks or names that no task can research (for example a refund with "
+    "no amount), with why and what the user should do."
 )
 
 

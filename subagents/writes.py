@@ -17,6 +17,7 @@ The rules that use these live in ``subagents.recovery`` (what is resent) and ``s
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -87,16 +88,21 @@ class EffectsTable:
     @classmethod
     def demo(cls) -> EffectsTable:
         """The five demo sources' tools, as their servers annotate them (``sources/annotations.json``)."""
-        schemas = input_schemas()
-        return cls(
-            {
-                source: {
-                    tool: ToolEffects.of(said, schemas.get(source, {}).get(tool))
-                    for tool, said in tools.items()
-                }
-                for source, tools in tool_annotations().items()
+        return _demo()
+
+
+@functools.cache
+def _demo() -> EffectsTable:
+    """Read once: the files are the sources' own, and a table is never changed in place."""
+    schemas = input_schemas()
+    return EffectsTable(
+        {
+            source: {
+                tool: ToolEffects.of(said, schemas.get(source, {}).get(tool)) for tool, said in tools.items()
             }
-        )
+            for source, tools in tool_annotations().items()
+        }
+    )
 
 
 @dataclass(frozen=True)

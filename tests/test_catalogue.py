@@ -137,11 +137,11 @@ def test_every_demo_tool_has_one_card_and_every_card_names_what_its_tool_takes()
     """The planner's and the brief's facts about a tool are one card each, held to the published schemas."""
     import string
 
-    from coordinator.planning.tools import CARDS, NEVER_PLANNED, tool_arguments
+    from coordinator.planning.tools import ASKED_ONLY, CARDS, tool_arguments
 
     published = {f"{source}.{tool}" for source, tools in TOOLS.items() for tool in tools}
     assert published == set(tool_arguments())
-    assert set(CARDS) == published - NEVER_PLANNED and published >= NEVER_PLANNED
+    assert set(CARDS) == published - ASKED_ONLY and published >= ASKED_ONLY
     for key, card in CARDS.items():
         assert card.key == key
         named = {name for _, name, _, _ in string.Formatter().parse(card.why) if name}

@@ -296,3 +296,62 @@ def test_the_checker_catches_a_write_the_question_did_not_ask_for() -> None:
         'a write the question did not ask for reached billing: issue_refund {"amount": 450, '
         '"idempotency_key": "unasked", "order_id": "ORD-10134"}'
     ]
+
+
+# --- a person at a terminal -------------------------------------------------------------------------
+
+
+def _at_a_terminal(settings: SourceSettings, answer: str, *args: str) -> tuple[int, str]:
+    """Run `research ARGS...` on a pseudo-terminal, answer its prompt with ``answer``; (status, what it showed)."""
+    import pty
+    import select
+    import time
+
+    leader, follower = pty.openpty()
+    environment = {**os.environ, **settings.child_environment(), "COLUMNS": "100", "TERM": "dumb"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", *args], env=environment,
+        cwd=PROJECT_ROOT, stdin=follower, stdout=follower, stderr=follower, close_fds=True,
+    )  # fmt: skip
+    os.close(follower)
+    shown, answered, ends_at = b"", False, time.monotonic() + 90
+    try:
+        while time.monotonic() < ends_at:
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # the terminal closed: the command ended
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            if not answered and b"Send it" in shown:
+                os.write(leader, answer.encode() + b"\r")
+                answered = True
+            if process.poll() is not None and not ready:
+                break
+        status = process.wait(timeout=max(ends_at - time.monotonic(), 1))
+    finally:
+        os.close(leader)
+        if process.poll() is None:
+            process.kill()
+    return status, shown.decode(errors="replace")
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(("answer", "refunded"), [("y", True), ("", False), ("n", False)])
+def test_at_a_terminal_a_person_is_asked_before_the_write_and_no_is_the_default(
+    fresh: SourceSettings, answer: str, refunded: bool
+) -> None:
+    status, shown = _at_a_terminal(
+        fresh, answer, "ask", "Refund £5 on ORD-10031 now, the jug leaked", "--grant", "billing:refund"
+    )
+    flat = " ".join(shown.split())
+    assert "Approve a write? billing issue_refund" in flat and '"order_id": "ORD-10031"' in flat, shown
+    assert '"amount": 5.0' in flat and "why:" in flat and "[y/N]" in flat, shown
+    made = refunds(fresh)
+    if refunded:
+        assert status == 0 and [(order, amount) for order, amount, _ in made] == [("ORD-10031", 5.0)], shown
+    else:
+        assert status == 3 and made == set() and "approve it" in flat, shown

@@ -41,7 +41,6 @@ __all__ = [
     "CARDS",
     "GIVES",
     "LOOKUPS",
-    "NEVER_PLANNED",
     "PATH_KINDS",
     "SUBJECT_KINDS",
     "TASK_NAMES",
@@ -101,9 +100,8 @@ class ToolCard:
 
 # The demo tools that write (a refund moves money): no card plans them from what a question names. The
 # planner plans one only where the question asks for it (``coordinator.planning.writes``), after the
-# check it needs; ``NEVER_PLANNED`` is the set's older name (no card is planned for them).
+# check it needs.
 ASKED_ONLY = frozenset({"billing.issue_refund"})
-NEVER_PLANNED = ASKED_ONLY
 # One card per other tool of the demo sources (``sources/tools.json``; a test holds them together).
 CARDS = {
     card.key: card
