@@ -155,6 +155,21 @@ class SourceEntry(BaseModel):
             raise ValueError('is empty; give the program and its arguments, e.g. "npx -y PACKAGE DIR"')
         return command
 
+    @field_validator("command", "cwd", "env")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        """A NUL cannot reach a process (its arguments, folder and environment are C strings)."""
+        texts = (
+            [*value, *value.values()]
+            if isinstance(value, dict)
+            else value
+            if isinstance(value, tuple)
+            else [value]
+        )
+        if any("\x00" in str(text) for text in texts):
+            raise ValueError("holds a NUL character, which no process can be given; remove it")
+        return value
+
     @field_validator("url")
     @classmethod
     def _http(cls, url: str | None) -> str | None:

@@ -80,10 +80,9 @@ def build_runtime(
     if pre_call is None:
         refund_limit, refund_ledger = refund_guard()
         pre_call, listeners = (refund_limit,), (refund_ledger, *listeners)
-    hooks: tuple[PreCallHook, ...] = (*pre_call, writes)
+    # A tool research may not call at all is named as such first; then whether the question asked it.
     allowed = allowed_tools(registry, data_dir)
-    if allowed:
-        hooks = (*hooks, AllowedTools(allowed))
+    hooks: tuple[PreCallHook, ...] = (*pre_call, *((AllowedTools(allowed),) if allowed else ()), writes)
     return Runtime(
         connections=connections,
         broker=broker,

@@ -395,7 +395,7 @@ async def test_a_write_tool_of_a_registered_source_is_never_called(
         async with Connections.opened(targets) as connections:
             runtime = build_runtime(
                 connections, CredentialBroker(settings.signing_key()), seed=1,
-                registry=Registry(None).added(entry), data_dir=settings.data_dir, named=(),
+                registry=Registry(None).added(entry), data_dir=settings.data_dir, asked=(), approvals=(),
             )  # fmt: skip
             task = Task("write", "docs", "write_file", {"path": str(written), "content": "overwritten"})
             report = await run_subagent(task, runtime, deadline=runtime.clock.now() + 10)

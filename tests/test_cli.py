@@ -464,7 +464,8 @@ def test_claude_mode_without_a_key_says_so_and_the_report_says_the_run_was_deter
     settings: SourceSettings,
 ) -> None:
     assert "ANTHROPIC_API_KEY" not in os.environ  # the autouse guard's doing
-    done = research(settings, "ask", "refund £45 on ORD-10031", "--llm", "claude", columns=80)
+    # A question of eligibility: complete without a write (a refund asked for would wait for approval).
+    done = research(settings, "ask", "is a £45 refund on ORD-10031 allowed?", "--llm", "claude", columns=80)
     assert done.returncode == 0, done.stderr
     (said,) = [line for line in done.stderr.splitlines() if "ANTHROPIC_API_KEY" in line]
     assert said == done.stderr.splitlines()[0]  # before the run, in one line
@@ -476,7 +477,9 @@ def test_claude_mode_without_a_key_says_so_and_the_report_says_the_run_was_deter
     assert "note: a deterministic run: --llm claude, but no ANTHROPIC_API_KEY is set" in " ".join(
         done.stdout.split()
     )
-    as_json = research(settings, "ask", "refund £45 on ORD-10031", "--llm", "claude", "--json", columns=80)
+    as_json = research(
+        settings, "ask", "is a £45 refund on ORD-10031 allowed?", "--llm", "claude", "--json", columns=80
+    )
     report = json.loads(as_json.stdout)
     assert (
         report["planning"]["planner"] == "deterministic" and report["synthesis"]["writer"] == "deterministic"

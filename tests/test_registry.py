@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from coordinator.planning.plan import Plan, PlanError, PlannedTask
 from coordinator.planning.planner import plan_query
@@ -76,17 +77,23 @@ urls = st.builds(
 )
 
 
+# What a process can be given: any text but NUL (refused with a clear error, tested below).
+PASSABLE = st.characters(blacklist_characters="\x00")
+
+
 @st.composite
 def entry_tables(draw: st.DrawFn, name: str | None = None) -> dict[str, Any]:
     """One valid ``[[source]]`` table, as a file would hold it (strings, lists, tables)."""
     table: dict[str, Any] = {"name": name or draw(names)}
     if draw(st.booleans()):
-        table["command"] = draw(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=4))
+        table["command"] = draw(st.lists(st.text(PASSABLE, min_size=1, max_size=12), min_size=1, max_size=4))
     else:
         table["url"] = draw(urls)
     optional = {
-        "cwd": st.text(min_size=1, max_size=20),
-        "env": st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=12), max_size=3),
+        "cwd": st.text(PASSABLE, min_size=1, max_size=20),
+        "env": st.dictionaries(
+            st.text(PASSABLE, min_size=1, max_size=8), st.text(PASSABLE, max_size=12), max_size=3
+        ),
         "timeout": st.floats(0, 600, exclude_min=True, allow_nan=False),
         "scopes": st.lists(st.text(min_size=1, max_size=12), max_size=3),
     }
@@ -790,3 +797,11 @@ def test_the_demo_planner_reads_no_path(here: Path) -> None:
     assert {task.source for task in plan.order()} <= set(SOURCES)
     assert tasks_of(plan, "refund_eligibility")
     assert not any("refund-policy.md" in str(item) for item in plan.unplanned)
+
+
+@pytest.mark.parametrize("field", ["command", "cwd", "env"])
+def test_a_nul_that_no_process_can_be_given_is_a_clear_error(field: str) -> None:
+    given: dict[str, Any] = {"command": ["srv", "a\x00b"], "cwd": "here/a\x00b", "env": {"A": "b\x00"}}
+    table = {"name": "docs", "command": ["srv"], field: given[field]}
+    with pytest.raises(ValidationError, match="NUL character"):
+        SourceEntry.model_validate(table)

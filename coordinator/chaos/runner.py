@@ -84,6 +84,8 @@ async def run_scenario(
     """
     history = History()
     sockets_before = _open_sockets()
+    # What this process ran before the scenario (another test's, another query's) is not its leak.
+    children_before = {child.pid for child in _children()}
     targets = _targets(scenario, settings)
     started = time.monotonic()  # one deadline for planning and the run, from the instant `elapsed` counts
     hooks: tuple[PostCallHook, ...] = (history.recorder(), *post_call, TrimResults())
@@ -108,10 +110,12 @@ async def run_scenario(
         await _refund(scenario, config, targets["billing"], pre_call, hooks, key)
         refunds = await anyio.to_thread.run_sync(ledger, settings)  # what billing paid, as its ledger says
     # The connections closed their source processes on the way out; give them a bounded moment to go.
-    await anyio.to_thread.run_sync(lambda: psutil.wait_procs(_children(), timeout=2))
+    started_here = [child for child in _children() if child.pid not in children_before]
+    await anyio.to_thread.run_sync(lambda: psutil.wait_procs(started_here, timeout=2))
+    leaked = [pid for pid in _live_children() if pid not in children_before]
     result = ScenarioResult(
         scenario=scenario, plan=plan, report=report, history=history, elapsed_s=elapsed, refunds=refunds,
-        refund_key=key, leaked_processes=_live_children(), leaked_sockets=_open_sockets() - sockets_before,
+        refund_key=key, leaked_processes=leaked, leaked_sockets=_open_sockets() - sockets_before,
         policy=policy,
     )  # fmt: skip
     result.violations = check(result)

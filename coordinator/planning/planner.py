@@ -382,10 +382,7 @@ class _Planner:
                 self.unplanned.append(_unanswerable(intent))
             elif intent.name in reading.weak_intents and self.order_lookups:
                 self.plan_intent(intent)  # "the customer of ORD-10023": who placed it
-        asked_tools = {write.tool for write in self.asked.writes}
         for tool in sorted(self.catalog.registered):
-            if tool in self.catalog.writes and tool.rsplit(".", 1)[-1] not in asked_tools:
-                continue  # a write the question does not ask for by name is never planned
             for call in self._registered_calls(tool):
                 self._add(call)
         self._account_for_refunds()
@@ -420,7 +417,10 @@ class _Planner:
 
     def _registered_calls(self, tool: str) -> list[_Call]:
         """A call of a registered tool for each thing the query names that its first subject argument
-        takes (each path, each time zone...); its other arguments from what else the query names."""
+        takes (each path, each time zone...); its other arguments from what else the query names. A
+        write is planned only where the question asks for it by name."""
+        if tool in self.catalog.writes and tool.rsplit(".", 1)[-1] not in {w.tool for w in self.asked.writes}:
+            return []
         arguments = self.tools[tool]
         subjects = [
             name
