@@ -33,6 +33,8 @@ ASKED = {
     "Refund £45 on ORD-10031 now, the jug leaked": [refund("ORD-10031", 45)],
     "issue a £20 refund on ORD-10031": [refund("ORD-10031", 20)],
     "refund ORD-10031 in full": [refund("ORD-10031")],
+    "refund ORD-10031 in full please": [refund("ORD-10031")],  # "in full please" is no clause of its own
+    "refund ORD-10031, in full, thanks": [refund("ORD-10031")],
     "please process a refund of £45 for order 10031": [refund("ORD-10031", 45)],
     "pay back £45 on ORD-10031": [refund("ORD-10031", 45)],
     "can you refund £45 on ORD-10031 please": [refund("ORD-10031", 45)],
@@ -146,6 +148,8 @@ UNCLEAR = {
     "refund ORD-10031": "it asks to refund ORD-10031 but says no amount",
     "refund ORD-10031 if it is eligible": "it asks to refund ORD-10031 but says no amount",
     "refund on ORD-10031 please": "it asks to refund ORD-10031 but says no amount",
+    "refund ORD-10031 please, not in full": "it asks to refund ORD-10031 but says no amount",
+    "refund ORD-10031 please, but not in full": "it asks to refund ORD-10031 but says no amount",
     "refund please": "it asks for a refund but names no order and no amount",
     "refund £45 on ORD-10031 if the customer returns it": "only 'if the customer returns it', which research cannot",
     "refund £45 on ORD-10031 unless it was already refunded": "only 'unless it was already refunded'",

@@ -535,11 +535,36 @@ class _Question:
     def in_full(self, chosen: Iterable[_Clause], leave_out: list[tuple[int, int]]) -> bool:
         """Whether ``chosen`` ask positively for the order's whole amount ("in full", "the whole order")."""
         return any(
-            not _inside(leave_out, found.start()) and self.positive(found.start(), span)
+            not _inside(leave_out, found.start())
+            and self.positive(found.start(), span)
+            and self._unnegated(span.end, found.start())
             for clause in chosen
-            for span in clause.spans
-            for found in _FULL.finditer(self.text, span.start, span.end)
+            for span, end in _with_what_follows(clause)
+            for found in _FULL.finditer(self.text, span.start, end)
         )
+
+    def _unnegated(self, start: int, at: int) -> bool:
+        """Whether the words from ``start`` up to ``at`` (those after a clause's span) negate or contrast
+        nothing: "refund ORD-10031 please, not in full" asks no whole amount."""
+        if at <= start:
+            return True
+        written = _WRITTEN.findall(self.text[start:at].lower())
+        said = f" {' '.join(written)} "
+        return not set(written) & NEGATION_WORDS and not any(
+            f" {phrase} " in said for phrase in CONTRAST_PHRASES
+        )
+
+
+_WRITTEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
+
+
+def _with_what_follows(clause: _Clause) -> list[tuple[Span, int]]:
+    """Each span of ``clause`` and where its text ends: the last one takes the words no clause holds
+    after it ("refund ORD-10031 in full please": "in full please" is courtesy to the cutter)."""
+    spans = list(clause.spans)
+    ends = [span.end for span in spans]
+    ends[-1] += len(clause.after)
+    return list(zip(spans, ends, strict=True))
 
 
 class _Request:
