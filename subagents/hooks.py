@@ -260,6 +260,11 @@ class WritesAsked:
     def _asks_allowing(self, call: ToolCall) -> list[int]:
         return [index for index, ask in enumerate(self.asked) if ask.allows(call.tool, call.arguments)]
 
+    def made_by(self, call: ToolCall) -> None:
+        """``call`` may have acted: each asked write it is, is made (only that very call may go again)."""
+        for index in self._asks_allowing(call):
+            self.made.setdefault(index, _by_value(call))
+
 
 @dataclass(frozen=True)
 class WritesSent:
@@ -274,8 +279,7 @@ class WritesSent:
             error is not None and error.error_category in (ErrorCategory.VALIDATION, ErrorCategory.PERMISSION)
         )
         if not refused:
-            for index in self.guard._asks_allowing(call):
-                self.guard.made.setdefault(index, _by_value(call))
+            self.guard.made_by(call)
         return outcome
 
 

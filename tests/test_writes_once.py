@@ -169,23 +169,27 @@ async def test_claude_mode_makes_a_write_once_however_often_the_model_asks(
 def test_a_batch_makes_each_write_once(
     settings: SourceSettings, registered: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """The same through `research batch` (the local engine): one line per question's write, each
-    question partial with its outcome unknown, none retried."""
+    """The same through `research batch` (the local engine): one line per question's write, the
+    non-idempotent ones partial with their outcome unknown and never retried; the idempotent control
+    retried and answered."""
     registry, ledger = registered
     questions = tmp_path / "questions.jsonl"
+    asked = {
+        "q0": "append_then_fail line-alpha",
+        "q1": "append_then_fail line-beta",
+        "q2": "append_idempotent line-gamma k7",
+    }
     questions.write_text(
-        "\n".join(
-            json.dumps({"id": f"q{n}", "query": f"append_then_fail line-{word}"})
-            for n, word in enumerate(["alpha", "beta"])
-        ),
-        encoding="utf-8",
+        "\n".join(json.dumps({"id": name, "query": query}) for name, query in asked.items()), encoding="utf-8"
     )
     done = research_cli(
         settings, registry, "batch", str(questions), "--out", str(tmp_path / "out"), "--approve", "append_then_fail",
-        "--concurrency", "2", timeout=240,
+        "--approve", "append_idempotent", "--concurrency", "3", timeout=240,
     )  # fmt: skip
-    assert sorted(lines(ledger)) == ["line-alpha", "line-beta"], (done.stdout, done.stderr)
-    for name in ("q0", "q1"):
+    assert sorted(lines(ledger)) == ["k7:line-gamma", "line-alpha", "line-beta"], (done.stdout, done.stderr)
+    for name in asked:
         report = json.loads((tmp_path / "out" / "reports" / f"{name}.json").read_text(encoding="utf-8"))
         (task,) = [task for task in report["tasks"] if task["source"] == "hostile"]
-        assert [d["action"] for d in task["decisions"]] == ["approved", "outcome_unknown"], task
+        expected = ["approved", "retry"] if name == "q2" else ["approved", "outcome_unknown"]
+        assert [d["action"] for d in task["decisions"]] == expected, task
+        assert task["state"] == ("ok" if name == "q2" else "escalated")
