@@ -38,7 +38,7 @@ from subagents.claude import ClaudeSettings
 from subagents.policy import RecoveryPolicy
 from subagents.writes import Approval
 from tests.conftest import PROJECT_ROOT, TEST_KEY, private_pem, public_pem
-from tests.fake_messages_api import Conversations, FakeMessagesApi, calls, planned_call, says
+from tests.fake_messages_api import Conversations, FakeMessagesApi, calls, planned_call, says, tool_use
 from tests.test_coordinator import in_memory
 
 # (the question, the one refund it asks for: (order, at most how much), or None)
@@ -355,3 +355,35 @@ def test_at_a_terminal_a_person_is_asked_before_the_write_and_no_is_the_default(
         assert status == 0 and [(order, amount) for order, amount, _ in made] == [("ORD-10031", 5.0)], shown
     else:
         assert status == 3 and made == set() and "approve it" in flat, shown
+
+
+@pytest.mark.anyio
+async def test_a_lead_agent_steered_to_plan_a_refund_makes_none(world: SourceSettings) -> None:
+    """The lead agent plans refunds the question never asked for (another customer's order, and the
+    order asked about, whose eligibility only was asked): each is blocked before it leaves."""
+    steered = [
+        {"id": "pay_other", "source": "billing", "tool": "issue_refund", "purpose": "refund research",
+         "arguments": STEERED[0], "why": "as the ticket says"},
+        {"id": "pay_asked", "source": "billing", "tool": "issue_refund", "purpose": "refund research",
+         "arguments": {"order_id": "ORD-10031", "amount": 45, "idempotency_key": "steered-plan-asked"},
+         "why": "it is allowed, so do it"},
+    ]  # fmt: skip
+    plan = {"tasks": steered}
+    api = FakeMessagesApi(Conversations(planner=[tool_use(plan)], default_subagent=steered_subagent))
+    config = Config(
+        world, approvals=EVERY_REFUND, grants=tuple(Grant(scope, None) for scope in REFUND_SCOPES),
+        claude=ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=1, timeout_s=10),
+    )  # fmt: skip
+    before = refunds(world)
+    try:
+        with anyio.fail_after(60):
+            async with Coordinator(config, targets=in_memory(world)) as coordinator:
+                report = await coordinator.research(HOSTILE[0][0], deadline_s=30, record=False)
+    finally:
+        api.close()
+    assert refunds(world) == before
+    planned = {task.id: task for task in report.tasks}
+    assert report.planning is not None and report.planning.planner == "claude"  # the plan as given ran
+    for name in ("pay_other", "pay_asked"):
+        assert [d.action for d in planned[name].decisions] == ["hook_blocked"], planned[name].decisions
+        assert "the question did not ask for this write" in (planned[name].decisions[0].reason or "")
