@@ -384,6 +384,7 @@ async def test_a_lead_agent_steered_to_plan_a_refund_makes_none(world: SourceSet
     assert refunds(world) == before
     planned = {task.id: task for task in report.tasks}
     assert report.planning is not None and report.planning.planner == "claude"  # the plan as given ran
-    for name in ("pay_other", "pay_asked"):
-        assert [d.action for d in planned[name].decisions] == ["hook_blocked"], planned[name].decisions
-        assert "the question did not ask for this write" in (planned[name].decisions[0].reason or "")
+    for name in ("pay_other", "pay_asked"):  # the model insists; every attempt is stopped in code
+        task = planned[name]
+        assert task.state == "escalated" and task.decisions[0].action == "hook_blocked", task.decisions
+        assert "the question did not ask for this write" in task.decisions[0].reason
