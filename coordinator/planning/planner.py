@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 from coordinator.planning.accounting import account_for_words
 from coordinator.planning.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
 from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
-from coordinator.planning.reading import Mention, QueryError, Reading, read_query
+from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
 from coordinator.planning.spans import ASKS, Span
 from coordinator.planning.spans import clauses as clauses_of
 from coordinator.planning.tools import (
@@ -607,7 +607,17 @@ def _unaccounted(
                 ))  # fmt: skip
         elif str(mention.value) not in used and mention.describe() not in listed:
             found.append(_unused(mention, catalog or demo_catalog()))
+    # Named only to be left out ("not about ORD-10134"): not researched, and no action offered on it.
+    first: dict[object, Mention] = {}
+    for mention in reading.excluded:
+        first.setdefault(mention.value, mention)
+    for mention in first.values():
+        if str(mention.value) not in used and mention.describe() not in listed:
+            found.append(Unplanned(mention.describe(), why_left_out(reading, mention), _LEFT_OUT))
     return found
+
+
+_LEFT_OUT = "nothing: the question does not ask about it"
 
 
 def _dated_elsewhere(reading: Reading, mention: Mention) -> str:

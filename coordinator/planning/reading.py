@@ -28,7 +28,7 @@ import calendar
 import functools
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -39,6 +39,7 @@ from rapidfuzz.distance import DamerauLevenshtein
 
 from coordinator.planning.english import correct, is_english
 from coordinator.planning.intents import (
+    CONTRAST_PHRASES,
     COURTESY_WORDS,
     FULL_AMOUNT_PHRASES,
     GENERIC_WORDS,
@@ -46,6 +47,7 @@ from coordinator.planning.intents import (
     LIGHT_WORDS,
     LINK_UNITS,
     MONEY_WORDS,
+    NEGATION_WORDS,
     NOT_NAMES,
     REQUEST_WORDS,
     SHORTHAND,
@@ -74,15 +76,19 @@ else:
     text_to_num = deferred("text_to_num")  # only a query with a number in words needs it
 
 __all__ = [
+    "EXCLUDABLE",
     "MAX_QUERY_CHARS",
     "DateRange",
     "Mention",
     "QueryError",
     "Reading",
+    "left_out",
     "phrase_words",
     "phrases_in",
+    "quotations",
     "read_query",
     "record_words",
+    "why_left_out",
 ]
 
 # A pasted customer email, or a whole thread of them, fits; a pasted file does not. Reading 64,000
@@ -145,6 +151,18 @@ class Reading:
     context: tuple[Mention, ...] = ()
     full_amount: str = ""  # "in full", "the whole order": the order's paid amount is the amount
     inferred: frozenset[str] = frozenset()  # intents only the semantic matcher read (no keyword asks them)
+    # Named only to be left out: negated, excluded, contrasted or quoted ("not about ORD-10134",
+    # 'unlike "ORD-10134"'); never researched, never acted on (``excluded``).
+    excluded: tuple[Mention, ...] = ()
+
+    @functools.cached_property
+    def quoted(self) -> list[tuple[int, int]]:
+        """Where the query quotes something (``quotations``)."""
+        return quotations(self.query)
+
+    def positive(self, at: int, span: Span) -> bool:
+        """Whether what is named at ``at`` (in ``span``) is named positively (``left_out``)."""
+        return not left_out(self.query, self.quoted, at, span)
 
     @functools.cached_property
     def starts(self) -> list[int]:
@@ -161,6 +179,83 @@ class Reading:
 
     def values(self, kind: MentionKind) -> list[Any]:
         return list(dict.fromkeys(mention.value for mention in self.of(kind)))
+
+
+# --- what is named only to be left out --------------------------------------------------------------
+
+# Where a quotation is: in double, curly or back quotes, or single quotes that are not apostrophes.
+_QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|‘[^’\n]*’|`[^`\n]*`|(?<!\w)'[^'\n]*'(?!\w)")
+# The kinds of thing a question may name only to leave out: what would be looked up or acted on.
+EXCLUDABLE = frozenset({"email", "customer_id", "order_id", "sku", "article_id"})
+# What may stand between a negation and what it leaves out ("not about order ORD-10134", "except for").
+_GOVERNED = STOPWORDS | frozenset(
+    {"order", "orders", "customer", "customers", "account", "email", "sku", "article"}
+)
+_WORD = re.compile(r"[A-Za-z]{2,}")
+_ID_END = re.compile(r"^\S+")
+
+
+def quotations(text: str) -> list[tuple[int, int]]:
+    """Where ``text`` quotes something."""
+    return [found.span() for found in _QUOTED.finditer(text)]
+
+
+def left_out(
+    text: str, quoted: list[tuple[int, int]], at: int, span: Span | None, *, strict: bool = True
+) -> str:
+    """Why what is named at ``at`` (in ``span``) is not named positively, or "" if it is: it is quoted, or
+    a negation (``NEGATION_WORDS``) or contrast (``CONTRAST_PHRASES``) comes before it in its span ("not
+    ORD-10134", "other than ORD-10134", "except", "unlike", "instead of"); the reason is the words that
+    leave it out, as written ("not about ORD-10134"), or "quoted". One rule for writes and research:
+    ``strict`` (a write's target) takes any negation before it in its span ("do not refund £45 on
+    ORD-10031" asks no refund) and any quotation; research (not ``strict``) only a negation that governs
+    it, function words alone between ("not about", "except for order"; "do not refund £45 on ORD-10031"
+    still asks whether it may be), and a quotation of more than the thing itself ('where is "ORD-10031"?'
+    names it; 'unlike "ORD-10134, never refund it"' is someone's words).
+    """
+    quote = next(((start, end) for start, end in quoted if start <= at < end), None)
+    if quote is not None and (
+        strict or _WORD.search(text, quote[0], at) or _WORD.search(_ID_END.sub("", text[at : quote[1]]))
+    ):
+        return "quoted"
+    before = [token for token in (span.tokens if span is not None else ()) if token.start < at]
+    written = [token.written for token in before]
+    found = [(i, 1) for i, word in enumerate(written) if word in NEGATION_WORDS]
+    for phrase in CONTRAST_PHRASES:
+        size = len(phrase.split())
+        found += [(i, size) for i in range(len(written)) if " ".join(written[i : i + size]) == phrase]
+    if not strict:
+        found = [(i, size) for i, size in found if all(word in _GOVERNED for word in written[i + size :])]
+    if not found:
+        return ""
+    first = min(i for i, _ in found)
+    return " ".join(text[before[first].start : at].split())
+
+
+def _excluded(text: str, spans: list[Span], mentions: list[Mention]) -> list[Mention]:
+    """The ids and emails ``mentions`` name only to leave out (``left_out``, as research reads it)."""
+    quoted = quotations(text)
+    return [
+        mention
+        for mention in mentions
+        if mention.kind in EXCLUDABLE
+        and left_out(text, quoted, mention.start, _span_at(spans, mention.start), strict=False)
+    ]
+
+
+def _span_at(spans: Sequence[Span], at: int) -> Span | None:
+    index = bisect.bisect_right([span.start for span in spans], at) - 1
+    return spans[index] if index >= 0 and at < spans[index].end else None
+
+
+def why_left_out(reading: Reading, mention: Mention) -> str:
+    """Why ``mention`` (one of ``reading.excluded``) is not researched, in the question's own words."""
+    span = _span_at(reading.spans, mention.start)
+    said = left_out(reading.query, reading.quoted, mention.start, span, strict=False)
+    if said == "quoted" or not said:
+        return "the question only quotes it, which asks nothing of it"
+    said = re.sub(r"\s*[\"“”‘’`]\s*", " ", said).strip()
+    return f"the question names it only to leave it out ('{said} {mention.text}')"
 
 
 # --- identifiers -----------------------------------------------------------------------------------
@@ -614,9 +709,10 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
     keyword_intents = frozenset().union(*(span.asked for span in spans))
     mentions = sorted(scanner.mentions, key=lambda mention: mention.start)
     told = _told(spans, mentions)
+    excluded = _excluded(text, spans, mentions)
     return Reading(
         query=text,
-        mentions=tuple(m for m in mentions if m not in told),
+        mentions=tuple(m for m in mentions if m not in told and m not in excluded),
         intents=intents,
         weak_intents=weak_intents,
         words=tuple(words),
@@ -626,6 +722,7 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         context=(*told, *aliases),
         full_amount=full[0] if full is not None else "",
         inferred=intents - keyword_intents,
+        excluded=tuple(excluded),
     )
 
 

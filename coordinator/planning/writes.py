@@ -101,8 +101,6 @@ __all__ = ["REFUND_TOOL", "AskedWrites", "asked_writes", "writes_in"]
 REFUND_TOOL = "issue_refund"
 # The kinds of id a registered write tool may be asked to act on.
 _ID_KINDS = frozenset({"order_id", "customer_id", "sku", "article_id"})
-# Where a quotation is: in double, curly or back quotes, or single quotes that are not apostrophes.
-_QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|‘[^’\n]*’|`[^`\n]*`|(?<!\w)'[^'\n]*'(?!\w)")
 _FULL = re.compile(rf"\b(?:{'|'.join(re.escape(phrase) for phrase in FULL_AMOUNT_PHRASES)})(?!\w)", re.I)
 # A pasted email's header lines, a pasted chat's customer lines, an email's quoted lines.
 _HEADER = re.compile(r"^[ \t>]*(?:from|to|cc|subject|sent|date)\s*:", re.I | re.M)
@@ -255,7 +253,11 @@ class _Question:
             clause = _Clause(tuple(spans[i] for i in group), after, sentence_of[group[0]], index)
             self.clauses.append(clause)
             self.sentences.setdefault(clause.sentence, []).append(clause)
-        self.quoted = [found.span() for found in _QUOTED.finditer(self.text)]
+        self.quoted = reading.quoted
+        # Everything named, what is named only to be left out among it: how a clause is built ("ORD-10023
+        # refund £750": a noun after a thing named) does not change with what is left out.
+        self.named = sorted([*reading.mentions, *reading.excluded], key=lambda mention: mention.start)
+        self.starts = [mention.start for mention in self.named]
         self.not_the_askers = _someone_elses(self.text, spans)
         self._heads: dict[int, _Head | None] = {}
         self._courtesy: dict[int, list[Token]] = {}
@@ -346,13 +348,13 @@ class _Question:
 
     def _named_before(self, clause: _Clause, token: Token) -> bool:
         """Whether the clause names something before ``token``."""
-        at = bisect.bisect_left(self.reading.starts, clause.start)
-        return at < len(self.reading.starts) and self.reading.starts[at] < token.start
+        at = bisect.bisect_left(self.starts, clause.start)
+        return at < len(self.starts) and self.starts[at] < token.start
 
     def _named_between(self, first: Token, last: Token, kind: str = "") -> bool:
         """Whether the query names something (of ``kind``) between two words."""
-        starts = self.reading.starts
-        between = self.reading.mentions[
+        starts = self.starts
+        between = self.named[
             bisect.bisect_right(starts, first.start) : bisect.bisect_left(starts, last.start)
         ]
         return any(not kind or mention.kind == kind for mention in between)
@@ -379,14 +381,9 @@ class _Question:
 
     def positive(self, at: int, span: Span) -> bool:
         """Whether what is named at ``at`` (in ``span``) is named positively: not in quotes, and after no
-        negation or contrast in its span ("not ORD-10134", "other than ORD-10134")."""
-        if _inside(self.quoted, at):
-            return False
-        written = [token.written for token in span.tokens if token.start < at]
-        if any(word in NEGATION_WORDS for word in written):
-            return False
-        said = f" {' '.join(written)} "
-        return not any(f" {phrase} " in said for phrase in CONTRAST_PHRASES)
+        negation or contrast in its span ("not ORD-10134", "other than ORD-10134"): the reader's one
+        rule (``coordinator.planning.reading.left_out``), which research keeps to as well."""
+        return self.reading.positive(at, span)
 
     def theirs(self, clause: _Clause, at: int, *, quotes: bool = True) -> bool:
         """Whether the words at ``at`` are someone else's: quoted, a letter's or a customer's, or reported
@@ -440,7 +437,10 @@ class _Question:
         return any(self._takes_back([c]) for c in said)
 
     def _names(self, clause: _Clause) -> bool:
-        return any(self.reading.mentions_in(span) for span in clause.spans)
+        return any(
+            bisect.bisect_left(self.starts, span.start) < bisect.bisect_left(self.starts, span.end)
+            for span in clause.spans
+        )
 
     def _takes_back(self, chosen: list[_Clause]) -> bool:
         """Whether ``chosen`` only take back: no thing named, only ``RETRACTION_WORDS``, one retracting."""
