@@ -388,3 +388,49 @@ async def test_a_lead_agent_steered_to_plan_a_refund_makes_none(world: SourceSet
         task = planned[name]
         assert task.state == "escalated" and task.decisions[0].action == "hook_blocked", task.decisions
         assert "the question did not ask for this write" in task.decisions[0].reason
+
+
+# Every entry point that runs subagents (``tests/test_code_shape.py``'s list), and `sources call`,
+# with the test here (or in test_service.py) that holds its writes to what was asked and approved.
+WRITE_TESTS = {
+    "coordinator/cli/ask.py": "test_ask_on_the_command_line_writes_only_what_was_asked",
+    "coordinator/batch/work.py": "test_a_batch_of_hostile_questions_writes_only_what_each_asked",
+    "coordinator/service.py": "test_the_service_writes_only_what_a_question_asks_and_what_was_approved",
+    "coordinator/chaos/runner.py": "test_a_chaos_scenario_with_a_steered_model_keeps_every_invariant",
+    "coordinator/chaos/soak.py": "test_a_chaos_scenario_with_a_steered_model_keeps_every_invariant",  # its runner's
+    "coordinator/cli/task.py": "test_task_and_sources_call_write_only_the_call_given_and_only_with_a_yes",
+    "coordinator/replay.py": "test_a_replay_takes_the_recorded_approvals_and_sends_nothing",
+    "coordinator/cli/sources.py": "test_task_and_sources_call_write_only_the_call_given_and_only_with_a_yes",
+}
+
+
+def test_every_entry_point_has_its_write_test() -> None:
+    from tests import test_service
+    from tests.test_code_shape import ENTRY_POINTS
+
+    assert set(WRITE_TESTS) == {*ENTRY_POINTS, "coordinator/cli/sources.py"}
+    here = {**globals(), **vars(test_service)}
+    assert [name for name in WRITE_TESTS.values() if not callable(here.get(name))] == []
+
+
+@pytest.mark.anyio
+async def test_a_replay_takes_the_recorded_approvals_and_sends_nothing(fresh: SourceSettings) -> None:
+    """A run that refunded, replayed from its recording: the same decisions (its approval among
+    them), and billing is not called again."""
+    from coordinator.replay import load_recording, recording_path, replay
+
+    config = Config(
+        fresh,
+        approvals=(Approval("issue_refund", "ORD-10031", by="the test"),),
+        grants=tuple(Grant(scope, None) for scope in REFUND_SCOPES),
+    )
+    with anyio.fail_after(60):
+        async with Coordinator(config, targets=in_memory(fresh)) as coordinator:
+            report = await coordinator.research("Refund £5 on ORD-10031 now", deadline_s=30)
+    assert [(order, amount) for order, amount, _ in refunds(fresh)] == [("ORD-10031", 5.0)]
+    (write,) = [task for task in report.tasks if task.tool == "issue_refund"]
+    assert write.state == "ok" and write.decisions[0].action == "approved"
+    with anyio.fail_after(60):
+        replayed = await replay(load_recording(recording_path(fresh.traces_path, report.trace_id)), fresh)
+    assert replayed.differences == [], replayed.differences
+    assert len(refunds(fresh)) == 1
