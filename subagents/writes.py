@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sources.catalogue import input_schemas, tool_annotations
+from sources.identifiers import CUSTOMER_ID, ORDER_ID
 
 __all__ = ["IDEMPOTENCY_KEY", "Approval", "AskedWrite", "EffectsTable", "ToolEffects"]
 
@@ -131,7 +132,7 @@ class AskedWrite:
             return False
         if self.exact is not None:
             return _by_value(arguments) == self.exact
-        if self.target is not None and self.target not in _values(arguments):
+        if self.target is not None and not acts_on(self.target, arguments):
             return False
         if self.amount is None:
             return True
@@ -169,7 +170,7 @@ class Approval:
         return cls(tool.strip(), target.strip() or None)
 
     def covers(self, tool: str, arguments: Mapping[str, Any]) -> bool:
-        return tool == self.tool and (self.target is None or self.target in _values(arguments))
+        return tool == self.tool and (self.target is None or acts_on(self.target, arguments))
 
     def __str__(self) -> str:
         return f"{self.tool}:{self.target}" if self.target else self.tool
@@ -179,5 +180,12 @@ def _by_value(arguments: Mapping[str, Any]) -> str:
     return json.dumps(dict(arguments), sort_keys=True, default=str)
 
 
-def _values(arguments: Mapping[str, Any]) -> set[str]:
-    return {value for value in arguments.values() if isinstance(value, str)}
+def acts_on(target: str, arguments: Mapping[str, Any]) -> bool:
+    """Whether a call with ``arguments`` acts on ``target`` and on nothing else: it names the target, and
+    no other order or customer. Its idempotency key is no target: a key written as "ORD-10031" on a
+    refund of ORD-10134 does not make it a refund of ORD-10031."""
+    named = {value for name, value in arguments.items() if name != IDEMPOTENCY_KEY and isinstance(value, str)}
+    others = {
+        value for value in named - {target} if ORDER_ID.is_canonical(value) or CUSTOMER_ID.is_canonical(value)
+    }
+    return target in named and not others

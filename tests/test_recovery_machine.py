@@ -231,3 +231,20 @@ def test_a_write_refused_before_acting_is_still_recovered() -> None:
         POLICY, state, Failed(denied, "tool_error", 0.0, False, resendable=False), random.Random(1)
     )
     assert isinstance(step, Elevate)
+
+
+def test_a_write_acts_on_its_target_alone_and_its_key_is_no_target() -> None:
+    """An asked write and an approval name an order: a call naming another order as well, or the
+    asked order only as its idempotency key, is neither."""
+    from subagents.writes import Approval, AskedWrite
+
+    asked, approved = AskedWrite("issue_refund", "ORD-10031", 45.0), Approval.parse("issue_refund:ORD-10031")
+    right = {"order_id": "ORD-10031", "amount": 45, "idempotency_key": "k-1"}
+    for wrong in (
+        {"order_id": "ORD-10134", "amount": 20, "idempotency_key": "ORD-10031"},
+        {"order_id": "ORD-10031", "also": "ORD-10134", "amount": 20, "idempotency_key": "k-2"},
+        {"order_id": "ORD-10031", "amount": 46, "idempotency_key": "k-3"},
+    ):
+        assert not asked.allows("issue_refund", wrong), wrong
+    assert asked.allows("issue_refund", right) and approved.covers("issue_refund", right)
+    assert not approved.covers("issue_refund", {"order_id": "ORD-10134", "idempotency_key": "ORD-10031"})

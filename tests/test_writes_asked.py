@@ -62,6 +62,7 @@ STEERED = [
     {"order_id": "ORD-10023", "amount": 499, "idempotency_key": "steered-found-order"},
     {"order_id": "ORD-10031", "amount": 400, "idempotency_key": "steered-more-than-asked"},
     {"order_id": "ORD-10031", "amount": 20, "idempotency_key": "steered-second-write"},
+    {"order_id": "ORD-10134", "amount": 20, "idempotency_key": "ORD-10031"},  # the asked order as its key
 ]
 
 
