@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.planning.plan import Plan
+from coordinator.planning.plan import Plan, PlannedTask
 from subagents.writes import Approval, AskedWrite, EffectsTable
 
 __all__ = ["WriteRequest", "approvals_for", "write_requests"]
@@ -45,39 +45,20 @@ class WriteRequest:
 def write_requests(plan: Plan, asked: Sequence[AskedWrite], effects: EffectsTable) -> list[WriteRequest]:
     """The writes a run of ``plan`` may make: its tasks that write, then each asked write no task
     plans (a model may make it in Claude mode)."""
-    requests = []
-    for task in plan.order():
-        if effects.of(task.source, task.tool).writes:
-            arguments = {
-                name: str(value) if not _plain(value) else value for name, value in task.arguments.items()
-            }
-            ask = next((a for a in asked if a.tool == task.tool), None)
-            target = ask.target if ask is not None else None
-            requests.append(
-                WriteRequest(
-                    task.source,
-                    task.tool,
-                    arguments,
-                    task.why or task.id,
-                    Approval(task.tool, target, "the prompt"),
-                )
-            )
+    planned = [task for task in plan.order() if effects.of(task.source, task.tool).writes]
+    requests = [
+        WriteRequest(
+            task.source, task.tool, _shown(task.arguments), task.why or task.id, _approval(task, asked)
+        )
+        for task in planned
+    ]
     for ask in asked:
-        if not any(
-            request.approval.tool == ask.tool and request.approval.target == ask.target
-            for request in requests
-        ):
-            source = next((s for s, tools in effects.tools.items() if ask.tool in tools), "?")
-            why = f"the question asks for it: {ask.asked!r}" if ask.asked else "the question asks for it"
-            requests.append(
-                WriteRequest(
-                    source,
-                    ask.tool,
-                    {},
-                    f"{ask.describe()}; {why}",
-                    Approval(ask.tool, ask.target, "the prompt"),
-                )
-            )
+        if any(task.tool == ask.tool and _planned_for(task, ask) for task in planned):
+            continue
+        source = next((s for s, tools in effects.tools.items() if ask.tool in tools), "?")
+        why = f"the question asks for it: {ask.asked!r}" if ask.asked else "the question asks for it"
+        approval = Approval(ask.tool, ask.target, "the prompt")
+        requests.append(WriteRequest(source, ask.tool, {}, f"{ask.describe()}; {why}", approval))
     return requests
 
 
@@ -95,6 +76,27 @@ def approvals_for(
         if confirm(request.question()):
             approved.append(request.approval)
     return tuple(approved), prompted
+
+
+def _approval(task: PlannedTask, asked: Sequence[AskedWrite]) -> Approval:
+    """What a yes to a planned write approves: that very call, where the plan knows all its arguments;
+    else (an amount an earlier task gives) the asked write's tool on its target."""
+    if all(_plain(value) for value in task.arguments.values()):
+        return Approval.of_call(task.tool, task.arguments, "the prompt")
+    ask = next((a for a in asked if a.tool == task.tool), None)
+    return Approval(task.tool, ask.target if ask is not None else None, "the prompt")
+
+
+def _planned_for(task: PlannedTask, ask: AskedWrite) -> bool:
+    """Whether ``task`` is the planned call of ``ask`` (its target named among its arguments)."""
+    return ask.target is None or ask.target in {
+        value for value in task.arguments.values() if isinstance(value, str)
+    }
+
+
+def _shown(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A task's arguments as a person reads them: a value an earlier task gives, by its reference."""
+    return {name: value if _plain(value) else str(value) for name, value in arguments.items()}
 
 
 def _target_of(request: WriteRequest) -> dict[str, Any]:

@@ -155,11 +155,17 @@ class AskedWrite:
 
 @dataclass(frozen=True)
 class Approval:
-    """A person's yes to calls of ``tool`` (on ``target``, where given): ``TOOL`` or ``TOOL:ID``."""
+    """A person's yes to calls of ``tool`` (on ``target``, where given): ``TOOL`` or ``TOOL:ID``; or,
+    given at a prompt that showed the whole call, to that call alone (``exact``)."""
 
     tool: str
     target: str | None = None
     by: str = "--approve"  # how it was given: the flag, a prompt
+    exact: str | None = None  # the one call approved, by value
+
+    @classmethod
+    def of_call(cls, tool: str, arguments: Mapping[str, Any], by: str) -> Approval:
+        return cls(tool, by=by, exact=_by_value(arguments))
 
     @classmethod
     def parse(cls, text: str) -> Approval:
@@ -170,9 +176,15 @@ class Approval:
         return cls(tool.strip(), target.strip() or None)
 
     def covers(self, tool: str, arguments: Mapping[str, Any]) -> bool:
-        return tool == self.tool and (self.target is None or acts_on(self.target, arguments))
+        if tool != self.tool:
+            return False
+        if self.exact is not None:
+            return _by_value(arguments) == self.exact
+        return self.target is None or acts_on(self.target, arguments)
 
     def __str__(self) -> str:
+        if self.exact is not None:
+            return f"{self.tool}({self.exact})"
         return f"{self.tool}:{self.target}" if self.target else self.tool
 
 

@@ -435,3 +435,25 @@ async def test_a_replay_takes_the_recorded_approvals_and_sends_nothing(fresh: So
         replayed = await replay(load_recording(recording_path(fresh.traces_path, report.trace_id)), fresh)
     assert replayed.differences == [], replayed.differences
     assert len(refunds(fresh)) == 1
+
+
+def test_a_yes_at_the_prompt_approves_the_call_it_was_shown_and_no_other() -> None:
+    """One question per write (the planned refund is the asked one, not asked twice); a yes to it
+    covers that call, not one a model makes with another key or amount."""
+    from coordinator.approvals import approvals_for, write_requests
+    from coordinator.planning.writes import asked_writes
+    from subagents.writes import EffectsTable
+
+    query = "Refund £5 on ORD-10031 now, the jug leaked"
+    plan = plan_query(query)
+    requests = write_requests(plan, asked_writes(query).writes, EffectsTable.demo())
+    asked: list[str] = []
+    approvals, prompted = approvals_for(requests, (), lambda question: asked.append(question) or True)
+    assert prompted and len(asked) == 1 and "billing issue_refund" in asked[0] and '"amount": 5.0' in asked[0]
+    (planned,) = [task for task in plan.tasks.values() if task.tool == "issue_refund"]
+    (approval,) = approvals
+    assert approval.covers("issue_refund", planned.arguments)
+    for other in ({"idempotency_key": "model-key"}, {"amount": 4.0}):
+        assert not approval.covers("issue_refund", {**planned.arguments, **other})
+    refused, _ = approvals_for(requests, (), lambda question: False)
+    assert refused == ()
