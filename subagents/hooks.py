@@ -250,10 +250,15 @@ class WritesAsked:
             why = "the write the question asked for was already made by another call; it is made once"
         else:
             asked = "; ".join(ask.describe() for ask in self.asked) or "none"
+            example = (
+                "'Refund £45 on ORD-10031'"
+                if call.tool == "issue_refund"
+                else f"'{call.tool} ...', by its name"
+            )
             why = (
                 "the question did not ask for this write. Research writes only when the question asks "
-                "for that action on what it names, within the amount it says (asked here: "
-                f"{asked}); ask for it plainly, e.g. 'Refund £45 on ORD-10031'"
+                f"for that action on what it names, within the amount it says (asked here: {asked}); "
+                f"ask for it plainly, e.g. {example}"
             )
         return _blocked(call, f"{call.source} {call.tool}({arguments}) is a write: {why}.")
 
