@@ -148,3 +148,16 @@ def test_every_demo_tool_has_one_card_and_every_card_names_what_its_tool_takes()
         assert named <= set(card.arguments) | {"topic"}, (key, named)
         assert set(card.why_looked_up) <= set(card.arguments), key
         assert not card.gives or card.looks_up, key  # only a lookup's record is handed on
+
+
+def test_every_data_file_of_the_sources_is_shipped_in_the_wheel() -> None:
+    """The catalogue's files are read at run time: one left out of the package data makes an
+    installed `research` fail at its first question (`pip install .` outside the checkout)."""
+    import tomllib
+
+    from tests.conftest import PROJECT_ROOT
+
+    shipped = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]["package-data"]["sources"]
+    assert sorted(shipped) == sorted(path.name for path in (PROJECT_ROOT / "sources").glob("*.json"))
