@@ -457,3 +457,13 @@ def test_a_yes_at_the_prompt_approves_the_call_it_was_shown_and_no_other() -> No
         assert not approval.covers("issue_refund", {**planned.arguments, **other})
     refused, _ = approvals_for(requests, (), lambda question: False)
     assert refused == ()
+
+
+@pytest.mark.subprocess
+def test_the_prompt_shows_a_bidi_or_control_character_escaped(fresh: SourceSettings) -> None:
+    """A right-to-left override in the question cannot make the prompt read otherwise than the call."""
+    status, shown = _at_a_terminal(
+        fresh, "n", "ask", "Refund £5 on ORD-10031 now \u202e00.005£ dnuf", "--grant", "billing:refund"
+    )
+    assert "Approve a write?" in shown and "\u202e" not in shown and "\\u202e" in shown, shown
+    assert status == 3 and refunds(fresh) == set()

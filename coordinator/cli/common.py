@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from coordinator.planning import tools
     from coordinator.planning.tools import Catalog
     from coordinator.registry import Registry, SourceEntry
+    from coordinator.reporting import render
     from sources import settings as source_settings
     from sources.processes import fleet as fleets
     from sources.processes.fleet import Fleet
@@ -48,6 +49,7 @@ else:
     registered_tools = deferred("coordinator.registered_tools")
     registries = deferred("coordinator.registry")
     tools = deferred("coordinator.planning.tools")
+    render = deferred("coordinator.reporting.render")
     source_settings = deferred("sources.settings")
     fleets = deferred("sources.processes.fleet")
     private_files = deferred("sources.security.private_files")
@@ -359,8 +361,10 @@ def terminal_confirm() -> Callable[[str], bool] | None:
         return None
 
     def confirm(question: str) -> bool:
+        # The question quotes the user's words and a plan's: a bidi or control character there must
+        # not make the prompt read otherwise than the call it approves.
         try:
-            return typer.confirm(question, default=False, err=True)
+            return typer.confirm(render.shown(question, keep="\n"), default=False, err=True)
         except typer.Abort:  # end of input, Ctrl-C or Ctrl-D at the prompt: not a yes
             return False
 
