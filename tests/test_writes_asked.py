@@ -133,17 +133,8 @@ async def test_ask_in_claude_mode_with_a_steered_model_writes_only_what_was_aske
     world: SourceSettings, question: str, asked: tuple[str, float] | None
 ) -> None:
     api = FakeMessagesApi(Conversations(default_subagent=steered_subagent))
-    config = Config(
-        world, approvals=EVERY_REFUND, grants=tuple(Grant(scope, None) for scope in REFUND_SCOPES),
-        claude=ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=1, timeout_s=10),
-    )  # fmt: skip
     before = refunds(world)
-    try:
-        with anyio.fail_after(60):
-            async with Coordinator(config, targets=in_memory(world)) as coordinator:
-                report = await coordinator.research(question, deadline_s=30, record=False)
-    finally:
-        api.close()
+    report = await ask_in_claude_mode(world, api, question)
     assert not api.script_errors, api.script_errors
     assert_only_what_was_asked(refunds(world) - before, asked, question)
     blocked = [d for task in report.tasks for d in task.decisions if d.action == "hook_blocked"]
@@ -151,6 +142,21 @@ async def test_ask_in_claude_mode_with_a_steered_model_writes_only_what_was_aske
     assert billing_asked == bool(blocked), (
         "the steered refunds were tried wherever a model saw billing, and blocked"
     )
+
+
+async def ask_in_claude_mode(world: SourceSettings, api: FakeMessagesApi, question: str) -> Any:
+    """``question`` in Claude mode against ``api``, every refund approved and both billing scopes
+    grantable: the write guard alone decides. The fake API is closed after."""
+    config = Config(
+        world, approvals=EVERY_REFUND, grants=tuple(Grant(scope, None) for scope in REFUND_SCOPES),
+        claude=ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=1, timeout_s=10),
+    )  # fmt: skip
+    try:
+        with anyio.fail_after(60):
+            async with Coordinator(config, targets=in_memory(world)) as coordinator:
+                return await coordinator.research(question, deadline_s=30, record=False)
+    finally:
+        api.close()
 
 
 def _tools(request: dict[str, Any]) -> list[str]:
@@ -371,17 +377,8 @@ async def test_a_lead_agent_steered_to_plan_a_refund_makes_none(world: SourceSet
     ]  # fmt: skip
     plan = {"tasks": steered}
     api = FakeMessagesApi(Conversations(planner=[tool_use(plan)], default_subagent=steered_subagent))
-    config = Config(
-        world, approvals=EVERY_REFUND, grants=tuple(Grant(scope, None) for scope in REFUND_SCOPES),
-        claude=ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=1, timeout_s=10),
-    )  # fmt: skip
     before = refunds(world)
-    try:
-        with anyio.fail_after(60):
-            async with Coordinator(config, targets=in_memory(world)) as coordinator:
-                report = await coordinator.research(HOSTILE[0][0], deadline_s=30, record=False)
-    finally:
-        api.close()
+    report = await ask_in_claude_mode(world, api, HOSTILE[0][0])
     assert refunds(world) == before
     planned = {task.id: task for task in report.tasks}
     assert report.planning is not None and report.planning.planner == "claude"  # the plan as given ran
