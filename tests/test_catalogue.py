@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import anyio
 import pytest
@@ -30,17 +31,21 @@ REGENERATE = (
 )
 
 
-@pytest.mark.anyio
-async def test_recorded_input_schemas_are_what_the_servers_answer(settings: SourceSettings) -> None:
-    with anyio.fail_after(30):
-        live = await live_input_schemas(settings)
-    recorded = input_schemas()
-    stale = sorted(
+def _differing(live: dict[str, dict[str, Any]], recorded: dict[str, dict[str, Any]]) -> list[str]:
+    """Each SOURCE.TOOL whose recorded entry is not what its server answers (or is on one side only)."""
+    return sorted(
         f"{source}.{tool}"
         for source in live.keys() | recorded.keys()
         for tool in live.get(source, {}).keys() | recorded.get(source, {}).keys()
         if live.get(source, {}).get(tool) != recorded.get(source, {}).get(tool)
     )
+
+
+@pytest.mark.anyio
+async def test_recorded_input_schemas_are_what_the_servers_answer(settings: SourceSettings) -> None:
+    with anyio.fail_after(30):
+        live = await live_input_schemas(settings)
+    stale = _differing(live, input_schemas())
     assert not stale, f"sources/tools.json differs from tools/list for {', '.join(stale)}: {REGENERATE}"
 
 
@@ -48,13 +53,7 @@ async def test_recorded_input_schemas_are_what_the_servers_answer(settings: Sour
 async def test_recorded_annotations_are_what_the_servers_answer(settings: SourceSettings) -> None:
     with anyio.fail_after(30):
         live = await live_tool_annotations(settings)
-    recorded = tool_annotations()
-    stale = sorted(
-        f"{source}.{tool}"
-        for source in live.keys() | recorded.keys()
-        for tool in live.get(source, {}).keys() | recorded.get(source, {}).keys()
-        if live.get(source, {}).get(tool) != recorded.get(source, {}).get(tool)
-    )
+    stale = _differing(live, tool_annotations())
     assert not stale, f"sources/annotations.json differs from tools/list for {', '.join(stale)}: {REGENERATE}"
 
 
