@@ -37,11 +37,9 @@ from sources.deferred import deferred
 from subagents import recovery
 from subagents.classify import Outcome
 from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
-from subagents.decisions import DecisionAction
 from subagents.model_use import ClaudeReport, ModelUse
-from subagents.policy import Recovery
-from subagents.recovery import ACCEPT_EMPTY, Stop, SubagentReport, add_new
-from subagents.subagent import Settled, Subagent
+from subagents.recovery import ModelStop, SubagentReport, add_new
+from subagents.subagent import Subagent
 from traces.spans import record_model_use
 
 # The SDK takes seconds to import, and every run loads this module (deterministic ones too): only
@@ -99,8 +97,6 @@ class ModelCaller:
     found: list[Any] = field(default_factory=list)  # every record the task's tool returned (pages add up)
     other_results: dict[str, list[Any]] = field(default_factory=dict)  # records of the source's other tools
     last: Outcome | None = None  # the outcome of the model's last call, whatever its tool
-    failed_for_good: dict[str, ToolError] = field(default_factory=dict)  # by identical call
-    repairing: str | None = None  # the tool whose validation error the model was given to repair
     ended_loop: bool = False  # the code ended the model's loop (its decision says why)
     model: ModelUse = field(default_factory=ModelUse)  # the model's turns and tokens so far
     crashed: BaseException | None = None  # our own code failed under the runner: re-raised after the loop
@@ -121,42 +117,19 @@ class ModelCaller:
         await self.runner.close()  # set before the runner makes its first call
 
     async def _answer(self, tool: str, arguments: dict[str, Any]) -> ResultPage[Any] | ToolError | Any:
-        agent = self.agent
+        """The machine's answer to the model's call: what settled, a refusal, or that the run ended."""
         if self.stopped is not None:
             return _stopped_error(self.stopped)
-        key = json.dumps([tool, arguments], sort_keys=True, default=str)  # the call, by value
-        refused = await self._refusal(key)
-        if refused is not None:
-            return refused
-        if self.repairing is not None:
-            if tool == self.repairing:  # the model's answer to a validation error: a repair
-                repaired = recovery.model_repair(agent.runtime.policy, agent.state, arguments)
-                agent.repair(repaired, None)
-            self.repairing = None
-        agent.state = agent.state.calling(tool, arguments)
-        settled = await agent.settle()
-        if settled.stopped:  # the code had to stop: deadline, open breaker, retries spent
-            self.stopped = recovery.report(agent.state, settled.outcome)
+        step = await self.agent.call(tool, arguments)
+        if isinstance(step, recovery.Ended):  # the code had to stop: deadline, open breaker, budgets spent
+            self.stopped = recovery.report(self.agent.state, step.outcome)
             await self._end_loop()
             return _stopped_error(self.stopped)
-        return await self._hand_over(key, settled)
-
-    async def _refusal(self, key: str) -> ToolError | None:
-        """A call the code will not send: identical to one that failed for good, or over the call budget."""
-        agent, policy = self.agent, self.agent.runtime.policy
-        if key in self.failed_for_good:
-            error = self.failed_for_good[key]
-            reason = f"not sent again: the identical call failed with a {error.error_category} error"
-            agent.decide("refused", f"{reason}: {error.description}", error.error_category)
-            return error
-        if recovery.calls_spent(policy, agent.state):  # the same bound as in the deterministic mode
-            error = ToolError.of(
-                ErrorCategory.BUSINESS, f"Not called: the subagent's {policy.max_attempts} calls are spent."
-            )
-            agent.decide("refused", error.description, ErrorCategory.BUSINESS)
+        if step.outcome is not None:
+            self._keep(step.outcome)
+        if step.end_loop:
             await self._end_loop()
-            return error
-        return None
+        return step.answer
 
     def _keep(self, outcome: Outcome) -> None:
         """Record what a call returned: the task's own tool's records, and the other tools' apart."""
@@ -169,35 +142,6 @@ class ModelCaller:
         elif page is not None:
             add_new(self.other_results.setdefault(call.tool, []), page.results)
 
-    async def _hand_over(self, key: str, settled: Settled) -> ResultPage[Any] | ToolError | Any:
-        """Record what settled, decide what the model may do next, and return what it sees."""
-        agent, policy = self.agent, self.agent.runtime.policy
-        outcome, error = settled.outcome, settled.outcome.error
-        self._keep(outcome)
-        if error is None:
-            if outcome.kind == "empty":
-                agent.decide("accept_empty", ACCEPT_EMPTY)
-            return outcome.result
-        if outcome.error_type in ("hook_blocked", "not_approved"):
-            action: DecisionAction = (
-                "hook_blocked" if outcome.error_type == "hook_blocked" else "not_approved"
-            )
-            agent.step(action, f"{settled.reason} Returned to the model.", outcome)
-        elif policy.action_for(error.error_category) is Recovery.REPAIR:
-            spent = recovery.repairs_spent(policy, agent.state, error)
-            if spent is not None:
-                self.stopped = agent.stop(spent, outcome)
-                await self._end_loop()
-                return error
-            self.repairing = agent.state.call.tool
-            used = f"{agent.state.repairs}/{policy.max_repairs} repairs used"
-            agent.step("to_model", f"returned to the model to repair ({used}): {error.description}", outcome)
-        else:
-            agent.step("to_model", f"returned to the model, not retried: {settled.reason}", outcome)
-        if not error.is_retryable:
-            self.failed_for_good[key] = error
-        return error
-
     def final_report(self) -> SubagentReport | None:
         """The subagent's report from what the model did; None when the planned call was never made.
 
@@ -209,8 +153,7 @@ class ModelCaller:
         planned = self.planned[1] if self.planned is not None else None
         unresolved = next((o for o in (self.last, planned) if o is not None and o.error is not None), None)
         if unresolved is not None and unresolved.error is not None:
-            reason = f"the model ended with this unresolved: {unresolved.error.description}"
-            return self._keeping_found(agent.stop(Stop("escalate", reason), unresolved))
+            return self._keeping_found(agent.ended(recovery.Unresolved(unresolved)))
         if self.planned is None:
             return None
         arguments, outcome = self.planned
@@ -295,23 +238,25 @@ class ClaudeSubagents:
     async def _loop(self, agent: Subagent, caller: ModelCaller, tools: list[Any]) -> None:
         runner = caller.runner = self._runner(agent, caller, tools)
         try:
-            stop = await self._turns(agent, caller, runner, {tool.name for tool in tools})
-            if stop:
-                if stop.startswith("the deadline"):
-                    agent.state = agent.state.timed_out()
-                agent.decide("stop_model", stop, ErrorCategory.TRANSIENT if agent.state.out_of_time else None)
+            stopped = await self._turns(agent, caller, runner, {tool.name for tool in tools})
+            if stopped is not None:
+                agent.feed(stopped)
         except anthropic.AnthropicError as exc:  # the model API failed: the code carries the task on
             reason = f"the model API failed: {type(exc).__name__}: {exc}"
-            agent.decide("stop_model", reason, model_api_category(exc))
+            agent.feed(recovery.ModelStopped(ModelStop.API_FAILED, reason, model_api_category(exc)))
         finally:
             await runner.close()
         if caller.crashed is not None:  # our own code failed under the runner: never hidden
             raise caller.crashed
 
-    async def _turns(self, agent: Subagent, caller: ModelCaller, runner: Any, known: set[str]) -> str:
-        """Run the model's turns; why the code ended them ("" when the model ended by itself)."""
+    async def _turns(
+        self, agent: Subagent, caller: ModelCaller, runner: Any, known: set[str]
+    ) -> recovery.ModelStopped | None:
+        """Run the model's turns; why the code ended them (None when the model ended by itself)."""
         clock, deadline_at = agent.runtime.clock, agent.state.deadline
-        stop, wants_more = "", False
+        stop: recovery.ModelStopped | None = None
+        wants_more = False
+        came = recovery.ModelStopped(ModelStop.DEADLINE, "the deadline came while the model was working")
         with anyio.move_on_after(max(deadline_at - clock.now(), 0.0)) as deadline:
             async for message in runner:
                 input_tokens, output_tokens = self.budget.spend(message.usage)
@@ -319,15 +264,16 @@ class ClaudeSubagents:
                 wants_more = message.stop_reason == "tool_use"
                 _refuse_unknown_tools(agent, message, known)
                 if wants_more and self.budget.exhausted:
-                    stop = f"the query's token budget is spent ({self.budget.describe()}); its calls were not made"
+                    spent = f"the query's token budget is spent ({self.budget.describe()}); its calls were not made"
+                    stop = recovery.ModelStopped(ModelStop.TOKENS, spent)
                     break
                 if wants_more and clock.now() >= deadline_at:
-                    stop = "the deadline came while the model was working"
+                    stop = came
                     break
         if deadline.cancelled_caught:
-            return "the deadline came while the model was working"
-        if not stop and wants_more and not caller.ended_loop:  # the runner ended it at max_turns
-            return f"the model used its {caller.model.turns} turns"
+            return came
+        if stop is None and wants_more and not caller.ended_loop:  # the runner ended it at max_turns
+            return recovery.ModelStopped(ModelStop.TURNS, f"the model used its {caller.model.turns} turns")
         return stop
 
 
@@ -335,8 +281,7 @@ def _refuse_unknown_tools(agent: Subagent, message: BetaMessage, known: set[str]
     """A tool the source does not have never runs (the SDK answers the model itself); say so here."""
     for block in message.content:
         if block.type == "tool_use" and block.name not in known:
-            reason = f"the model asked for {block.name}, which {agent.task.source} does not have; not called"
-            agent.decide("refused", reason, ErrorCategory.VALIDATION)
+            agent.feed(recovery.ModelRefused(block.name))
 
 
 @contextlib.asynccontextmanager
@@ -355,6 +300,6 @@ async def _code_takes_over(
     agent: Subagent, why: str, category: ErrorCategory | None = None
 ) -> SubagentReport:
     """The model cannot carry the task: the code makes the planned call, as in deterministic mode."""
-    agent.state = agent.state.calling(agent.task.tool, agent.task.arguments)
-    agent.decide("fallback", f"{why}; the code makes the planned call", category)
-    return await agent.recover()
+    step = await agent.carry(agent.feed(recovery.TakeOver(why, category)))
+    assert isinstance(step, recovery.Ended)  # the code decides every step after it takes over
+    return recovery.report(agent.state, step.outcome)
