@@ -1,16 +1,17 @@
-"""The recovery machine on its own: states and outcomes in, steps out; no source, no clock, no I/O.
+"""The recovery machine on its own: events in, the next state and step out; no source, no clock, no I/O.
 
-Both drivers (the code's loop and the Claude tool loop) ask these functions, so the bounds checked
-here are the only ones there are.
+Both drivers (the code's loop and the Claude tool loop) only carry out these steps and feed back these
+events, so the bounds checked here are the only ones there are.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import FrozenInstanceError
+from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError
@@ -18,152 +19,350 @@ from subagents import recovery
 from subagents.classify import Outcome
 from subagents.policy import RecoveryPolicy
 from subagents.recovery import (
-    Elevate,
-    Failed,
-    Finish,
-    HandOver,
-    NotCalled,
-    Repair,
-    Retry,
+    Admit,
+    Admitted,
+    Answered,
+    AskBudget,
+    AskElevation,
+    Budget,
+    Check,
+    Checked,
+    CutShort,
+    Driver,
+    Elevation,
+    Ended,
+    ModelCall,
+    ModelStop,
+    ModelStopped,
+    Phase,
     RunState,
-    Stop,
+    Send,
     Task,
-    after_failure,
-    model_repair,
-    on_settled,
+    Tell,
+    Told,
+    ToModel,
+    UnexpectedEvent,
+    transition,
 )
-from subagents.writes import ToolEffects
+from subagents.writes import Approval, ToolEffects
 
 POLICY = RecoveryPolicy()
 TASK = Task("lookup", "customers", "customer_lookup", {"identifier": "CUST 42"})
+WRITE = Task("pay", "billing", "pay_out", {"order_id": "ORD-10031", "amount": 45.0})
+PAGE = Outcome("ok", ResultPage[dict](result_count=1, results=[{"id": 1}]))  # type: ignore[type-var]
 
 
-def start(deadline: float = 100.0) -> RunState:
-    return RunState.start(TASK, deadline, meta=None)
+def start(task: Task = TASK, deadline: float = 100.0, driver: Driver = Driver.CODE) -> RunState:
+    return RunState.start(task, deadline, meta=None, driver=driver)
 
 
-def failed(category: ErrorCategory, description: str = "no", **fields: object) -> Outcome:
-    return Outcome("error", ToolError.of(category, description, **fields), "tool_error")  # type: ignore[arg-type]
+def failed(category: ErrorCategory, description: str = "no", **fields: Any) -> Outcome:
+    return Outcome("error", ToolError.of(category, description, **fields), "tool_error")
 
 
-def transient_step(state: RunState, *, now: float = 0.0, breaker_open: bool = False, seed: int = 1) -> object:
-    error = failed(ErrorCategory.TRANSIENT).error
-    assert error is not None
-    return after_failure(
-        POLICY, state, Failed(error, "timeout", now, breaker_open, resendable=True), random.Random(seed)
-    )
+def feed(state: RunState, *events: recovery.Event, seed: int = 1) -> tuple[RunState, recovery.Step | None]:
+    """Feed events in turn; the state and step after the last."""
+    rng, step = random.Random(seed), None
+    for event in events:
+        state, step = transition(POLICY, state, event, rng)
+    return state, step
+
+
+def sent(state: RunState, now: float = 0.0) -> RunState:
+    """The call checked, admitted and sent: the machine waits for its answer."""
+    state, step = feed(state, Checked(now), Admitted(now, True))
+    assert isinstance(step, Send) and state.phase is Phase.SENDING
+    return state
+
+
+def answer(
+    state: RunState,
+    outcome: Outcome,
+    *,
+    now: float = 0.0,
+    resendable: bool = True,
+    breaker_open: bool = False,
+) -> tuple[RunState, recovery.Step | None]:
+    """A sent call answered and the fleet told; the step after."""
+    state, step = feed(state, Answered(outcome, now, resendable))
+    assert isinstance(step, Tell)
+    return feed(state, Told(now, breaker_open, 2.0))
+
+
+def actions(state: RunState) -> list[str]:
+    return [decision.action for decision in state.decisions]
 
 
 def test_a_state_is_a_value_and_each_transition_a_new_one() -> None:
     state = start()
-    after = state.attempted().retried().repaired({"identifier": "CUST-00042"})
-    assert (state.attempts, state.retries, state.repairs) == (0, 0, 0)
-    assert (after.attempts, after.retries, after.repairs) == (1, 1, 1)
-    assert after.call.arguments == {"identifier": "CUST-00042"} and state.call.arguments == TASK.arguments
+    after, step = feed(state, Checked(0.0))
+    assert step == Admit(first=True) and after.phase is Phase.ADMITTING and state.phase is Phase.CHECKING
+    after, step = feed(after, Admitted(0.0, True))
+    assert step == Send(state.call) and (state.attempts, after.attempts) == (0, 1)
     with pytest.raises(FrozenInstanceError):
         state.attempts = 3  # type: ignore[misc]
 
 
-@given(retries=st.integers(0, 10), seed=st.integers(0, 2**16))
-def test_a_transient_fault_is_retried_until_the_bound_then_given_up(retries: int, seed: int) -> None:
-    state = start()
-    for _ in range(retries):
-        state = state.retried()
-    step = transient_step(state, seed=seed)
-    if retries < POLICY.max_retries:
-        assert isinstance(step, Retry) and 0 <= step.delay_s <= POLICY.max_delay_s
-        assert step.reason.startswith(f"retry {retries + 1}/{POLICY.max_retries} after timeout")
-    else:
-        assert isinstance(step, Stop) and step.action == "give_up" and not step.out_of_time
+def test_an_answer_is_finished_and_an_empty_one_accepted() -> None:
+    state, step = answer(sent(start()), PAGE)
+    assert step == Ended(PAGE) and state.phase is Phase.ENDED and actions(state) == []
+    empty = Outcome("empty", EmptyResult(message="nothing"))
+    state, step = answer(sent(start()), empty)
+    assert step == Ended(empty) and actions(state) == ["accept_empty"]
+    assert recovery.report(state, empty).state == "empty"
+
+
+@given(seed=st.integers(0, 2**16))
+def test_a_transient_fault_is_retried_until_the_bound_then_given_up(seed: int) -> None:
+    """Each retry asks the fleet's budget, then waits its back-off; the retry after the bound gives up."""
+    state = sent(start())
+    for retry in range(1, POLICY.max_retries + 1):
+        state, step = answer(state, failed(ErrorCategory.TRANSIENT, "busy"))
+        assert step == AskBudget() and state.phase is Phase.BUDGETING
+        state, step = feed(state, Budget(granted=True), seed=seed)
+        assert isinstance(step, Check) and 0 <= step.wait_s <= POLICY.max_delay_s
+        assert state.decisions[-1].reason.startswith(
+            f"retry {retry}/{POLICY.max_retries} after a transient error"
+        )
+        assert state.decisions[-1].backoff_ms == round(step.wait_s * 1000)
+        state = sent(state)
+    state, step = answer(state, failed(ErrorCategory.TRANSIENT, "busy"))
+    assert isinstance(step, Ended) and actions(state)[-1] == "give_up" and not state.out_of_time
+    assert (state.retries, state.attempts) == (POLICY.max_retries, POLICY.max_retries + 1)
+
+
+def test_a_retry_the_fleet_s_budget_refuses_gives_up() -> None:
+    state, step = answer(sent(start()), failed(ErrorCategory.TRANSIENT, "busy"))
+    state, step = feed(state, Budget(granted=False))
+    assert isinstance(step, Ended) and actions(state) == ["give_up"] and state.retries == 0
+    assert "the retry budget for customers is spent: busy" in state.decisions[-1].reason
 
 
 def test_a_back_off_past_the_deadline_is_not_slept_it_gives_up_out_of_time() -> None:
-    step = transient_step(start(deadline=1.0), now=0.999999, seed=3)
-    assert isinstance(step, Stop) and step.action == "give_up" and step.out_of_time
+    state, step = answer(sent(start(deadline=1.0)), failed(ErrorCategory.TRANSIENT), now=0.999999)
+    assert isinstance(step, Ended) and actions(state) == ["give_up"] and state.out_of_time
 
 
 def test_a_transient_fault_that_opened_the_breaker_is_not_retried() -> None:
-    assert isinstance(transient_step(start(), breaker_open=True), NotCalled)
+    state, step = answer(sent(start()), failed(ErrorCategory.TRANSIENT), breaker_open=True)
+    assert isinstance(step, Ended) and actions(state) == ["breaker_open"]
+    assert "probes again in 2.0 s" in state.decisions[-1].reason
 
 
-def test_permission_asks_for_elevation_once_then_hands_over() -> None:
-    error = failed(ErrorCategory.PERMISSION, required_scope="billing:read").error
-    assert error is not None
-    first = after_failure(POLICY, start(), Failed(error, "", 0, False, resendable=True), random.Random(1))
-    assert first == Elevate("billing:read")
-    used = start().elevated("billing:read", {"credential": "x"})
-    second = after_failure(POLICY, used, Failed(error, "", 0, False, resendable=True), random.Random(1))
-    assert isinstance(second, HandOver) and "1 elevation already used" in second.reason
-    assert used.held_scopes == frozenset({"billing:read"}) and used.call.meta == {"credential": "x"}
+def test_an_open_breaker_stops_the_call_before_it_is_sent() -> None:
+    state, step = feed(start(), Checked(0.0), Admitted(0.0, False, 3.0))
+    assert isinstance(step, Ended) and actions(state) == ["breaker_open"] and state.attempts == 0
+    assert state.causes == ("breaker_open",)
 
 
-@pytest.mark.parametrize("category", [ErrorCategory.BUSINESS, ErrorCategory.VALIDATION])
-def test_business_and_validation_are_handed_to_the_decision_maker(category: ErrorCategory) -> None:
-    error = failed(category, "stop here").error
-    assert error is not None
-    step = after_failure(POLICY, start(), Failed(error, "", 0, False, resendable=True), random.Random(1))
-    assert step == HandOver("stop here")
+def test_the_deadline_is_checked_before_every_call_and_when_a_call_is_cut_by_it() -> None:
+    state, step = feed(start(deadline=5.0), Checked(5.0))
+    assert isinstance(step, Ended) and actions(state) == ["give_up"] and state.out_of_time
+    cut = failed(ErrorCategory.TRANSIENT, "timed out")
+    state, step = feed(sent(start(deadline=5.0)), Answered(cut, 4.99, resendable=True, raised=True))
+    assert step == Tell(failed=None)  # the deadline's doing says nothing of the source
+    state, step = feed(state, Told(4.99))
+    assert isinstance(step, Ended) and state.out_of_time and state.causes == ("deadline",)
+    assert "The deadline passed before customers answered" in str(step.outcome.result)
 
 
-def test_what_settled_is_finished_repaired_or_stopped() -> None:
-    page = Outcome("ok", ResultPage[dict](result_count=1, results=[{"id": 1}]))  # type: ignore[type-var]
-    empty = Outcome("empty", EmptyResult(message="nothing"))
-    blocked = Outcome("error", ToolError.of(ErrorCategory.BUSINESS, "over the limit"), "hook_blocked")
-    assert on_settled(POLICY, start(), page, "") == Finish(accept_empty=False)
-    assert on_settled(POLICY, start(), empty, "") == Finish(accept_empty=True)
-    assert on_settled(POLICY, start(), blocked, "over") == Stop("hook_blocked", "over")
-    assert on_settled(POLICY, start(), failed(ErrorCategory.BUSINESS), "why") == Stop("escalate", "why")
-    repaired = on_settled(POLICY, start(), failed(ErrorCategory.VALIDATION), "")
-    assert isinstance(repaired, Repair) and repaired.arguments == {"identifier": "CUST-00042"}
+def test_permission_asks_for_elevation_once_then_escalates() -> None:
+    denied = failed(ErrorCategory.PERMISSION, "needs read", required_scope="customers:read")
+    state, step = answer(sent(start()), denied)
+    assert step == AskElevation("customers:read") and state.phase is Phase.ELEVATING
+    state, step = feed(state, Elevation(True, "granted", {"credential": "x"}))
+    assert isinstance(step, Check) and step.call.meta == {"credential": "x"}
+    assert state.held_scopes == frozenset({"customers:read"}) and actions(state) == ["elevate"]
+    state, step = answer(sent(state), denied)
+    assert isinstance(step, Ended) and actions(state) == ["elevate", "escalate"]
+    assert "1 elevation already used" in state.decisions[-1].reason
 
 
-def test_a_validation_error_nothing_can_repair_escalates() -> None:
-    state = start().calling("customer_lookup", {"identifier": "???"})
-    step = on_settled(POLICY, state, failed(ErrorCategory.VALIDATION, "bad identifier"), "")
-    assert isinstance(step, Stop) and step.action == "escalate" and "no repair applies" in step.reason
+def test_an_elevation_the_broker_refuses_escalates_with_its_reason() -> None:
+    state, _ = answer(sent(start()), failed(ErrorCategory.PERMISSION, "no", required_scope="x"))
+    state, step = feed(state, Elevation(False, "no grant allows 'x'"))
+    assert isinstance(step, Ended) and actions(state) == ["escalate"]
+    assert state.decisions[-1].reason == "elevation refused (no grant allows 'x'): no"
 
 
-@given(by_code=st.integers(0, 3), by_model=st.integers(0, 3))
+def test_business_escalates_and_validation_is_repaired_within_its_budget() -> None:
+    state, step = answer(sent(start()), failed(ErrorCategory.BUSINESS, "closed account"))
+    assert isinstance(step, Ended) and state.decisions[-1].reason == "closed account"
+    state, step = answer(sent(start()), failed(ErrorCategory.VALIDATION, "bad id"))
+    assert isinstance(step, Check) and step.call.arguments == {"identifier": "CUST-00042"}
+    assert state.decisions[-1].reason == 'repair 1/2: identifier "CUST 42" -> "CUST-00042"'
+    state, step = answer(sent(state), failed(ErrorCategory.VALIDATION, "still bad"))  # nothing more to repair
+    assert isinstance(step, Ended) and actions(state) == ["repair", "escalate"]
+    assert "no repair applies" in state.decisions[-1].reason
+
+
+@given(by_code=st.integers(0, 2), by_model=st.integers(0, 3))
 def test_the_code_and_the_model_spend_one_repair_budget(by_code: int, by_model: int) -> None:
-    """Repairs are counted by one transition whoever makes them, and bounded by one check."""
-    state = start()
-    for _ in range(by_code):
-        state = state.repaired({"identifier": "CUST-00042"})
-    for _ in range(by_model):
-        step = model_repair(POLICY, state, {"identifier": "CUST-00043"})
-        assert step.reason.startswith(f"repair {state.repairs + 1}/{POLICY.max_repairs} by the model")
-        state = state.repaired(step.arguments)
-    assert state.repairs == by_code + by_model
-    error = failed(ErrorCategory.VALIDATION, "still bad").error
-    assert error is not None
-    spent = recovery.repairs_spent(POLICY, state, error)
-    repairable = state.calling("customer_lookup", {"identifier": "cust 7"})
-    settled = on_settled(POLICY, repairable, failed(ErrorCategory.VALIDATION, "still bad"), "")
-    if state.repairs >= POLICY.max_repairs:
-        assert spent == settled == Stop("escalate", f"{state.repairs} repairs spent: still bad")
-    else:
-        assert spent is None and isinstance(settled, Repair)
+    """Repairs are counted by one machine whoever makes them, and bounded by one check."""
+    state = start(driver=Driver.MODEL)
+    state, _ = feed(state, ModelCall("customer_lookup", {"identifier": "cust 7"}))
+    for turn in range(by_code + by_model):
+        state, step = answer(sent(state), failed(ErrorCategory.VALIDATION, "bad"))
+        if state.phase is Phase.ENDED:
+            assert turn >= POLICY.max_repairs and actions(state)[-1] == "escalate"
+            return
+        assert isinstance(step, ToModel) and state.repairing == "customer_lookup"
+        state, step = feed(state, ModelCall("customer_lookup", {"identifier": f"CUST-0000{turn}"}))
+        assert isinstance(step, Check) and state.repairs == turn + 1
+    assert state.repairs == by_code + by_model <= POLICY.max_repairs
 
 
-def test_the_call_budget_is_the_policy_s() -> None:
-    state = start()
-    for _ in range(POLICY.max_attempts - 1):
-        state = state.attempted()
-    assert not recovery.calls_spent(POLICY, state)
-    assert recovery.calls_spent(POLICY, state.attempted())
+def test_the_model_s_call_budget_and_its_failed_calls_are_the_code_s() -> None:
+    state = start(driver=Driver.MODEL)
+    state, _ = feed(state, ModelCall("customer_lookup", {"identifier": "CUST-00001"}))
+    state, step = answer(sent(state), failed(ErrorCategory.BUSINESS, "closed"))
+    assert isinstance(step, ToModel) and actions(state) == ["to_model"]
+    state, step = feed(state, ModelCall("customer_lookup", {"identifier": "CUST-00001"}))
+    assert isinstance(step, ToModel) and step.outcome is None and actions(state)[-1] == "refused"
+    for n in range(2, POLICY.max_attempts + 1):
+        state, _ = feed(state, ModelCall("customer_lookup", {"identifier": f"CUST-0000{n}"}))
+        state, _ = answer(sent(state), PAGE)
+    state, step = feed(state, ModelCall("customer_lookup", {"identifier": "CUST-00009"}))
+    assert isinstance(step, ToModel) and step.end_loop and actions(state)[-1] == "refused"
+    assert state.attempts == POLICY.max_attempts
 
 
-def test_the_report_escalates_with_every_field_and_the_partial_results_kept_once() -> None:
-    state = start().attempted().keeping([{"id": 1}]).keeping([{"id": 1}, {"id": 2}])
-    report = recovery.report(state, failed(ErrorCategory.BUSINESS, "closed account"))
-    assert report.state == "escalated" and report.escalation is not None
-    assert report.escalation.partial_results == [{"id": 1}, {"id": 2}]
-    assert report.escalation.attempted_query.arguments == TASK.arguments and report.attempts == 1
+def test_a_hook_or_a_missing_approval_stops_the_code_and_is_told_to_a_model() -> None:
+    over = ToolError.of(ErrorCategory.BUSINESS, "over the limit")
+    state, step = feed(start(WRITE), Checked(0.0, blocked=over))
+    assert isinstance(step, Ended) and actions(state) == ["hook_blocked"] and state.attempts == 0
+    state, step = feed(start(WRITE), Checked(0.0, approval=over))
+    assert isinstance(step, Ended) and actions(state) == ["not_approved"]
+    model = start(WRITE, driver=Driver.MODEL)
+    model, _ = feed(model, ModelCall("pay_out", dict(WRITE.arguments)), Checked(0.0, blocked=over))
+    assert model.phase is Phase.WITH_MODEL and model.decisions[-1].reason.endswith("Returned to the model.")
+
+
+def test_an_approved_write_is_recorded_once_a_call() -> None:
+    approval = Approval.parse("pay_out:ORD-10031")
+    state = start(WRITE)
+    state, _ = answer(sent_with(state, approval), failed(ErrorCategory.TRANSIENT), resendable=True)
+    state, _ = feed(state, Budget(True))
+    state = sent_with(state, approval)
+    assert actions(state) == ["approved", "retry"]
+
+
+def sent_with(state: RunState, approval: Approval) -> RunState:
+    state, step = feed(state, Checked(0.0, approval=approval), Admitted(0.0, True))
+    assert isinstance(step, Send)
+    return state
+
+
+@given(
+    retries=st.integers(0, POLICY.max_retries),
+    breaker_open=st.booleans(),
+    cause=st.sampled_from(["timeout", "connection_closed", "tool_error", "garbage"]),
+)
+def test_a_write_that_may_have_acted_ends_with_its_outcome_unknown_never_a_retry(
+    retries: int, breaker_open: bool, cause: str
+) -> None:
+    """Whatever the retries left and the breaker say, a transient failure of a write that is not safe
+    to resend ends the run on an error saying the outcome is unknown, what was attempted and what to check."""
+    state = sent(start(WRITE))
+    for _ in range(retries):  # earlier failures that provably never reached the tool
+        state, _ = answer(state, failed(ErrorCategory.TRANSIENT))
+        state, _ = feed(state, Budget(True))
+        state = sent(state)
+    interrupted = Outcome("error", ToolError.of(ErrorCategory.TRANSIENT, "briefly unavailable"), cause)
+    state, step = answer(state, interrupted, resendable=False, breaker_open=breaker_open)
+    assert isinstance(step, Ended) and actions(state)[-1] == "outcome_unknown"
+    error = step.outcome.error
+    assert error is not None and error.error_category is ErrorCategory.BUSINESS and not error.is_retryable
+    assert "may or may not have acted" in error.description and "It was not sent again" in error.description
+    assert error.attempted_query is not None and error.attempted_query.tool == "pay_out"
+
+
+def test_a_write_refused_before_acting_is_still_recovered() -> None:
+    """Validation and permission say the write did not act: repair and elevation still apply."""
+    denied = failed(ErrorCategory.PERMISSION, "needs billing:refund", required_scope="billing:refund")
+    _, step = answer(sent(start(WRITE)), denied, resendable=False)
+    assert isinstance(step, AskElevation)
+
+
+@pytest.mark.parametrize("sending, resendable, action", [
+    (True, False, "outcome_unknown"), (True, True, "give_up"), (False, False, "give_up"),
+])  # fmt: skip
+def test_the_backstop_ends_a_run_in_any_phase(sending: bool, resendable: bool, action: str) -> None:
+    for phase_state in (start(), sent(start()), answer(sent(start()), failed(ErrorCategory.TRANSIENT))[0]):
+        state, step = feed(phase_state, CutShort(sending, resendable))
+        assert isinstance(step, Ended) and actions(state)[-1] == action and state.out_of_time
+
+
+def test_the_model_stopped_by_the_deadline_is_out_of_time() -> None:
+    state, step = feed(start(driver=Driver.MODEL), ModelStopped(ModelStop.DEADLINE, "the deadline came"))
+    assert step is None and state.out_of_time and state.decisions[-1].category is ErrorCategory.TRANSIENT
+    state, _ = feed(start(driver=Driver.MODEL), ModelStopped(ModelStop.TURNS, "the model used its 8 turns"))
+    assert not state.out_of_time and state.decisions[-1].category is None
+
+
+def test_an_event_the_phase_does_not_take_is_refused() -> None:
+    with pytest.raises(UnexpectedEvent, match="Answered in phase checking"):
+        feed(start(), Answered(PAGE, 0.0, True))
+    with pytest.raises(UnexpectedEvent, match="ModelCall in phase checking"):
+        feed(start(), ModelCall("customer_lookup", {}))
+    with pytest.raises(UnexpectedEvent, match="Budget in phase sending"):
+        feed(sent(start()), Budget(True))
+
+
+# --- every bound, whatever the sources and the fleet answer ----------------------------------------
+
+_ANSWERS = st.sampled_from(
+    [
+        PAGE,
+        Outcome("empty", EmptyResult(message="nothing")),
+        failed(ErrorCategory.TRANSIENT, "busy"),
+        failed(ErrorCategory.VALIDATION, "bad"),
+        failed(ErrorCategory.BUSINESS, "no"),
+        failed(ErrorCategory.PERMISSION, "denied", required_scope="customers:read"),
+    ]
+)
+
+
+@settings(max_examples=300)
+@given(data=st.data(), writes=st.booleans(), deadline=st.floats(1.0, 30.0))
+def test_no_run_passes_a_bound_whatever_happens(data: st.DataObject, writes: bool, deadline: float) -> None:
+    """A driver that answers every step at random, as sources, the fleet and the broker might: every run
+    ends, within every bound, with one cause per decision, and a write is never sent again after it may
+    have acted."""
+    state, step, now = start(WRITE if writes else TASK, deadline), None, 0.0
+    step = state.first_step()
+    for _ in range(100):
+        match step:
+            case Check(wait_s=wait_s):
+                now += wait_s
+                event: recovery.Event = Checked(now)
+            case Admit():
+                event = Admitted(now, data.draw(st.sampled_from([True, True, True, False])))
+            case Send():
+                outcome = data.draw(_ANSWERS)
+                now += data.draw(st.floats(0.0, 2.0))
+                event = Answered(outcome, now, resendable=not writes, raised=data.draw(st.booleans()))
+            case Tell():
+                event = Told(now, breaker_open=data.draw(st.booleans()))
+            case AskBudget():
+                event = Budget(data.draw(st.booleans()))
+            case AskElevation():
+                event = Elevation(data.draw(st.booleans()), "the broker said so", {"credential": "c"})
+            case Ended():
+                break
+            case _:
+                raise AssertionError(step)
+        state, step = transition(POLICY, state, event, random.Random(data.draw(st.integers(0, 99))))
+    assert isinstance(step, Ended) and state.phase is Phase.ENDED
+    assert state.attempts <= POLICY.max_attempts and state.retries <= POLICY.max_retries
+    assert state.repairs <= POLICY.max_repairs and state.elevations <= POLICY.max_elevations
+    assert len(state.causes) == len(state.decisions)
+    if writes:  # a write failing transiently is never retried: it was not resendable
+        assert state.retries == 0
+    assert recovery.report(state, step.outcome).attempts == state.attempts
 
 
 # --- writes: only what is safe to resend is resent ------------------------------------------------
-
-WRITE = Task("pay", "billing", "pay_out", {"order_id": "ORD-10031", "amount": 45.0})
 
 
 @given(
@@ -194,49 +393,23 @@ def test_the_specification_defaults_make_an_unannotated_tool_a_write_not_resent(
     assert keyed.resendable({"idempotency_key": "k-12345678"}) and not keyed.resendable({})
 
 
-@given(
-    retries=st.integers(0, 5),
-    breaker_open=st.booleans(),
-    cause=st.sampled_from(["timeout", "connection_closed", "tool_error", "garbage"]),
-)
-def test_a_write_that_may_have_acted_ends_with_its_outcome_unknown_never_a_retry(
-    retries: int, breaker_open: bool, cause: str
-) -> None:
-    """Whatever the retries left and the breaker say, a transient failure of a write that is not safe
-    to resend is a stop whose error says the outcome is unknown, what was attempted and what to check."""
-    state = RunState.start(WRITE, 100.0, meta=None).attempted()
-    for _ in range(retries):
-        state = state.retried()
-    error = failed(ErrorCategory.TRANSIENT, "briefly unavailable").error
-    assert error is not None
-    step = after_failure(
-        POLICY, state, Failed(error, cause, 0.0, breaker_open, resendable=False), random.Random(1)
-    )
-    assert isinstance(step, Stop) and step.action == "outcome_unknown"
-    assert step.error is not None and step.error.error_category is ErrorCategory.BUSINESS
-    assert not step.error.is_retryable
-    assert (
-        "may or may not have acted" in step.error.description
-        and "It was not sent again" in step.error.description
-    )
-    assert step.error.attempted_query is not None and step.error.attempted_query.tool == "pay_out"
-
-
-def test_a_write_refused_before_acting_is_still_recovered() -> None:
-    """Validation and permission say the write did not act: repair and elevation still apply."""
-    state = RunState.start(WRITE, 100.0, meta=None).attempted()
-    denied = failed(ErrorCategory.PERMISSION, "needs billing:refund", required_scope="billing:refund").error
-    assert denied is not None
-    step = after_failure(
-        POLICY, state, Failed(denied, "tool_error", 0.0, False, resendable=False), random.Random(1)
-    )
-    assert isinstance(step, Elevate)
+def test_the_report_escalates_with_every_field_and_the_partial_results_kept_once() -> None:
+    partial = failed(ErrorCategory.TRANSIENT, "busy", partial_results=[{"id": 1}])
+    state, _ = answer(sent(start()), partial)
+    state, _ = feed(state, Budget(True))
+    more = failed(ErrorCategory.BUSINESS, "closed account", partial_results=[{"id": 1}, {"id": 2}])
+    state, step = answer(sent(state), more)
+    assert isinstance(step, Ended)
+    report = recovery.report(state, step.outcome)
+    assert report.state == "escalated" and report.escalation is not None
+    assert report.escalation.partial_results == [{"id": 1}, {"id": 2}]
+    assert report.escalation.attempted_query.arguments == TASK.arguments and report.attempts == 2
 
 
 def test_a_write_acts_on_its_target_alone_and_its_key_is_no_target() -> None:
     """An asked write and an approval name an order: a call naming another order as well, or the
     asked order only as its idempotency key, is neither."""
-    from subagents.writes import Approval, AskedWrite
+    from subagents.writes import AskedWrite
 
     asked, approved = AskedWrite("issue_refund", "ORD-10031", 45.0), Approval.parse("issue_refund:ORD-10031")
     right = {"order_id": "ORD-10031", "amount": 45, "idempotency_key": "k-1"}
