@@ -3,9 +3,9 @@
 The model gets its one source's MCP tools through the anthropic SDK's own helpers
 (``async_mcp_tool`` and the tool runner). Those helpers call whatever object they are given through
 ``call_tool``; here that object is ``ModelCaller``, so each call the model asks for goes through the
-subagent's ``settle`` before anything comes back:
+subagent's state machine (``Subagent.call``) before anything comes back:
 
-    model ─tool_use─► ModelCaller.call_tool ─► settle: pre-call hooks ► breaker ► source ► classify
+    model ─tool_use─► ModelCaller.call_tool ─► Subagent.call: pre-call hooks ► breaker ► source ► classify
       ▲                                              ► post-call hooks (trimmed) ► transient retried here
       │                                              ► permission elevated here when the broker grants
       └──── tool_result (the contract's JSON) ◄── results, and the errors the model must act on:
@@ -85,9 +85,9 @@ class _OwnCodeFailed(Exception):
 class ModelCaller:
     """What the model's MCP tools call: the subagent's own recovery between the model and its source.
 
-    It feeds the model's calls to the same ``Subagent`` and the same decisions (``subagents.recovery``)
-    as the deterministic mode; what it keeps itself is only what a model adds: the calls that failed
-    for good, the tool it was asked to repair, every record the task's tool returned.
+    It feeds the model's calls to the same ``Subagent`` and the same machine (``subagents.recovery``)
+    as the deterministic mode, which also keeps the calls that failed for good and the tool the model
+    was asked to repair; what it keeps itself is what the model was given: every record returned.
     """
 
     agent: Subagent
