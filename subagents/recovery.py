@@ -44,42 +44,12 @@ from subagents.task import Task
 from subagents.writes import Approval, ToolEffects
 
 __all__ = [
-    "ACCEPT_EMPTY",
-    "Admit",
-    "Admitted",
-    "Answered",
-    "AskBudget",
-    "AskElevation",
-    "Budget",
-    "Call",
-    "Check",
-    "Checked",
-    "CutShort",
-    "Driver",
-    "Elevation",
-    "Ended",
-    "Event",
-    "ModelCall",
-    "ModelRefused",
-    "ModelStop",
-    "ModelStopped",
-    "Phase",
-    "RunState",
-    "Send",
-    "Step",
-    "SubagentReport",
-    "TakeOver",
-    "Task",
-    "Tell",
-    "ToModel",
-    "Told",
-    "UnexpectedEvent",
-    "Unresolved",
-    "add_new",
-    "report",
-    "resendable",
+    "ACCEPT_EMPTY", "Admit", "Admitted", "Answered", "AskBudget", "AskElevation", "Budget", "Call",
+    "Check", "Checked", "CutShort", "Driver", "Elevation", "Ended", "Event", "ModelCall", "ModelRefused",
+    "ModelStop", "ModelStopped", "Phase", "RunState", "Send", "Step", "SubagentReport", "TakeOver", "Task",
+    "Tell", "ToModel", "Told", "UnexpectedEvent", "Unresolved", "add_new", "report", "resendable",
     "transition",
-]
+]  # fmt: skip
 
 ACCEPT_EMPTY = "the query ran and matched nothing: a valid empty result, not retried"
 # A call that failed this close to the deadline was cut by it (its timeout was clipped to the deadline).
