@@ -111,7 +111,7 @@ class SilentObserver:
 
 
 class ModelDriver(Protocol):
-    """Drives a subagent with a model choosing the calls (Claude mode); ``Subagent.settle`` stays under it."""
+    """Drives a subagent with a model choosing the calls (Claude mode) through ``Subagent.call``."""
 
     async def drive(self, agent: Subagent) -> SubagentReport: ...
 
