@@ -16,12 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.reporting.report import ResearchReport
 from sources.contract import ErrorCategory
-from sources.security.private_files import private_folder, publish_file
 from subagents.broker import Grant
 from subagents.decisions import Decision
 from subagents.policy import Recovery, RecoveryPolicy
 from subagents.sessions.recording import Attempt
 from subagents.writes import Approval
+from traces.private_files import private_folder, publish_file
 from traces.stand_ins import pseudonymous
 
 __all__ = ["RecordedRun", "RecordingError", "load_recording", "recording_path", "save_recording"]

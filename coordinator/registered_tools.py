@@ -20,8 +20,8 @@ import anyio
 from coordinator.planning.tools import Catalog, demo_catalog, with_registered
 from coordinator.registry import Registry, SourceEntry, target_of
 from sources.deferred import deferred
-from sources.security.private_files import private_folder, publish_file
 from subagents.writes import EffectsTable, ToolEffects
+from traces.private_files import private_folder, publish_file
 
 if TYPE_CHECKING:
     import mcp

@@ -55,7 +55,7 @@ from coordinator.registry_trust import fingerprint
 from sources.catalogue import SOURCES
 from sources.contract import ErrorCategory
 from sources.deferred import deferred
-from sources.security.private_files import open_private_file, private_folder
+from traces.private_files import open_private_file, private_folder
 
 # Deferred: the registry is read by every command, most of which start no session and write no file.
 if TYPE_CHECKING:
