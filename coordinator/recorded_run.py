@@ -1,10 +1,7 @@
-"""A run kept beside its trace: ``RecordedRun``, written as a run ends and read by ``coordinator.replay``.
-
-Each query's run is written to ``<traces>/recordings/<trace id>.json`` as it ends (personal data
-replaced by stand-ins of the same shape, ``traces.stand_ins.pseudonymous``): the plan it ran,
-the recovery policy and deadline it ran under, every attempt's answer (``subagents.sessions.recording``) and
-every task's decisions.
-"""
+"""A run kept beside its trace, ``<traces>/recordings/<trace id>.json``, as it ends (personal data replaced
+by stand-ins of the same shape, ``traces.stand_ins.pseudonymous``): the plan it ran, the recovery policy
+and deadline it ran under, every attempt's answer (``subagents.sessions.recording``), every task's
+decisions. ``coordinator.replay`` runs it again."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Each source setting's default, written once: ``SourceSettings``' fields (``sources.settings``) and the
-``RESEARCH_*`` variables that override them (``sources.environment``) both start from these."""
+"""Each source setting's default, read by ``sources.settings`` and by the variables of ``sources.environment``."""
 
 SEED = 42  # of the generated demo data
 KB_WARMUP_MS = 1000

@@ -50,9 +50,8 @@ else:
     fault_layer = deferred("sources.faults")
     keys = deferred("sources.security.keys")
 
-__all__ = ["DEFAULT_SEED", "PUBLIC_KEY_ENV", "SIGNING_KEY_ENV", "SourceSettings", "data_dir_from"]
+__all__ = ["PUBLIC_KEY_ENV", "SIGNING_KEY_ENV", "SourceSettings", "data_dir_from"]
 
-DEFAULT_SEED = defaults.SEED
 SIGNING_KEY_ENV = "RESEARCH_SIGNING_KEY"  # the private key: the coordinator's, never a source's
 PUBLIC_KEY_ENV = "RESEARCH_PUBLIC_KEY"
 
@@ -70,7 +69,7 @@ def _no_faults() -> FaultSettings:
 @dataclass(frozen=True)
 class SourceSettings:
     data_dir: Path
-    seed: int = DEFAULT_SEED
+    seed: int = defaults.SEED
     signing_key_pem: str | None = None  # the private key; a source never reads it (see signing_key)
     public_key_pem: str | None = None
     faults: FaultSettings = field(default_factory=_no_faults)
