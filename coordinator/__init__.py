@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from coordinator.core import DEFAULT_GRANTS, Config, Coordinator
     from coordinator.planning.plan import Plan, PlannedTask, Ref
     from coordinator.planning.reading import QueryError
-    from coordinator.replay import RecordedRun, Replayed, load_recording
+    from coordinator.recorded_run import RecordedRun, load_recording
+    from coordinator.replay import Replayed
     from coordinator.reporting.report import ResearchReport
 
 __all__ = [

@@ -33,9 +33,9 @@ from coordinator.llm import claude_brief, claude_plan
 from coordinator.planning.plan import PLANNING_SHARE, Plan
 from coordinator.planning.planner import plan_query
 from coordinator.planning.writes import asked_writes
+from coordinator.recorded_run import save_recording
 from coordinator.registered_tools import catalog_of, tool_effects
 from coordinator.registry import Registry
-from coordinator.replay import save_recording
 from coordinator.reporting.report import PlanningSummary, ResearchReport, TokenUse
 from coordinator.reporting.synthesize import synthesize
 from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
@@ -211,7 +211,7 @@ class Coordinator:
         for it beyond the config's. A write is made only as the question asks for it
         (``coordinator.planning.writes``) and approved. ``seed``: the back-off jitter's (None draws
         a fresh one); ``jitter`` gives each task's instead (a replay, its recorded one). With
-        ``record``, the run is kept beside its trace (``coordinator.replay``).
+        ``record``, the run is kept beside its trace (``coordinator.recorded_run``).
         """
         started_at = started_at if started_at is not None else time.monotonic()
         deadline_at = started_at + deadline_s

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,15 +18,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from coordinator.planning.tools import Catalog, demo_catalog, with_registered
-from coordinator.query_chaos import SOURCE_NAME_VARIABLE
-from coordinator.registry import Registry, SourceEntry
+from coordinator.registry import Registry, SourceEntry, target_of
 from sources.deferred import deferred
-from sources.security.private_files import open_private_file, private_folder, publish_file
 from subagents.writes import EffectsTable, ToolEffects
+from traces.private_files import private_folder, publish_file
 
 if TYPE_CHECKING:
     import mcp
-    import mcp.client.stdio
 else:
     mcp = deferred("mcp")  # planning reads the tools kept; only listing them again starts a server
 
@@ -41,8 +37,7 @@ __all__ = [
     "list_tools",
     "listing_file",
     "one_line",
-    "registered_target",
-    "target_of",
+    "target_of",  # its home is coordinator.registry (cli/sources.py reads it here)
     "tool_effects",
     "tools_at",
 ]
@@ -64,38 +59,6 @@ class ListedTool:
     @property
     def effects(self) -> ToolEffects:
         return ToolEffects.of({"readOnlyHint": self.read_only, **self.annotations}, self.input_schema)
-
-
-def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
-    """Where ``mcp.Client`` finds a registered source: its URL, or a transport spawning its command.
-
-    A spawned server's stderr (its banner, its logs) goes to ``log_dir/NAME.log`` when given, so it
-    does not interleave with what the command prints; the SDK's default is this process's stderr.
-    """
-    if entry.url is not None:
-        return entry.url
-    assert entry.command is not None  # an entry has a command or a URL (SourceEntry checks)
-    program, *arguments = entry.command
-    # The SDK passes a child a safe subset of this environment (PATH, HOME...); the entry adds its own.
-    # Named in its environment, which what it starts inherits: a chaos kill finds the whole tree.
-    environment = {**entry.env, SOURCE_NAME_VARIABLE: entry.name}
-    parameters = mcp.StdioServerParameters(command=program, args=arguments, env=environment, cwd=entry.cwd)
-    if log_dir is None:
-        return parameters
-    return _logged(mcp.client.stdio.stdio_client, parameters, log_dir / f"{entry.name}.log")
-
-
-@asynccontextmanager
-async def _logged(open_stdio: Any, parameters: Any, log: Path) -> AsyncIterator[Any]:
-    private_folder(log.parent)  # in the data folder, 0700; the log 0600: it may quote what was asked
-    with open_private_file(log, "a") as errlog:
-        async with open_stdio(parameters, errlog=errlog) as streams:
-            yield streams
-
-
-def registered_target(entry: SourceEntry, log_dir: Path) -> Callable[[], Any]:
-    """A registered source as a ``subagents.sessions.connection`` target: each session spawns (or dials) anew."""
-    return lambda: target_of(entry, log_dir)
 
 
 async def catalog_of(registry: Registry, data_dir: Path, *, timeout_s: float = _LIST_TIMEOUT_S) -> Catalog:

@@ -34,7 +34,8 @@ import os
 import re
 import shlex
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -54,12 +55,15 @@ from coordinator.registry_trust import fingerprint
 from sources.catalogue import SOURCES
 from sources.contract import ErrorCategory
 from sources.deferred import deferred
+from traces.private_files import open_private_file, private_folder
 
 # Deferred: the registry is read by every command, most of which start no session and write no file.
 if TYPE_CHECKING:
+    import mcp
+    import mcp.client.stdio
     import tomli_w
 
-    from coordinator import registered_tools
+    from coordinator import query_chaos
     from sources.faults import FaultSettings
     from sources.processes import fleet as fleets
     from sources.processes.fleet import Fleet
@@ -71,7 +75,8 @@ if TYPE_CHECKING:
     from subagents.sessions.connection import Target
 else:
     tomli_w = deferred("tomli_w")  # only `sources add` and `remove` write
-    registered_tools = deferred("coordinator.registered_tools")  # it imports this module
+    mcp = deferred("mcp")  # only a registered source's session starts its server
+    query_chaos = deferred("coordinator.query_chaos")
     fleets = deferred("sources.processes.fleet")
     broker = deferred("subagents.broker")
     classify = deferred("subagents.classify")
@@ -87,7 +92,9 @@ __all__ = [
     "SourceEntry",
     "fleet_target",
     "one_line_error",
+    "registered_target",
     "registry_file",
+    "target_of",
 ]
 
 ENVIRONMENT_VARIABLE = "RESEARCH_SOURCES"
@@ -233,7 +240,7 @@ class SourceEntry(BaseModel):
         session opens (never on a default port). A registered source is reached as its entry says,
         its faults injected client-side (it has no layer of its own)."""
         if not self.demo:
-            target = registered_tools.registered_target(self, settings.data_dir / "logs")
+            target = registered_target(self, settings.data_dir / "logs")
             return client_faults.with_client_faults(target, faults) if faults.active else target
         if over == "http":
             return connection.http_target(url) if url else fleet_target(fleets.Fleet(settings), self.name)
@@ -257,6 +264,38 @@ def fleet_target(fleet: Fleet, source: str) -> Callable[[], str]:
             ) from None
 
     return where
+
+
+def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
+    """Where ``mcp.Client`` finds a registered source: its URL, or a transport spawning its command.
+
+    A spawned server's stderr (its banner, its logs) goes to ``log_dir/NAME.log`` when given, so it
+    does not interleave with what the command prints; the SDK's default is this process's stderr.
+    """
+    if entry.url is not None:
+        return entry.url
+    assert entry.command is not None  # an entry has a command or a URL (SourceEntry checks)
+    program, *arguments = entry.command
+    # The SDK passes a child a safe subset of this environment (PATH, HOME...); the entry adds its own.
+    # Named in its environment, which what it starts inherits: a chaos kill finds the whole tree.
+    environment = {**entry.env, query_chaos.SOURCE_NAME_VARIABLE: entry.name}
+    parameters = mcp.StdioServerParameters(command=program, args=arguments, env=environment, cwd=entry.cwd)
+    if log_dir is None:
+        return parameters
+    return _logged(mcp.client.stdio.stdio_client, parameters, log_dir / f"{entry.name}.log")
+
+
+@asynccontextmanager
+async def _logged(open_stdio: Any, parameters: Any, log: Path) -> AsyncIterator[Any]:
+    private_folder(log.parent)  # in the data folder, 0700; the log 0600: it may quote what was asked
+    with open_private_file(log, "a") as errlog:
+        async with open_stdio(parameters, errlog=errlog) as streams:
+            yield streams
+
+
+def registered_target(entry: SourceEntry, log_dir: Path) -> Callable[[], Any]:
+    """A registered source as a ``subagents.sessions.connection`` target: each session spawns (or dials) anew."""
+    return lambda: target_of(entry, log_dir)
 
 
 # The demo sources, built as they are (their names are refused to a registered entry).

@@ -18,7 +18,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from sources.security.private_files import publish_file
+from traces.private_files import publish_file
 
 __all__ = ["fingerprint", "is_trusted", "trust"]
 

@@ -21,7 +21,8 @@ from jsonschema.exceptions import ValidationError as SchemaError
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-from sources.contract import AttemptedQuery, ErrorCategory, ToolError, to_call_tool_result
+from sources.contract import AttemptedQuery, ErrorCategory, ToolError
+from sources.tool_failure import to_call_tool_result
 
 __all__ = ["MISSING", "ArgumentGuard", "echo_arguments", "invalid_argument"]
 

@@ -14,7 +14,7 @@ Wire names are camelCase where the contract has them (``errorCategory``, ``isRet
 ``retryAfterMs``, ``resultCount``) and snake_case where it has them (``attempted_query``,
 ``partial_results``). Python code uses snake_case attributes throughout; the aliases are the wire.
 
-``to_call_tool_result`` is the one way a model becomes an MCP ``CallToolResult``. Every result carries
+``sources.tool_failure.to_call_tool_result`` is the one way a model becomes an MCP ``CallToolResult``. Every result carries
 its JSON in one text block, the form every client can read. A success (a page, or the valid empty
 result, which is a page with no records) also carries it as ``structuredContent``, which conforms to
 the tool's published ``outputSchema`` (``ResultPage`` of its record). An error travels in the text
@@ -24,8 +24,8 @@ error is not a page, so sent there it would reach them as an opaque protocol err
 ``parse_tool_result`` is its inverse, reading the text where there is no structured copy.
 
 An error also carries the draft MCP tool-failure metadata in its ``_meta``
-(``io.modelcontextprotocol/toolFailure``, written by ``sources.tool_failure``, the one module that
-knows the draft): the same facts in the place the proposal would standardise, beside the contract.
+(``io.modelcontextprotocol/toolFailure``, written there too, the one module that knows the draft):
+the same facts in the place the proposal would standardise, beside the contract.
 """
 
 from __future__ import annotations
@@ -42,11 +42,8 @@ from sources.deferred import deferred
 if TYPE_CHECKING:
     import mcp.types
     from mcp.types import CallToolResult
-
-    from sources import tool_failure
 else:
     mcp = deferred("mcp")
-    tool_failure = deferred("sources.tool_failure")  # it reads this module's models: loaded at first use
 
 __all__ = [
     "AttemptedQuery",
@@ -59,7 +56,6 @@ __all__ = [
     "WireModel",
     "parse_tool_result",
     "result_text",
-    "to_call_tool_result",
 ]
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
@@ -155,25 +151,6 @@ class ToolError(WireModel):
 
 class ContractViolation(ValueError):
     """A tool result that does not speak this contract (a third-party server, or garbage)."""
-
-
-def to_call_tool_result(
-    model: ResultPage[Any] | EmptyResult | ToolError, *, correlation_id: str | None = None
-) -> CallToolResult:
-    """The one way a contract model becomes an MCP result: its JSON as text; a success's also as
-    structured content; an error's toolFailure metadata (the draft's) in ``_meta``, with
-    ``correlation_id`` where the failure has a reference."""
-    payload = model.to_wire()
-    content: list[mcp.types.ContentBlock] = [
-        mcp.types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))
-    ]
-    if isinstance(model, ToolError):
-        return mcp.types.CallToolResult(  # no structured content: an error is not the published page shape
-            content=content,
-            is_error=True,
-            meta={tool_failure.TOOL_FAILURE_KEY: tool_failure.failure_meta(model, correlation_id)},  # `_meta`
-        )
-    return mcp.types.CallToolResult(content=content, structured_content=payload, is_error=False)
 
 
 def result_text(result: CallToolResult) -> str:

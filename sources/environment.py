@@ -25,7 +25,7 @@ from typing import Self, TypeVar
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from sources.settings import SourceSettings
+from sources import defaults
 
 __all__ = ["Environment", "SourceEnvironment", "variable"]
 
@@ -98,19 +98,19 @@ class SourceEnvironment(Environment):
 
     model_config = SettingsConfigDict(env_prefix="RESEARCH_")
 
-    seed: int = variable(SourceSettings.seed, _WHOLE, ge=0)
+    seed: int = variable(defaults.SEED, _WHOLE, ge=0)
     signing_key_pem: str | None = Field(default=None, validation_alias="RESEARCH_SIGNING_KEY")
     public_key_pem: str | None = Field(default=None, validation_alias="RESEARCH_PUBLIC_KEY")
     faults: str = ""  # ``FaultSettings.parse`` reads it
-    kb_warmup_ms: int = variable(SourceSettings.kb_warmup_ms, _WHOLE, ge=0)
+    kb_warmup_ms: int = variable(defaults.KB_WARMUP_MS, _WHOLE, ge=0)
     tickets_rate_per_second: float = variable(
-        SourceSettings.tickets_rate_per_second, "a number, 0 or more", ge=0, alias="RESEARCH_TICKETS_RATE"
+        defaults.TICKETS_RATE_PER_SECOND, "a number, 0 or more", ge=0, alias="RESEARCH_TICKETS_RATE"
     )
-    tickets_burst: int = variable(SourceSettings.tickets_burst, _WHOLE, ge=0)
+    tickets_burst: int = variable(defaults.TICKETS_BURST, _WHOLE, ge=0)
     traces_dir: Path | None = None
     trace_payloads: str = ""  # "full", or redacted
     run_id: str | None = None
     http_session_idle_s: float = variable(
-        SourceSettings.http_session_idle_s, "a number of seconds greater than 0", gt=0
+        defaults.HTTP_SESSION_IDLE_S, "a number of seconds greater than 0", gt=0
     )
-    http_max_sessions: int = variable(SourceSettings.http_max_sessions, "a whole number greater than 0", gt=0)
+    http_max_sessions: int = variable(defaults.HTTP_MAX_SESSIONS, "a whole number greater than 0", gt=0)

@@ -48,10 +48,11 @@ if TYPE_CHECKING:
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.types import CallToolResult
 
-    from sources import contract
+    from sources import contract, tool_failure
 else:
     mcp = deferred("mcp")
     contract = deferred("sources.contract")
+    tool_failure = deferred("sources.tool_failure")
 
 _HANDSHAKE = frozenset({"initialize", "server/discover"})
 OVERSIZE_BYTES = 2 * 1024 * 1024
@@ -180,7 +181,7 @@ def transient_result(source: str) -> CallToolResult:
     One builder for the server-side layer and the client-side one (``subagents.sessions.client_faults``), so
     a caller cannot tell which side injected it.
     """
-    return contract.to_call_tool_result(
+    return tool_failure.to_call_tool_result(
         contract.ToolError.of(
             contract.ErrorCategory.TRANSIENT,
             f"The {source} source is temporarily unavailable (injected fault); "

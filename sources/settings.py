@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import platformdirs
 
+from sources import defaults
 from sources.deferred import deferred
 
 # The faults' and the keys' modules load when first used, not with this one: a command that only
@@ -49,9 +50,8 @@ else:
     fault_layer = deferred("sources.faults")
     keys = deferred("sources.security.keys")
 
-__all__ = ["DEFAULT_SEED", "PUBLIC_KEY_ENV", "SIGNING_KEY_ENV", "SourceSettings", "data_dir_from"]
+__all__ = ["PUBLIC_KEY_ENV", "SIGNING_KEY_ENV", "SourceSettings", "data_dir_from"]
 
-DEFAULT_SEED = 42
 SIGNING_KEY_ENV = "RESEARCH_SIGNING_KEY"  # the private key: the coordinator's, never a source's
 PUBLIC_KEY_ENV = "RESEARCH_PUBLIC_KEY"
 
@@ -69,22 +69,18 @@ def _no_faults() -> FaultSettings:
 @dataclass(frozen=True)
 class SourceSettings:
     data_dir: Path
-    seed: int = DEFAULT_SEED
+    seed: int = defaults.SEED
     signing_key_pem: str | None = None  # the private key; a source never reads it (see signing_key)
     public_key_pem: str | None = None
     faults: FaultSettings = field(default_factory=_no_faults)
-    kb_warmup_ms: int = 1000
-    tickets_rate_per_second: float = 5.0
-    tickets_burst: int = 10
+    kb_warmup_ms: int = defaults.KB_WARMUP_MS
+    tickets_rate_per_second: float = defaults.TICKETS_RATE_PER_SECOND
+    tickets_burst: int = defaults.TICKETS_BURST
     traces_dir: Path | None = None
     full_payloads: bool = False
     run_id: str | None = None
-    # A coordinator opens a session per source per query and closes it within the query's deadline
-    # (30 s by default); a batch of N workers holds about N. Five idle minutes outlast any of them and
-    # a person pausing at a prompt, yet a client that died frees its session in minutes, not the SDK's
-    # default half hour; a thousand sessions (about 40 MB) are far beyond one machine's workers.
-    http_session_idle_s: float = 300.0
-    http_max_sessions: int = 1000
+    http_session_idle_s: float = defaults.HTTP_SESSION_IDLE_S  # why these two: sources.defaults
+    http_max_sessions: int = defaults.HTTP_MAX_SESSIONS
     # The exporters this run's processes use, when its command chose them (`research ask --otlp` adds
     # OTLP): given to spawned sources as OTEL_TRACES_EXPORTER. None: the variable as it is here.
     trace_exporters: tuple[str, ...] | None = None

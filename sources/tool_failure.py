@@ -1,4 +1,5 @@
-"""The draft MCP tool-failure metadata, written and read in this one module.
+"""A contract model as an MCP result, and the draft MCP tool-failure metadata, written and read in this
+one module.
 
 **A draft, not the specification.** A proposal before the MCP maintainers would standardise a
 ``_meta`` key, ``io.modelcontextprotocol/toolFailure``, on an ``isError`` ``CallToolResult``::
@@ -13,22 +14,30 @@ already carries in the result's text. Until the draft is settled its names may c
 is the one place that knows them, so a change of the draft is one edit here.
 
 ``failure_meta`` writes it from a contract error (our sources add it beside the contract, in
-``sources.contract.to_call_tool_result``). ``read_failure_meta`` reads it from any server's result
+``to_call_tool_result``, the one way a contract model becomes a ``CallToolResult``). ``read_failure_meta`` reads it from any server's result
 (the classifier uses it for errors outside the contract); it never raises, whatever a lying or broken
 server put there: what it cannot read is ``None``.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sources.contract import ErrorCategory, ToolError
+from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError
+from sources.deferred import deferred
 
-__all__ = ["TOOL_FAILURE_KEY", "ToolFailureMeta", "failure_meta", "read_failure_meta"]
+if TYPE_CHECKING:
+    import mcp.types
+    from mcp.types import CallToolResult
+else:
+    mcp = deferred("mcp")  # loaded with the first result made
+
+__all__ = ["TOOL_FAILURE_KEY", "ToolFailureMeta", "failure_meta", "read_failure_meta", "to_call_tool_result"]
 
 TOOL_FAILURE_KEY = "io.modelcontextprotocol/toolFailure"
 
@@ -92,6 +101,23 @@ def failure_meta(
         meta["correlationId"] = correlation_id
     meta["agentGuidance"] = _guidance(error)
     return meta
+
+
+def to_call_tool_result(
+    model: ResultPage[Any] | EmptyResult | ToolError, *, correlation_id: str | None = None
+) -> CallToolResult:
+    """The one way a contract model becomes an MCP result: its JSON as text; a success's also as
+    structured content; an error's toolFailure metadata (the draft's) in ``_meta``, with
+    ``correlation_id`` where the failure has a reference."""
+    payload = model.to_wire()
+    content: list[mcp.types.ContentBlock] = [
+        mcp.types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))
+    ]
+    if isinstance(model, ToolError):
+        return mcp.types.CallToolResult(  # no structured content: an error is not the published page shape
+            content=content, is_error=True, meta={TOOL_FAILURE_KEY: failure_meta(model, correlation_id)}
+        )
+    return mcp.types.CallToolResult(content=content, structured_content=payload, is_error=False)
 
 
 def _guidance(error: ToolError) -> str:

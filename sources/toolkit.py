@@ -44,13 +44,13 @@ from sources.contract import (
     ResultPage,
     ToolError,
     ToolFailure,
-    to_call_tool_result,
 )
 from sources.faults import FaultLayer
 from sources.formats import Format
 from sources.security.auth import CredentialCheck
 from sources.settings import SourceSettings
 from sources.store import Store
+from sources.tool_failure import to_call_tool_result
 from sources.wire import Wire
 from sources.world import ensure_world
 

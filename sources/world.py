@@ -27,7 +27,7 @@ at once may each build it; each writes a private folder and renames it into plac
 rename wins, so nobody ever reads a half-written file. The folder is 0700 and its files 0600 (created
 so, before SQLite writes a byte; SQLite gives a database's journal, WAL and shared-memory files the
 database's own mode): the world holds customers' names and emails. A world, or a data folder, made
-before with wider modes is made so when next used (``sources.security.private_files.private_folder``).
+before with wider modes is made so when next used (``traces.private_files.private_folder``).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, TODAY, po
 from sources.formats import CustomerTier, InvoiceStatus, OrderStatus, TicketPriority
 from sources.identifiers import CUSTOMER_ID, ORDER_ID, SKU
 from sources.products import PRODUCTS
-from sources.security.private_files import open_private_file, private_folder
+from traces.private_files import open_private_file, private_folder
 
 if TYPE_CHECKING:
     import faker

@@ -53,9 +53,8 @@ from sources.contract import (
     ToolError,
     parse_tool_result,
     result_text,
-    to_call_tool_result,
 )
-from sources.tool_failure import TOOL_FAILURE_KEY, read_failure_meta
+from sources.tool_failure import TOOL_FAILURE_KEY, read_failure_meta, to_call_tool_result
 
 __all__ = [
     "CONTRACT",

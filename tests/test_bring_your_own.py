@@ -22,8 +22,8 @@ from coordinator.core import Config, Coordinator
 from coordinator.planning.plan import Plan
 from coordinator.planning.planner import plan_query
 from coordinator.planning.tools import Catalog, demo_catalog, with_registered
-from coordinator.registered_tools import list_tools, registered_target
-from coordinator.registry import Registry, SourceEntry
+from coordinator.registered_tools import list_tools
+from coordinator.registry import Registry, SourceEntry, registered_target
 from coordinator.reporting.report import ResearchReport
 from sources.faults import FaultSettings, rolls
 from sources.settings import SourceSettings

@@ -14,7 +14,8 @@ from mcp.types import CallToolResult, TextContent
 from mcp_types import INVALID_PARAMS, REQUEST_TIMEOUT
 
 from coordinator.compare.boundary import Boundary
-from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
+from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError
+from sources.tool_failure import to_call_tool_result
 from subagents.classify import (
     _TEXT_RULES,
     CONTRACT,

@@ -20,8 +20,9 @@ from coordinator.compare.boundary import GENERIC_MESSAGE, Boundary
 from coordinator.compare.figures import Figures, figures_of
 from coordinator.compare.runner import MODES, run_mode, worlds
 from coordinator.planning.planner import plan_query
-from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
+from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError
 from sources.settings import SourceSettings
+from sources.tool_failure import to_call_tool_result
 from subagents.classify import Outcome
 from subagents.claude import ClaudeSettings
 from subagents.hooks import ToolCall

@@ -17,8 +17,8 @@ from sources.contract import (
     ResultPage,
     ToolError,
     parse_tool_result,
-    to_call_tool_result,
 )
+from sources.tool_failure import to_call_tool_result
 from subagents.decisions import Decision, Escalation
 
 

@@ -19,7 +19,6 @@ from coordinator.reporting.report import ResearchReport
 from coordinator.run import DEADLINE_GRACE_S
 from sources.faults import FaultSettings
 from sources.processes.fleet import Fleet, Member
-from sources.security.private_files import publish_file
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.classify import SourceUnavailable, classify_exception
@@ -27,6 +26,7 @@ from subagents.sessions.connection import Target, stdio_target
 from subagents.subagent import MonotonicClock
 from tests.conftest import MODULES
 from tests.fakes import FakeClock
+from traces.private_files import publish_file
 
 pytestmark = pytest.mark.anyio
 

@@ -16,10 +16,11 @@ from mcp.server import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 
-from sources.contract import EmptyResult, to_call_tool_result
+from sources.contract import EmptyResult
 from sources.faults import FaultLayer, FaultSettings, rolls
 from sources.security.fleet_secret import FLEET_SECRET_HEADER
 from sources.settings import SourceSettings
+from sources.tool_failure import to_call_tool_result
 from subagents.classify import classify_exception
 from tests.conftest import MODULES, PROJECT_ROOT, HttpSource, call, child_environment, stdio_parameters, wire
 from traces.files import load_traces

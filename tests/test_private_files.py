@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sources.security.private_files import NotYoursError, open_private_file, private_folder
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import ensure_world, world_path
 from tests.conftest import PROJECT_ROOT
 from traces.files import file_exporter
+from traces.private_files import NotYoursError, open_private_file, private_folder
 
 ANOTHER_USER = 65534  # nobody
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving a folder to another user takes root")

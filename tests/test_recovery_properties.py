@@ -18,10 +18,11 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from sources import billing
-from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError, to_call_tool_result
+from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError
 from sources.security.auth import CREDENTIAL_META_KEY
 from sources.settings import SourceSettings
 from sources.store import Store
+from sources.tool_failure import to_call_tool_result
 from sources.world import world_path
 from subagents.breaker import Breakers, BreakerState
 from subagents.broker import CredentialBroker, Grant

@@ -26,7 +26,8 @@ from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from coordinator import chaos
 from coordinator.core import Config, Coordinator
 from coordinator.planning.plan import Plan, PlannedTask
-from coordinator.replay import RecordedRun, load_recording, recording_path, replay
+from coordinator.recorded_run import RecordedRun, load_recording, recording_path
+from coordinator.replay import replay
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.world import ensure_world

@@ -415,7 +415,8 @@ def test_every_entry_point_has_its_write_test() -> None:
 async def test_a_replay_takes_the_recorded_approvals_and_sends_nothing(fresh: SourceSettings) -> None:
     """A run that refunded, replayed from its recording: the same decisions (its approval among
     them), and billing is not called again."""
-    from coordinator.replay import load_recording, recording_path, replay
+    from coordinator.recorded_run import load_recording, recording_path
+    from coordinator.replay import replay
 
     config = Config(
         fresh,

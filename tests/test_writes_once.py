@@ -21,8 +21,7 @@ import anyio
 import pytest
 
 from coordinator.core import Config, Coordinator
-from coordinator.registered_tools import registered_target
-from coordinator.registry import Registry, SourceEntry
+from coordinator.registry import Registry, SourceEntry, registered_target
 from sources.settings import SourceSettings
 from subagents.writes import Approval
 from tests.conftest import PROJECT_ROOT

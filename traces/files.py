@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 from opentelemetry.sdk.util import ns_to_iso_str
 from opentelemetry.trace import SpanContext
 
-from sources.security.private_files import open_private_file, private_folder
+from traces.private_files import open_private_file, private_folder
 
 __all__ = ["file_exporter", "load_traces", "span_line"]
 

@@ -6,7 +6,7 @@
     DIR/traces/            the spans, one trace per question (its id is the report's trace_id)
     DIR/summary.json       the batch's figures (``coordinator.batch.summary``)
 
-Each file is published whole (``sources.security.private_files.publish_file``: a 0600 draft created
+Each file is published whole (``traces.private_files.publish_file``: a 0600 draft created
 exclusively, flushed to disk, renamed over), so it is whole or absent: a batch killed at any instant
 leaves only finished reports, and a rerun skips every question that has one. A failed question is
 tried again by a rerun. The folders are made 0700: reports hold what the sources said of customers.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sources.security.private_files import private_folder, publish_file
+from traces.private_files import private_folder, publish_file
 
 __all__ = ["BatchDir", "LinkRefused"]
 

@@ -11,14 +11,11 @@ research replay latest
 research batch questions.jsonl --out runs/tonight --engine ray
 """
 
-import time
+from coordinator.cli.started import STARTED_AT  # first: before anything else is imported
 
-# The instant the command started (time.monotonic), taken before anything else is imported: a
-# command's deadline counts from here, so start-up counts too.
-STARTED_AT = time.monotonic()
-
+# isort: split
 # After STARTED_AT on purpose; importing each command module registers its commands.
-from coordinator.cli import ask, batch, chaos, compare, plan, replay, sources, sources_registry, task, traces  # noqa: E402, F401
-from coordinator.cli.common import app  # noqa: E402
+from coordinator.cli import ask, batch, chaos, compare, plan, replay, sources, sources_registry, task, traces  # noqa: F401
+from coordinator.cli.common import app
 
 __all__ = ["STARTED_AT", "app"]

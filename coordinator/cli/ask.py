@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import typer
 from rich.console import Console
 
-from coordinator.cli import STARTED_AT  # set before this module is imported: a deadline counts from it
 from coordinator.cli.common import (
     EXIT_COMPLETE,
     EXIT_INTERRUPTED,
@@ -35,6 +34,7 @@ from coordinator.cli.common import (
     usage_error,
 )
 from coordinator.cli.params import QueryChaos, SourceFaults, query_chaos
+from coordinator.cli.started import STARTED_AT  # a deadline counts from it
 from sources.deferred import deferred
 
 if TYPE_CHECKING:

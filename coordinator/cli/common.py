@@ -37,12 +37,12 @@ if TYPE_CHECKING:
     from sources import settings as source_settings
     from sources.processes import fleet as fleets
     from sources.processes.fleet import Fleet
-    from sources.security import private_files
     from sources.settings import SourceSettings
     from subagents import claude as claude_mode
     from subagents import writes
     from subagents.claude import ClaudeSettings
     from subagents.writes import Approval
+    from traces import private_files
     from traces import setup as tracing
 else:
     anyio = deferred("anyio")  # the event loop, needed only once the arguments are checked
@@ -52,7 +52,7 @@ else:
     render = deferred("coordinator.reporting.render")
     source_settings = deferred("sources.settings")
     fleets = deferred("sources.processes.fleet")
-    private_files = deferred("sources.security.private_files")
+    private_files = deferred("traces.private_files")
     claude_mode = deferred("subagents.claude")
     writes = deferred("subagents.writes")
     tracing = deferred("traces.setup")

@@ -14,12 +14,13 @@ from sources.deferred import deferred
 if TYPE_CHECKING:
     import anyio
 
-    from coordinator import replay
+    from coordinator import recorded_run, replay
     from coordinator.replay import Replayed
     from coordinator.reporting import render
     from sources import settings as source_settings
 else:
     anyio = deferred("anyio")
+    recorded_run = deferred("coordinator.recorded_run")
     replay = deferred("coordinator.replay")
     render = deferred("coordinator.reporting.render")
     source_settings = deferred("sources.settings")
@@ -51,8 +52,8 @@ def replay_run(
     settings = start_tracing(source_settings.SourceSettings.from_environment())
     path = _recording(settings.traces_path / "recordings", trace_id)
     try:
-        run = replay.load_recording(path)
-    except replay.RecordingError as exc:
+        run = recorded_run.load_recording(path)
+    except recorded_run.RecordingError as exc:
         raise usage_error(str(exc)) from None
     replayed = anyio.run(replay.replay, run, settings, load_registry())  # its sources' own error rules
     _show(replayed, json_output)

@@ -11,7 +11,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from coordinator.cli import STARTED_AT  # the instant this command started: its deadline counts from it
 from coordinator.cli.common import (
     ApproveOption,
     ArgumentsArgument,
@@ -31,6 +30,7 @@ from coordinator.cli.common import (
     usage_error,
 )
 from coordinator.cli.params import SourceFaults
+from coordinator.cli.started import STARTED_AT  # a deadline counts from it
 from sources.deferred import deferred
 
 if TYPE_CHECKING:

@@ -37,8 +37,8 @@ import psutil
 from sources.catalogue import DEFAULT_PORTS, SOURCES
 from sources.deferred import deferred
 from sources.security.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER, make_secret, read_secret
-from sources.security.private_files import NotYoursError, open_private_file, private_folder, publish_file
 from sources.settings import SIGNING_KEY_ENV, SourceSettings
+from traces.private_files import NotYoursError, open_private_file, private_folder, publish_file
 
 # The server's module imports the mcp SDK and uvicorn (about a second), which `down`, `kill` and
 # `status` never need: only starting a source reads its ready line. The faults' module imports pydantic.

@@ -1,2 +1,2 @@
 """Who may call a source and what stays private: credentials checked (auth), bearer tokens over HTTP
-(http_auth), the key pair (keys), private files and folders (private_files), the fleet's secret."""
+(http_auth), the key pair (keys), the fleet's secret; private files and folders: traces.private_files."""

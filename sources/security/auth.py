@@ -54,7 +54,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-from sources.contract import ErrorCategory, ToolError, ToolFailure, to_call_tool_result
+from sources.contract import ErrorCategory, ToolError, ToolFailure
+from sources.tool_failure import to_call_tool_result
 
 __all__ = [
     "ANONYMOUS",

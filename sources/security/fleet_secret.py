@@ -2,7 +2,7 @@
 control (``sources.processes.control``) and asking the coordinator service (``coordinator.service``).
 
 Made anew by every `research sources up`, kept beside the fleet's state in a file only its owner can
-read (``sources.security.private_files``), given to each fleet member in its environment, and sent by
+read (``traces.private_files``), given to each fleet member in its environment, and sent by
 `research chaos ...` and `research ask --transport http` in a header. Light to import: the fleet
 commands use it without loading the mcp SDK.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from sources.security.private_files import publish_file, read_private_file
+from traces.private_files import publish_file, read_private_file
 
 __all__ = ["FLEET_SECRET_ENV", "FLEET_SECRET_HEADER", "make_secret", "read_secret"]
 

@@ -9,7 +9,7 @@ Made once, on the coordinator's first need, in the data folder (0700, made so if
 | `signing-ed25519.pub` | the public key (SubjectPublicKeyInfo PEM) | 0600, refused if others may write |
 
 Of several processes making the pair at once exactly one private key wins: each publishes its own
-whole (``sources.security.private_files.publish_file``: a 0600 draft, hard-linked to the name) and a loser
+whole (``traces.private_files.publish_file``: a 0600 draft, hard-linked to the name) and a loser
 reads the winner's. The public file is derived from the private key, so every writer writes the same
 bytes. Light to import (no mcp SDK).
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from sources.security.private_files import (
+from traces.private_files import (
     private_folder,
     publish_file,
     read_private_file,

@@ -6,7 +6,7 @@ clock, and the back-off jitter. ``RecordingTransport`` keeps the first two as ea
 jitter is in the decisions themselves. ``subagents.sessions.replaying`` gives them back in the same order.
 
 Kept here as it came, in this process's memory for the run's length; what is written
-(``coordinator.replay``) has no credential (an attempt's ``_meta`` is not even kept here) and no
+(``coordinator.recorded_run``) has no credential (an attempt's ``_meta`` is not even kept here) and no
 personal data (``traces.stand_ins.pseudonymous``) unless full payloads are switched on. An exception is kept
 as its type's name and arguments and rebuilt only from a fixed list of types (``_REBUILT``): a
 recording is data, and reading one never imports or runs what it names.

@@ -4,8 +4,8 @@ A secret file is written to a draft created 0600 from its first byte (``O_CREAT 
 readable draft that is chmod-ed afterwards), then moved to its name by a hard link or a rename, so
 the name shows either nothing or the whole file. Of several processes publishing at once with
 ``replace=False``, exactly one wins and the others read the winner's file. Reading refuses a file
-others could open, naming the file, its mode and the fix. Light to import: the fleet commands use
-it without loading the mcp SDK.
+others could open, naming the file, its mode and the fix. Light to import (the fleet commands use it
+without the mcp SDK), and in the lowest layer: trace files, sources' secrets, the coordinator's files.
 
 A private folder is 0700 whether this made it or found it: one of this user's found wider is made
 0700 (and, for a data folder, what is in it 0700/0600); one that another user owns is refused
