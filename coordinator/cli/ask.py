@@ -273,11 +273,9 @@ def _approved(asked: _Asked, plan: Plan, coordinator: core.Coordinator) -> tuple
 
 def _coordinator(asked: _Asked, settings: SourceSettings) -> core.Coordinator:
     return core.Coordinator(
-        core.Config(
-            settings, registry=asked.registry, claude=asked.claude, faults=asked.faults,
-            grants=(*core.DEFAULT_GRANTS, *(broker.Grant(scope) for scope in asked.grants)),
-            demo_over="http" if asked.transport == Transport.http else "stdio",
-            urls=_fleet_urls(settings) if asked.transport == Transport.http else {},
+        core.Config.for_ask(
+            settings, asked.registry, asked.claude, grants=map(broker.Grant, asked.grants), faults=asked.faults,
+            fleet=_fleet_urls(settings) if asked.transport == Transport.http else None,
         )
     )  # fmt: skip
 
