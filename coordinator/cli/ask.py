@@ -325,7 +325,7 @@ async def _research_and_print(
     async with coordinator:
         async with anyio.create_task_group() as chaos_group:
             for source, seconds in asked.kills:
-                registered = not asked.registry.sources()[source].demo
+                registered = source in asked.registry.entries
                 chaos_group.start_soon(
                     functools.partial(chaos_kills.kill_at, source, seconds, registered=registered)
                 )
