@@ -40,7 +40,7 @@ from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 
 async def main():
-    config = Config(SourceSettings.from_environment())
+    config = Config.for_ask(SourceSettings.from_environment())
     targets = {name: entry.connect(config.settings, FaultSettings(), over=way)
                for name, entry in config.registry.sources().items()}
     async with Coordinator(config, targets=targets) as coordinator:

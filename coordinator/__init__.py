@@ -4,7 +4,7 @@ The public surface, imported from here::
 
     from coordinator import Config, Coordinator
 
-    async with Coordinator(Config(SourceSettings.from_environment())) as coordinator:
+    async with Coordinator(Config.for_ask(SourceSettings.from_environment())) as coordinator:
         report = await coordinator.research("Who is CUST-00042? Any open tickets?")
 
 Each name is imported when first used (``__getattr__``): `research --help` imports this package and

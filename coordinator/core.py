@@ -93,6 +93,56 @@ class Config:
     urls: Mapping[str, str] = field(default_factory=dict)
     faults: Mapping[str, FaultSettings] = field(default_factory=dict)  # per source
 
+    @classmethod
+    def for_ask(
+        cls, settings: SourceSettings, registry: Registry | None = None, claude: ClaudeSettings | None = None,
+        *, grants: Iterable[Grant] = (), faults: Mapping[str, FaultSettings] | None = None,
+        fleet: Mapping[str, str] | None = None, approvals: tuple[Approval, ...] = (),
+    ) -> Config:  # fmt: skip
+        """Questions asked (``research ask``, a batch's, the service's): the default grants and ``grants``;
+        each demo source started for them, or on a fleet (``fleet``: its URLs by source; empty: where
+        the fleet's state has each when its session opens)."""
+        return cls(
+            settings, registry or Registry(None), grants=(*DEFAULT_GRANTS, *grants), approvals=approvals,
+            claude=claude, demo_over="stdio" if fleet is None else "http", urls=fleet or {}, faults=faults or {},
+        )  # fmt: skip
+
+    @classmethod
+    def for_task(
+        cls, settings: SourceSettings, registry: Registry, claude: ClaudeSettings | None,
+        call_timeout_s: float, grants: tuple[Grant, ...],
+    ) -> Config:  # fmt: skip
+        """One task (``research task``): only the grants given, each call within ``call_timeout_s``."""
+        return cls(settings, registry, RecoveryPolicy(call_timeout_s=call_timeout_s), grants, claude=claude)
+
+    @classmethod
+    def for_call(cls, settings: SourceSettings, registry: Registry) -> Config:
+        """One call by hand (``research sources call``): sent again once, after the wait a transient error
+        asks for, never repaired or elevated (its credential holds the scopes given)."""
+        once = RecoveryPolicy(
+            max_retries=1, max_repairs=0, max_elevations=0, base_delay_s=0.0, call_timeout_s=15.0
+        )
+        return cls(settings, registry, once, grants=())
+
+    @classmethod
+    def for_chaos(
+        cls, settings: SourceSettings, policy: RecoveryPolicy, claude: ClaudeSettings | None = None,
+        classifier: Classifier = CONTRACT, fleet: Mapping[str, str] | None = None,
+    ) -> Config:  # fmt: skip
+        """A chaos run (a scenario, a soak) with the policy and classifier chosen for it; the demo sources
+        started for it, or on a fleet at ``fleet``'s URLs."""
+        return replace(
+            cls.for_ask(settings, claude=claude, fleet=fleet), policy=policy, classifier=classifier
+        )
+
+    @classmethod
+    def for_replay(
+        cls, settings: SourceSettings, registry: Registry | None, policy: RecoveryPolicy,
+        grants: tuple[Grant, ...], approvals: tuple[Approval, ...],
+    ) -> Config:  # fmt: skip
+        """A recorded run again, with its policy, grants and approvals (its answers come from the recording)."""
+        return cls(settings, registry or Registry(None), policy, grants, approvals)
+
     def targets(self) -> dict[str, Target]:
         """Where each source in effect is found: as its registry entry connects."""
         return {

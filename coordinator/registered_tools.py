@@ -37,7 +37,6 @@ __all__ = [
     "list_tools",
     "listing_file",
     "one_line",
-    "target_of",  # its home is coordinator.registry (cli/sources.py reads it here)
     "tool_effects",
     "tools_at",
 ]

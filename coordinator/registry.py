@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import platformdirs
 from pydantic import (
@@ -52,7 +52,7 @@ from pydantic import (
 )
 
 from coordinator.registry_trust import fingerprint
-from sources.catalogue import SOURCES
+from sources.catalogue import SOURCES, input_schemas
 from sources.contract import ErrorCategory
 from sources.deferred import deferred
 from traces.private_files import open_private_file, private_folder
@@ -87,6 +87,7 @@ __all__ = [
     "BUILT_IN_KINDS",
     "DEMO",
     "ENVIRONMENT_VARIABLE",
+    "DemoSource",
     "Registry",
     "RegistryError",
     "SourceEntry",
@@ -141,7 +142,7 @@ class SourceEntry(BaseModel):
     empty: tuple[
         str, ...
     ] = ()  # how it says a search found nothing ("No matches found"): whole-text patterns
-    demo: bool = Field(default=False, exclude=True)  # one of the five demo sources (never written)
+    demo: ClassVar[bool] = False  # one of the five demo sources (``DemoSource``)
 
     @field_validator("name")
     @classmethod
@@ -220,9 +221,11 @@ class SourceEntry(BaseModel):
     @property
     def where(self) -> str:
         """How it is reached, in words: its command line or its URL."""
-        if self.demo:
-            return f"python -m sources.{self.name} (a demo source)"
         return shlex.join(self.command) if self.command else str(self.url)
+
+    def known_tools(self) -> tuple[str, ...] | None:
+        """Its tools, where known before it is called; None: its server says (an unknown tool, classified)."""
+        return None
 
     def connect(
         self,
@@ -233,15 +236,33 @@ class SourceEntry(BaseModel):
         url: str | None = None,
     ) -> Target:
         """Where a session with this source opens: the one place a source is forked, spawned or dialled.
+        A registered source is reached as its entry says, its faults injected client-side (it has no
+        layer of its own); ``over`` and ``url`` are a demo source's (``DemoSource.connect``)."""
+        target = registered_target(self, settings.data_dir / "logs")
+        return client_faults.with_client_faults(target, faults) if faults.active else target
 
-        A demo source is forked from the fork server with its fault layer set (``"stdio"``), spawned
-        (``"spawn"``: one source for one task, where starting the fork server costs more), or dialled
-        over HTTP at ``url``, else where the fleet of the settings' data folder has it each time a
-        session opens (never on a default port). A registered source is reached as its entry says,
-        its faults injected client-side (it has no layer of its own)."""
-        if not self.demo:
-            target = registered_target(self, settings.data_dir / "logs")
-            return client_faults.with_client_faults(target, faults) if faults.active else target
+
+class DemoSource(SourceEntry):
+    """One of the five demo sources: an entry like a user's, whose tools are the catalogue's and
+    whose server is ``python -m sources.NAME``, with a fault layer of its own."""
+
+    demo: ClassVar[bool] = True
+
+    @property
+    def where(self) -> str:
+        return f"python -m sources.{self.name} (a demo source)"
+
+    def known_tools(self) -> tuple[str, ...] | None:
+        return tuple(input_schemas()[self.name])
+
+    def connect(
+        self, settings: SourceSettings, faults: FaultSettings, *,
+        over: Literal["stdio", "spawn", "http"] = "stdio", url: str | None = None,
+    ) -> Target:  # fmt: skip
+        """Forked from the fork server with its fault layer set (``"stdio"``), spawned (``"spawn"``:
+        one source for one task, where starting the fork server costs more), or dialled over HTTP at
+        ``url``, else where the fleet of the settings' data folder has it each time a session opens
+        (never on a default port)."""
         if over == "http":
             return connection.http_target(url) if url else fleet_target(fleets.Fleet(settings), self.name)
         if over == "spawn":
@@ -299,7 +320,7 @@ def registered_target(entry: SourceEntry, log_dir: Path) -> Callable[[], Any]:
 
 
 # The demo sources, built as they are (their names are refused to a registered entry).
-DEMO = {name: SourceEntry.model_construct(name=name, demo=True) for name in SOURCES}
+DEMO = {name: DemoSource.model_construct(name=name) for name in SOURCES}
 
 
 @dataclass

@@ -63,10 +63,7 @@ async def replay(run: RecordedRun, settings: SourceSettings, registry: Registry 
     }
     grants = tuple(Grant(scope, purpose, source) for scope, purpose, source in run.grants)
     approvals = tuple(replace(Approval.parse(given), by=by) for given, by in run.approvals)
-    config = core.Config(
-        settings, registry=registry or Registry(None), policy=run.policy.policy(), grants=grants,
-        approvals=approvals,
-    )  # fmt: skip
+    config = core.Config.for_replay(settings, registry, run.policy.policy(), grants, approvals)
     async with core.Coordinator(config, transport=transport, clock=ReplayClock()) as coordinator:
         report = await coordinator.research(
             run.query, deadline_s=run.deadline_s, plan=run.plan(), record=False,

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from coordinator.registered_tools import allowed_tools, tool_effects
 from coordinator.registry import Registry
-from sources.contract import ToolError
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier
 from subagents.guard import Guard, LocalGuard
@@ -26,9 +25,7 @@ from subagents.hooks import (
     AllowedTools,
     PostCallHook,
     PreCallHook,
-    ToolCall,
     TrimResults,
-    approval_of,
     refund_guard,
     write_guard,
 )
@@ -37,7 +34,7 @@ from subagents.subagent import Clock, ModelDriver, MonotonicClock, Observer, Run
 from subagents.transport import Transport
 from subagents.writes import Approval, AskedWrite
 
-__all__ = ["build_runtime", "one_call_refused"]
+__all__ = ["build_runtime"]
 
 
 def build_runtime(
@@ -99,21 +96,3 @@ def build_runtime(
         effects=effects,
         approvals=tuple(approvals),
     )
-
-
-def one_call_refused(
-    call: ToolCall, *, registry: Registry, data_dir: Path, approvals: Sequence[Approval]
-) -> ToolError | None:
-    """What the write guards say of one call made by hand (`research sources call`), or None to send
-    it: a read goes; a write goes only as given (it is the one write asked), within the refund limit,
-    and with an approval."""
-    effects = tool_effects(registry, data_dir)
-    if not effects.of(call.source, call.tool).writes:
-        return None
-    writes, _ = write_guard((AskedWrite.exactly(call.tool, call.arguments),), effects)
-    limit, _ = refund_guard()
-    blocked = limit(call) or writes(call)
-    if blocked is not None:
-        return blocked
-    given = approval_of(call, approvals)
-    return given if isinstance(given, ToolError) else None

@@ -69,7 +69,7 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
     """The service: one set of sessions and breakers, for every query it is sent."""
     # Each source where the fleet's state has it, read each time a session opens (a source healed is
     # found again); never a default port, where another fleet, or anything, may listen.
-    config = Config(settings, demo_over="http")
+    config = Config.for_ask(settings, fleet={})
     guard = LocalGuard()  # the breakers every query shares
     held: dict[str, Coordinator] = {}
     in_flight: set[anyio.CancelScope] = set()

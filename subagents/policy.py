@@ -11,19 +11,42 @@
 | valid empty | accept; never retried; not a gap                                       | -             |
 
 The table is data (``RecoveryPolicy.actions``), so a deployment can change it; the bounds, delays,
-per-call timeout and deadline are configuration, never literals in the loop.
+per-call timeout and deadline are configuration, never literals in the loop. One testing switch, as
+stamina's: ``set_testing(True)``, or ``RESEARCH_TESTING=1`` for a process and those it starts, makes
+every back-off 0 s, with the same decisions and counts (the jitter is still drawn).
 """
 
 from __future__ import annotations
 
+import os
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from sources.contract import ErrorCategory
 
-__all__ = ["Recovery", "RecoveryPolicy"]
+__all__ = ["TESTING_ENV", "Recovery", "RecoveryPolicy", "set_testing"]
+
+TESTING_ENV = "RESEARCH_TESTING"
+_testing = os.environ.get(TESTING_ENV, "") not in ("", "0")
+
+
+def set_testing(on: bool) -> AbstractContextManager[None]:
+    """Every back-off 0 s while ``on``; as a context manager, the setting before comes back at its end."""
+    global _testing
+    before, _testing = _testing, on
+    return _restored(before)
+
+
+@contextmanager
+def _restored(before: bool) -> Iterator[None]:
+    global _testing
+    try:
+        yield
+    finally:
+        _testing = before
 
 
 class Recovery(StrEnum):
@@ -68,9 +91,10 @@ class RecoveryPolicy:
         return self.actions.get(category, Recovery.ESCALATE)
 
     def backoff_s(self, retry: int, rng: random.Random, retry_after_ms: int | None = None) -> float:
-        """Full jitter: uniform in [0, min(max, base * 2^(retry-1))], but never less than the server asked."""
+        """Full jitter: uniform in [0, min(max, base * 2^(retry-1))], but never less than the server asked;
+        0 when testing (``set_testing``)."""
         ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (retry - 1))
         delay = rng.uniform(0, ceiling)
         if retry_after_ms is not None:
             delay = max(delay, retry_after_ms / 1000)
-        return delay
+        return 0.0 if _testing else delay

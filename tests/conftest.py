@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import json
 import os
-import random
 import selectors
 import socket
 import subprocess
@@ -38,7 +36,7 @@ from sources.security.auth import CREDENTIAL_META_KEY, issue_credential
 from sources.security.keys import private_pem, public_pem
 from sources.settings import SourceSettings
 from sources.world import ensure_world
-from subagents.policy import RecoveryPolicy
+from subagents.policy import TESTING_ENV
 from traces.client_status import ClientSpanStatus
 
 # The tests' coordinator key: it signs every credential the tests send; sources get its public half.
@@ -50,21 +48,16 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FLEET_PORTS = (SERVICE_PORT, *DEFAULT_PORTS.values())
 
 
-def _quick_backoff_seed(retries: int = RecoveryPolicy().max_retries, within_s: float = 0.2) -> int:
-    """The first seed whose back-off jitter (all that a run's seed draws) sleeps under ``within_s``
-    in total over the default policy's full run of retries of one task."""
-
-    def slept(seed: int) -> float:
-        rng = random.Random(seed)  # as coordinator.runtime seeds it
-        return sum(RecoveryPolicy().backoff_s(retry, rng) for retry in range(1, retries + 1))
-
-    return next(seed for seed in itertools.count() if slept(seed) < within_s)
+# For a run through the CLI in which a task spends every retry on a source that stays down, and which
+# asserts what the retries led to, never how long they slept: every back-off 0 s (subagents.policy).
+TESTING = {TESTING_ENV: "1"}
 
 
-# For a run through the CLI (`--seed`) in which one task spends every retry on a source that stays
-# down, and which asserts what the retries led to, never how long they slept. With seed 1 the three
-# back-offs of the default policy (full jitter under 1, 2 and 4 s) sleep 4.9 s; with this one, under 0.2 s.
-QUICK_BACKOFF_SEED = _quick_backoff_seed()
+@pytest.fixture
+def testing_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``TESTING`` in this process's environment, so in every process the test starts."""
+    for name, value in TESTING.items():
+        monkeypatch.setenv(name, value)
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from tests.conftest import (
     DEFAULT_FLEET_PORTS,
-    QUICK_BACKOFF_SEED,
     DefaultPortsHeld,
     HttpSource,
     default_ports_held,
@@ -62,16 +61,12 @@ def held() -> Iterator[DefaultPortsHeld]:
 
 
 def ask(settings: SourceSettings) -> dict:
-    # A killed source's task spends every retry: a seed whose back-offs are short (what they led to is
-    # checked, never how long they slept).
-    seed = str(QUICK_BACKOFF_SEED)
-    done = research(
-        settings, "ask", QUERY, "--transport", "http", "--json", "--seed", seed, "--deadline", "20"
-    )
+    done = research(settings, "ask", QUERY, "--transport", "http", "--json", "--deadline", "20")
     assert done.returncode in (0, 3), done.stderr
     return json.loads(done.stdout)
 
 
+@pytest.mark.usefixtures("testing_environment")  # a killed source's task spends every retry
 def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fleet: list[str]) -> None:
     up = research(settings, "sources", "up", "--chaos", *fleet)
     assert up.returncode == 0, up.stderr
@@ -161,6 +156,7 @@ def test_the_fleet_lifecycle_with_a_kill_and_a_heal(settings: SourceSettings, fl
     assert not Fleet(settings).state_file.exists()
 
 
+@pytest.mark.usefixtures("testing_environment")
 def test_a_moved_fleet_is_dialled_where_it_moved_while_others_hold_the_default_ports(
     settings: SourceSettings, fleet: list[str], held: DefaultPortsHeld
 ) -> None:
@@ -175,8 +171,7 @@ def test_a_moved_fleet_is_dialled_where_it_moved_while_others_hold_the_default_p
 
     def asked() -> dict:
         done = research(
-            settings, "ask", QUERY, "--transport", "http", "--json", "--seed", str(QUICK_BACKOFF_SEED),
-            "--deadline", "20",
+            settings, "ask", QUERY, "--transport", "http", "--json", "--deadline", "20",
         )  # fmt: skip
         assert done.returncode in (0, 3), done.stderr
         assert "researching in this process" not in done.stderr, done.stderr  # the service answered

@@ -23,7 +23,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from sources.settings import SourceSettings
-from tests.conftest import PROJECT_ROOT, QUICK_BACKOFF_SEED, private_settings
+from tests.conftest import PROJECT_ROOT, TESTING, private_settings
 from tests.fake_messages_api import Conversations, FakeMessagesApi, tool_use
 from tests.jaeger import Jaeger, running_jaeger
 from tests.test_llm import GOOD_PLAN
@@ -151,8 +151,8 @@ def whole(stored: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_a_source_killed_mid_query_leaves_a_whole_trace(settings: SourceSettings, jaeger: Jaeger) -> None:
     done = ask(
-        settings, jaeger, "Orders of CUST-00042?", "--faults", "orders:crash=1",
-        "--seed", str(QUICK_BACKOFF_SEED), "--deadline", "20",
+        settings, jaeger, "Orders of CUST-00042?", "--faults", "orders:crash=1", "--deadline", "20",
+        environment=TESTING,
     )  # fmt: skip
     assert done.returncode == 3, done.stderr
     report = json.loads(done.stdout)

@@ -15,7 +15,7 @@ from coordinator.llm import ClaudeSettings, claude_plan
 from coordinator.planning.plan import Ref
 from coordinator.planning.planner import plan_query
 from sources.settings import SourceSettings
-from tests.conftest import MODULES, QUICK_BACKOFF_SEED
+from tests.conftest import MODULES, TESTING
 from tests.fake_messages_api import Conversations, FakeMessagesApi, Reply, Silent, error, tool_use
 from tests.fakes import FakeClock
 
@@ -262,12 +262,17 @@ def test_research_ask_in_both_modes_gives_the_same_gaps_for_the_same_faults(
     from tests.conftest import PROJECT_ROOT
 
     api = fake_api(Conversations())  # Claude plans, its subagents make their calls, it cites
-    environment = {**os.environ, **settings.child_environment(), "ANTHROPIC_BASE_URL": api.base_url}
+    environment = {
+        **os.environ,
+        **settings.child_environment(),
+        "ANTHROPIC_BASE_URL": api.base_url,
+        **TESTING,
+    }
 
-    def ask(llm: str) -> dict[str, Any]:  # tickets spends every retry: a seed whose back-offs are short
+    def ask(llm: str) -> dict[str, Any]:  # tickets spends every retry: back-offs of 0 s
         done = subprocess.run(
             [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", STORY, "--llm", llm, "--json",
-             "--seed", str(QUICK_BACKOFF_SEED), "--faults", "tickets:transient=1"],
+             "--faults", "tickets:transient=1"],
             env={**environment, "ANTHROPIC_API_KEY": "test-key"} if llm == "claude" else environment,
             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
         )  # fmt: skip

@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from sources.settings import SourceSettings
-from tests.conftest import PROJECT_ROOT, QUICK_BACKOFF_SEED
+from tests.conftest import PROJECT_ROOT, TESTING
 from tests.otlp_receiver import OtlpReceiver
 from traces import attributes as names
 from traces.otlp import DEFAULT_TIMEOUT_S, OtlpExport
@@ -50,11 +50,13 @@ def receiver() -> Iterator[OtlpReceiver]:
     running.close()
 
 
-def ask(settings: SourceSettings, receiver: OtlpReceiver, *args: str) -> subprocess.CompletedProcess[str]:
+def ask(
+    settings: SourceSettings, receiver: OtlpReceiver, *args: str, **env: str
+) -> subprocess.CompletedProcess[str]:
     environment = {
         **os.environ, **settings.child_environment(),
         "OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
-        **PATIENT_EXPORT,
+        **PATIENT_EXPORT, **env,
     }  # fmt: skip
     return subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", "ask", *args, "--json"],
@@ -110,10 +112,9 @@ def test_a_source_killed_mid_query_still_leaves_a_complete_trace(
         "Orders of CUST-00042?",
         "--faults",
         "orders:crash=1",
-        "--seed",  # orders spends every retry: a seed whose back-offs are short
-        str(QUICK_BACKOFF_SEED),
         "--deadline",
         "20",
+        **TESTING,  # orders spends every retry: back-offs of 0 s
     )
     assert done.returncode == 3, done.stderr
     report = json.loads(done.stdout)

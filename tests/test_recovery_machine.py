@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError
 from subagents import recovery
 from subagents.classify import Outcome
-from subagents.policy import RecoveryPolicy
+from subagents.policy import RecoveryPolicy, set_testing
 from subagents.recovery import (
     Admit,
     Admitted,
@@ -421,3 +421,11 @@ def test_a_write_acts_on_its_target_alone_and_its_key_is_no_target() -> None:
         assert not asked.allows("issue_refund", wrong), wrong
     assert asked.allows("issue_refund", right) and approved.covers("issue_refund", right)
     assert not approved.covers("issue_refund", {"order_id": "ORD-10134", "idempotency_key": "ORD-10031"})
+
+
+def test_the_testing_switch_makes_every_back_off_0_s_and_draws_the_same_jitter() -> None:
+    policy, seeded, testing = RecoveryPolicy(), random.Random(7), random.Random(7)
+    with set_testing(True):
+        assert [policy.backoff_s(retry, testing, retry_after_ms=900) for retry in (1, 2, 3)] == [0.0] * 3
+    assert [policy.backoff_s(retry, seeded) for retry in (1, 2, 3)] != [0.0] * 3  # off again at its end
+    assert policy.backoff_s(4, testing) == policy.backoff_s(4, seeded)  # the same draws were made

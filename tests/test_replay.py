@@ -33,7 +33,7 @@ from sources.settings import SourceSettings
 from sources.world import ensure_world
 from subagents.classify import SourceUnavailable, classify_exception
 from subagents.sessions.recording import NotRebuilt, Raised, raised, rebuilt
-from tests.conftest import PROJECT_ROOT, QUICK_BACKOFF_SEED
+from tests.conftest import PROJECT_ROOT, TESTING
 from tests.fakes import FakeClock
 from tests.test_coordinator import STORY, in_memory
 from traces.redact import set_full_payloads
@@ -212,7 +212,7 @@ def test_a_recording_never_raises_or_imports_what_it_names_beyond_the_known_fail
 
 
 def research_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    environment = {**os.environ, "RESEARCH_DATA_DIR": str(data_dir), "COLUMNS": "80"}
+    environment = {**os.environ, "RESEARCH_DATA_DIR": str(data_dir), "COLUMNS": "80", **TESTING}
     return subprocess.run(
         [sys.executable, "-c", "from coordinator.cli import app; app()", *args], env=environment, cwd=PROJECT_ROOT,
         capture_output=True, text=True, timeout=120,
@@ -228,9 +228,7 @@ def test_research_replay_on_the_command_line(tmp_path: Path) -> None:
         and "Traceback" not in none_yet.stderr
     )
 
-    asked = research_cli(
-        data_dir, "ask", STORY, "--faults", "tickets:transient=1", "--seed", str(QUICK_BACKOFF_SEED), "--json"
-    )
+    asked = research_cli(data_dir, "ask", STORY, "--faults", "tickets:transient=1", "--json")
     assert asked.returncode == 3, asked.stderr  # partial: tickets stays down
     trace_id = json.loads(asked.stdout)["trace_id"]
 

@@ -49,10 +49,9 @@ class Setup:
 async def asking_at(setup: Setup, guard: Guard) -> AsyncIterator[Coordinator]:
     """A coordinator on every source of the fleet, its sessions opened now and held until the worker is
     done: what every question of the worker shares (its sessions, and the guard)."""
-    config = Config(
-        setup.settings, registry=setup.registry, claude=setup.claude, demo_over="http", urls=setup.urls,
-        approvals=setup.approvals,
-    )  # fmt: skip
+    config = Config.for_ask(
+        setup.settings, setup.registry, setup.claude, fleet=setup.urls, approvals=setup.approvals
+    )
     async with Coordinator(config, guard=guard) as coordinator:
         coordinator.open_soon(setup.urls)
         yield coordinator

@@ -89,7 +89,7 @@ async def run_scenario(
     targets = _targets(scenario, settings)
     started = time.monotonic()  # one deadline for planning and the run, from the instant `elapsed` counts
     hooks: tuple[PostCallHook, ...] = (history.recorder(), *post_call, TrimResults())
-    config = Config(settings, policy=policy, claude=claude, classifier=classifier)
+    config = Config.for_chaos(settings, policy, claude, classifier)
     budget = TokenBudget(claude.token_budget) if claude is not None else None
     report = None
     async with Coordinator(config, targets=targets) as coordinator:

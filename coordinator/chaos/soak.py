@@ -42,7 +42,7 @@ async def soak(
     )  # one coordinator process: its breakers outlive each query
     samples = [sample(0)]
     marks = {min(count, 50), count} | {count * share // 10 for share in range(1, 10)}
-    config = Config(settings, policy=CHAOS_POLICY, claude=claude, demo_over="http", urls=urls)
+    config = Config.for_chaos(settings, CHAOS_POLICY, claude, fleet=urls)
     for index in range(1, count + 1):
         seed = rng.randrange(2**31)
         async with Coordinator(config, guard=guard) as coordinator:  # sessions of each query's own

@@ -273,11 +273,9 @@ def _approved(asked: _Asked, plan: Plan, coordinator: core.Coordinator) -> tuple
 
 def _coordinator(asked: _Asked, settings: SourceSettings) -> core.Coordinator:
     return core.Coordinator(
-        core.Config(
-            settings, registry=asked.registry, claude=asked.claude, faults=asked.faults,
-            grants=(*core.DEFAULT_GRANTS, *(broker.Grant(scope) for scope in asked.grants)),
-            demo_over="http" if asked.transport == Transport.http else "stdio",
-            urls=_fleet_urls(settings) if asked.transport == Transport.http else {},
+        core.Config.for_ask(
+            settings, asked.registry, asked.claude, grants=map(broker.Grant, asked.grants), faults=asked.faults,
+            fleet=_fleet_urls(settings) if asked.transport == Transport.http else None,
         )
     )  # fmt: skip
 
@@ -327,7 +325,7 @@ async def _research_and_print(
     async with coordinator:
         async with anyio.create_task_group() as chaos_group:
             for source, seconds in asked.kills:
-                registered = not asked.registry.sources()[source].demo
+                registered = source in asked.registry.entries
                 chaos_group.start_soon(
                     functools.partial(chaos_kills.kill_at, source, seconds, registered=registered)
                 )

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 from rich.console import Console
@@ -19,43 +20,29 @@ from coordinator.cli.common import (
     load_source,
     sources_app,
     start_tracing,
-    terminal_confirm,
     usage_error,
 )
 from coordinator.cli.params import MemberPort, http_url, member_port
+from coordinator.cli.task import approvals_for_task, run_one
 from sources.catalogue import SOURCES, input_schemas
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
     import anyio
-    import mcp
-    from mcp import StdioServerParameters
-    from mcp.types import CallToolResult, RequestParamsMeta
 
-    from coordinator import approvals as approving
-    from coordinator import ask_service, registered_tools, runtime
-    from sources import contract
+    from coordinator import ask_service, core, registered_tools
     from sources import settings as source_settings
     from sources.processes.fleet import MemberStatus
-    from sources.security import auth
-    from sources.settings import SourceSettings
-    from subagents import hooks, writes
+    from subagents import subagent
     from subagents.sessions import connection
-    from traces import spans
 else:
     anyio = deferred("anyio")
-    mcp = deferred("mcp")
     ask_service = deferred("coordinator.ask_service")
+    core = deferred("coordinator.core")
     registered_tools = deferred("coordinator.registered_tools")
-    approving = deferred("coordinator.approvals")
-    runtime = deferred("coordinator.runtime")
-    hooks = deferred("subagents.hooks")
-    writes = deferred("subagents.writes")
-    contract = deferred("sources.contract")
     source_settings = deferred("sources.settings")
-    auth = deferred("sources.security.auth")
+    subagent = deferred("subagents.subagent")
     connection = deferred("subagents.sessions.connection")
-    spans = deferred("traces.spans")
 
 _CALL_TIMEOUT_SECONDS = 15.0  # listing a source's tools, or one call of `sources call`
 
@@ -146,9 +133,9 @@ def call_source(
 ) -> None:
     """Call one tool of one source and print the contract JSON it answers with.
 
-    A source that answers it is warming up (a transient error with retryAfterMs, as kb does on its first
-    start) is called once more after the time it asked for, at most a few seconds (a write only if it
-    is safe to resend: idempotent, or keyed).
+    Made through the coordinator, as `research task` makes its task: a transient failure is sent once
+    more (after the retryAfterMs it gave, as kb does warming up on its first start; never past the
+    call's deadline; a write only if it is safe to resend: idempotent, or keyed).
 
     A tool that does not say it only reads (readOnlyHint) is a write: it is called only with a yes at
     the prompt in a terminal, or --yes, and within the write guards (the refund limit among them).
@@ -158,120 +145,56 @@ def call_source(
     Example: research sources call billing refund_eligibility '{"order_id": "ORD-10023", "amount": 750}' --scope billing:read
     """
     registry, entry = load_source(source)
-    if entry.demo:
-        _check_tool(source, tool)  # a registered server answers an unknown tool itself (classified)
+    known = entry.known_tools()  # None: its server answers an unknown tool itself (classified)
+    if known is not None and tool not in known:
+        raise usage_error(f"{source} has no tool {tool!r}; its tools are {', '.join(known)}")
     # The call's tracing: one trace, its run's id passed to the source.
     settings = start_tracing(source_settings.SourceSettings.from_environment())
-    call = _ToolCall(source, tool, dict(arguments or {}), _credential(settings, source, scope or []))
-    effects = registered_tools.tool_effects(registry, settings.data_dir).of(source, tool)
-    if effects.writes:  # a write: only with a yes, within the write guards
-        _stop_unless_allowed(call, registry, settings, yes)
-    where = url or (
-        connection.stdio_parameters(source, settings)
-        if entry.demo
-        else registered_tools.target_of(entry, settings.data_dir / "logs")
-    )
-    try:
-        is_error, payload = anyio.run(_call, call, where, effects.resendable(call.arguments))
-    except Exception as exc:  # whatever the transport raised: one line, never a traceback
-        typer.echo(
-            f"error: could not call {source} at {url or entry.where}: {registered_tools.one_line(exc)}",
-            err=True,
+    config = core.Config.for_call(settings, registry)
+    task = subagent.Task(f"{source}.{tool}", source, tool, dict(arguments or {}), purpose="you called it")
+    approvals, _ = approvals_for_task(task, config, (), yes, why="you called it")
+    target = connection.http_target(url) if url else entry.connect(settings, settings.faults, over="spawn")
+    answers = _Answers()
+    report = anyio.run(
+        functools.partial(
+            run_one, "call", task, config, target, _CALL_TIMEOUT_SECONDS, approvals=approvals,
+            base_scopes=frozenset(scope or ()), post_call=(answers,), observer=_WarmingUp(),
         )
-        raise typer.Exit(1) from None
-    Console().print_json(data={"isError": is_error, **(payload or {})})
-    raise typer.Exit(1 if is_error else 0)
-
-
-def _stop_unless_allowed(call: _ToolCall, registry: Any, settings: SourceSettings, yes: bool) -> None:
-    """A write goes only with a yes and within the write guards; else its contract error, exit 1."""
-    approval = writes.Approval(call.tool, by="--yes" if yes else "the prompt")
-    given: tuple[Any, ...] = (approval,) if yes else ()
-    if not yes:
-        request = approving.WriteRequest(call.source, call.tool, call.arguments, "you called it", approval)
-        given = approving.approvals_for([request], (), terminal_confirm())[0]
-    tool_call = hooks.ToolCall(call.source, call.tool, call.arguments, attempt=1)
-    refused = runtime.one_call_refused(
-        tool_call, registry=registry, data_dir=settings.data_dir, approvals=given
-    )
-    if refused is not None:
-        Console().print_json(data={"isError": True, **refused.to_wire()})
+    )  # fmt: skip
+    last = answers[-1] if answers else None
+    if last is not None and last.error is not None and last.error_type != "tool_error":  # it never answered
+        typer.echo(
+            f"error: could not call {source} at {url or entry.where}: {last.error.description}", err=True
+        )
         raise typer.Exit(1)
+    said = last.result if last is not None else report.escalation  # no answer: not sent (a guard's refusal)
+    Console().print_json(data={"isError": report.state.is_gap, **(said.to_wire() if said else {})})
+    raise typer.Exit(1 if report.state.is_gap else 0)
 
 
-def _check_tool(source: str, tool: str) -> None:
-    tools = input_schemas()[source]
-    if tool not in tools:
-        raise usage_error(f"{source} has no tool {tool!r}; its tools are {', '.join(tools)}")
+class _Answers(list[Any]):
+    """Each answer the call got, as classified: a post-call hook that changes nothing (and trims nothing)."""
+
+    def __call__(self, call: Any, outcome: Any) -> Any:
+        self.append(outcome)
+        return outcome
 
 
-class _ToolCall(NamedTuple):
-    source: str
-    tool: str
-    arguments: dict[str, Any]
-    meta: RequestParamsMeta | None  # the credential, when the call asks for scopes
+class _WarmingUp:
+    """Says when a source asked to be called again later (retryAfterMs, as kb does on its first start)."""
 
+    def attempt(self, task: Any, attempt: int, arguments: dict[str, Any]) -> None:
+        pass
 
-def _credential(settings: SourceSettings, source: str, scopes: list[str]) -> RequestParamsMeta | None:
-    """A credential holding ``scopes`` for ``source``, as a call's ``_meta``; None for no scope."""
-    if not scopes:
-        return None
-    token = auth.issue_credential(settings.signing_key(), "research-cli", scopes, source=source)
-    # An open TypedDict (extra_items=Any, PEP 728), which mypy does not model yet: the SDK casts so too.
-    return cast("RequestParamsMeta", {auth.CREDENTIAL_META_KEY: token})
-
-
-async def _call(
-    call: _ToolCall, where: str | StdioServerParameters | Any, resendable: bool
-) -> tuple[bool, dict[str, Any] | None]:
-    """Call the tool on a session of its own, once more if the source said it is warming up; the
-    result's JSON. One root span for the command: the handshake, tools/list and the call are its children."""
-    with (
-        spans.command_span("call", f"{call.source}.{call.tool}") as span,
-        anyio.fail_after(_CALL_TIMEOUT_SECONDS),
-    ):
-        async with mcp.Client(where, read_timeout_seconds=_CALL_TIMEOUT_SECONDS) as client:
-            result = await client.call_tool(
-                call.tool, call.arguments, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=call.meta
+    def decided(self, task: Any, decision: Any) -> None:
+        if decision.action == "retry" and decision.backoff_ms:  # a wait only when the source asked for one
+            wait_s = decision.backoff_ms / 1000
+            Console(stderr=True).print(
+                f"[dim]{task.source} is warming up; calling again in {wait_s:.2f} s, as it asked[/]"
             )
-            wait_ms = _warming_up(result) if resendable else None
-            if wait_ms is not None:  # once, bounded: a source that said when it will be ready
-                Console(stderr=True).print(
-                    f"[dim]{call.source} is warming up; calling again in {wait_ms / 1000:.2f} s, as it asked[/]"
-                )
-                await anyio.sleep(wait_ms / 1000)
-                result = await client.call_tool(
-                    call.tool, call.arguments, read_timeout_seconds=_CALL_TIMEOUT_SECONDS, meta=call.meta
-                )
-        spans.end_command(span, status="error" if result.is_error else "ok")
-    if result.structured_content is not None:
-        return result.is_error, result.structured_content
-    return result.is_error, _json_of(result)
 
-
-# The longest wait for a source warming up that `sources call` accepts; kb asks for about a second.
-_MAX_WARM_UP_WAIT_MS = 5000
-
-
-def _warming_up(result: CallToolResult) -> float | None:
-    """The wait a transient error asked for (``retryAfterMs``), when it asked for a short one."""
-    if not result.is_error:
-        return None
-    payload = _json_of(result)
-    wait = payload.get("retryAfterMs")
-    if payload.get("errorCategory") != "transient" or not isinstance(wait, int | float):
-        return None
-    return float(wait) if 0 < wait <= _MAX_WARM_UP_WAIT_MS else None
-
-
-def _json_of(result: CallToolResult) -> dict[str, Any]:
-    """A result's text block as JSON (errors travel as text only), or the text itself when it is not JSON."""
-    text = contract.result_text(result)
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError:
-        return {"text": text}
-    return payload if isinstance(payload, dict) else {"text": text}
+    def ended(self, task_id: str, state: str, attempts: int, decisions: Any) -> None:
+        pass
 
 
 @sources_app.command("up")

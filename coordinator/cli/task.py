@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from typing import TYPE_CHECKING, Annotated, Any
@@ -40,13 +41,13 @@ if TYPE_CHECKING:
 
     from coordinator import approvals as approving
     from coordinator import core, registered_tools
-    from coordinator.registry import SourceEntry
     from coordinator.reporting import render
     from sources import faults as fault_settings
     from sources import settings as source_settings
     from sources.faults import FaultSettings
-    from subagents import broker, policy, subagent, writes
+    from subagents import broker, subagent, writes
     from subagents.decisions import Decision
+    from subagents.sessions.connection import Target
     from subagents.subagent import SubagentReport, Task
     from subagents.writes import Approval
     from traces import spans
@@ -60,7 +61,6 @@ else:
     fault_settings = deferred("sources.faults")
     source_settings = deferred("sources.settings")
     broker = deferred("subagents.broker")
-    policy = deferred("subagents.policy")
     subagent = deferred("subagents.subagent")
     spans = deferred("traces.spans")
 
@@ -100,29 +100,40 @@ def run_task(
     """
     source_faults = _faults_of(source, faults or [])
     registry, entry = load_source(source)
-    if not entry.demo:  # its tools listed (and kept) first: what each says it does decides its approval
+    if entry.known_tools() is None:  # listed (and kept) first: what each tool says decides its approval
         registry_catalog(registry, deadline * 0.5)
     # Traced like a query: this process's spans and the source's join one trace (the run's id goes to it).
     settings = start_tracing(source_settings.SourceSettings.from_environment().with_faults(source_faults))
-    config = core.Config(
-        settings, registry=registry, claude=claude_or_deterministic(llm),
-        policy=policy.RecoveryPolicy(call_timeout_s=timeout),
-        grants=tuple(broker.Grant(scope, purpose) for scope in grant or ()),
-    )  # fmt: skip
+    grants = tuple(broker.Grant(scope, purpose) for scope in grant or ())
+    config = core.Config.for_task(settings, registry, claude_or_deterministic(llm), timeout, grants)
     task = subagent.Task(
         id=f"{source}.{tool}", source=source, tool=tool, arguments=dict(arguments or {}), purpose=purpose
     )
-    approvals, prompted = _approvals(task, config, approvals_given(approve), yes)
+    approvals, prompted = approvals_for_task(task, config, approvals_given(approve), yes)
     config = dataclasses.replace(config, approvals=approvals)
     # A person's time at the prompt is not the task's: its deadline then counts from the answer.
     started_at = time.monotonic() if prompted else STARTED_AT
-    report = anyio.run(_run, task, config, entry, deadline, seed, started_at)
+    target = entry.connect(settings, settings.faults, over="spawn")  # spawned: one source for one task
+    progress = _Progress(Console(stderr=True))
+    report = anyio.run(
+        functools.partial(
+            run_one,
+            "task",
+            task,
+            config,
+            target,
+            deadline,
+            started_at=started_at,
+            seed=seed,
+            observer=progress,
+        )
+    )
     Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))
     raise typer.Exit(1 if report.state.is_gap else 0)
 
 
-def _approvals(
-    task: Task, config: core.Config, given: tuple[Approval, ...], yes: bool
+def approvals_for_task(
+    task: Task, config: core.Config, given: tuple[Approval, ...], yes: bool, why: str = "you ran this task"
 ) -> tuple[tuple[Approval, ...], bool]:
     """This task's approval if its tool writes: --yes, --approve, or a yes at the prompt; and
     whether anyone was asked."""
@@ -130,7 +141,7 @@ def _approvals(
     if not effects.of(task.source, task.tool).writes:
         return given, False
     request = approving.WriteRequest(
-        task.source, task.tool, dict(task.arguments), "you ran this task",
+        task.source, task.tool, dict(task.arguments), why,
         writes.Approval(task.tool, by="--yes" if yes else "the prompt"),
     )  # fmt: skip
     if yes:
@@ -146,19 +157,14 @@ def _faults_of(source: str, faults: list[SourceFaults]) -> FaultSettings:
     return next((given.settings for given in reversed(faults)), fault_settings.FaultSettings())
 
 
-async def _run(
-    task: Task, config: core.Config, entry: SourceEntry, deadline: float, seed: int | None, started_at: float
+async def run_one(
+    kind: str, task: Task, config: core.Config, target: Target, deadline_s: float, **options: Any
 ) -> SubagentReport:
-    """The task, under one root span for the command: the session's handshake and every call are its children."""
-    settings = config.settings
-    # A demo source spawned (not forked: one source for one task), its fault layer set by --faults.
-    target = entry.connect(settings, settings.faults, over="spawn")
-    with spans.command_span("task", task.id) as span:
+    """The task on ``target``, under one root span for the command (``kind``): the session's handshake
+    and every call are its children."""
+    with spans.command_span(kind, task.id) as span:
         async with core.Coordinator(config, targets={task.source: target}) as coordinator:
-            report = await coordinator.run_task(
-                task, deadline_s=deadline, started_at=started_at, seed=seed,
-                observer=_Progress(Console(stderr=True)),
-            )  # fmt: skip
+            report = await coordinator.run_task(task, deadline_s=deadline_s, **options)
         spans.end_command(span, status=report.state)
         return report
 
