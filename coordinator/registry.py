@@ -227,6 +227,10 @@ class SourceEntry(BaseModel):
         """Its tools, where known before it is called; None: its server says (an unknown tool, classified)."""
         return None
 
+    def listing_target(self, settings: SourceSettings) -> Any:
+        """Where ``mcp.Client`` lists its tools: started (or dialled) as the entry says, its log kept."""
+        return target_of(self, settings.data_dir / "logs")
+
     def connect(
         self,
         settings: SourceSettings,
@@ -254,6 +258,9 @@ class DemoSource(SourceEntry):
 
     def known_tools(self) -> tuple[str, ...] | None:
         return tuple(input_schemas()[self.name])
+
+    def listing_target(self, settings: SourceSettings) -> Any:
+        return connection.stdio_parameters(self.name, settings)
 
     def connect(
         self, settings: SourceSettings, faults: FaultSettings, *,

@@ -131,3 +131,22 @@ def test_every_run_goes_through_the_coordinator_and_its_runtime_is_built_in_one_
     parameters = inspect.signature(build_runtime).parameters
     for needed in ("registry", "data_dir", "asked", "approvals"):
         assert parameters[needed].default is inspect.Parameter.empty, needed
+
+
+def test_the_drivers_assign_no_recovery_state() -> None:
+    """A run's state is the recovery machine's (``recovery.transition``): the drivers carry out its
+    steps, and the one place they take a new state is ``Subagent.feed``, from the machine."""
+    assigned: list[str] = []
+    for driver in ("subagents/subagent.py", "subagents/tool_loop.py"):
+        tree = ast.parse((ROOT / driver).read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                targets += [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+                for target in targets:
+                    for part in ast.walk(target):
+                        if isinstance(part, ast.Attribute) and part.attr == "state":
+                            assigned.append(f"{driver}:{node.lineno} {function.name}")
+    assert [line.split()[-1] for line in assigned] == ["__init__", "feed"], assigned

@@ -148,8 +148,7 @@ def call_source(
     known = entry.known_tools()  # None: its server answers an unknown tool itself (classified)
     if known is not None and tool not in known:
         raise usage_error(f"{source} has no tool {tool!r}; its tools are {', '.join(known)}")
-    # The call's tracing: one trace, its run's id passed to the source.
-    settings = start_tracing(source_settings.SourceSettings.from_environment())
+    settings = start_tracing(source_settings.SourceSettings.from_environment())  # one trace, the source's too
     config = core.Config.for_call(settings, registry)
     task = subagent.Task(f"{source}.{tool}", source, tool, dict(arguments or {}), purpose="you called it")
     approvals, _ = approvals_for_task(task, config, (), yes, why="you called it")
@@ -163,9 +162,8 @@ def call_source(
     )  # fmt: skip
     last = answers[-1] if answers else None
     if last is not None and last.error is not None and last.error_type != "tool_error":  # it never answered
-        typer.echo(
-            f"error: could not call {source} at {url or entry.where}: {last.error.description}", err=True
-        )
+        why = last.error.description
+        typer.echo(f"error: could not call {source} at {url or entry.where}: {why}", err=True)
         raise typer.Exit(1)
     said = last.result if last is not None else report.escalation  # no answer: not sent (a guard's refusal)
     Console().print_json(data={"isError": report.state.is_gap, **(said.to_wire() if said else {})})

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from coordinator.registered_tools import ListedTool
     from coordinator.registry import Registry, SourceEntry
     from sources import settings as source_settings
-    from subagents.sessions import connection
 else:
     anyio = deferred("anyio")
     pydantic = deferred("pydantic")
@@ -41,7 +40,6 @@ else:
     registries = deferred("coordinator.registry")
     tools = deferred("coordinator.planning.tools")
     source_settings = deferred("sources.settings")
-    connection = deferred("subagents.sessions.connection")
 
 _CHECK_TIMEOUT_S = 20.0  # a first `npx -y` may download and unpack its package
 
@@ -196,24 +194,27 @@ def _pair(item: str, option: str, form: str, example: str) -> tuple[str, str]:
 
 def _listed_or_exit(entry: SourceEntry) -> list[ListedTool]:
     """The server's tools, or one line saying why it could not be listed (exit 1)."""
-    data_dir = source_settings.data_dir_from
+    settings = source_settings.SourceSettings.from_environment()
     try:
         within = entry.timeout or _CHECK_TIMEOUT_S  # its own timeout bounds a handshake that never ends
-        listed = anyio.run(
-            lambda: registered_tools.list_tools(entry, timeout_s=within, log_dir=data_dir() / "logs")
-        )
+        target = entry.listing_target(settings)
+        listed = anyio.run(lambda: registered_tools.tools_at(target, timeout_s=within))
     except Exception as exc:  # whatever starting it raised: one line, never a traceback
         typer.echo(
             f"error: {entry.name} ({entry.where}) did not list its tools: {registered_tools.one_line(exc)}; "
-            f"its log: {data_dir() / 'logs' / (entry.name + '.log')}",
+            f"its log: {settings.data_dir / 'logs' / (entry.name + '.log')}",
             err=True,
         )
         raise typer.Exit(1) from None
-    registered_tools.keep_tools(entry, data_dir(), listed)
+    if entry.known_tools() is None:  # kept for a source whose tools only its server knows
+        registered_tools.keep_tools(entry, settings.data_dir, listed)
     return listed
 
 
 def _catalog_with(entry: SourceEntry, listed: list[ListedTool]) -> Catalog:
+    """The planner's catalogue with ``entry``'s tools as listed (a demo source's are in it already)."""
+    if entry.known_tools() is not None:
+        return tools.demo_catalog()
     return tools.with_registered(tools.demo_catalog(), entry.name, listed, entry)
 
 
@@ -278,22 +279,12 @@ def check_source(
     Example: research sources check docs
     """
     _, entry = load_source(name)
-    if entry.demo:
-        entry_listed = _demo_listed(name)
-        catalog = tools.demo_catalog()
-    else:
-        entry_listed = _listed_or_exit(entry)
-        catalog = _catalog_with(entry, entry_listed)
+    entry_listed = _listed_or_exit(entry)
+    catalog = _catalog_with(entry, entry_listed)
     if json_output:
         typer.echo(json.dumps(_verdicts(name, entry_listed, catalog), indent=2))
         return
     _print_check(entry, entry_listed, catalog, Console())
-
-
-def _demo_listed(name: str) -> list[ListedTool]:
-    """A demo source's tools, as its server answers them (spawned over stdio)."""
-    target = connection.stdio_parameters(name, source_settings.SourceSettings.from_environment())
-    return anyio.run(lambda: registered_tools.tools_at(target, timeout_s=_CHECK_TIMEOUT_S))
 
 
 def _verdicts(source: str, listed: list[ListedTool], catalog: Catalog) -> list[dict[str, Any]]:

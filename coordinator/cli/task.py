@@ -114,20 +114,12 @@ def run_task(
     # A person's time at the prompt is not the task's: its deadline then counts from the answer.
     started_at = time.monotonic() if prompted else STARTED_AT
     target = entry.connect(settings, settings.faults, over="spawn")  # spawned: one source for one task
-    progress = _Progress(Console(stderr=True))
     report = anyio.run(
         functools.partial(
-            run_one,
-            "task",
-            task,
-            config,
-            target,
-            deadline,
-            started_at=started_at,
-            seed=seed,
-            observer=progress,
+            run_one, "task", task, config, target, deadline, started_at=started_at, seed=seed,
+            observer=_Progress(Console(stderr=True)),
         )
-    )
+    )  # fmt: skip
     Console().print_json(report.model_dump_json(exclude_none=True, by_alias=True))
     raise typer.Exit(1 if report.state.is_gap else 0)
 
