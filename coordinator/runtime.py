@@ -19,6 +19,7 @@ from pathlib import Path
 from coordinator.registered_tools import allowed_tools, tool_effects
 from coordinator.registry import Registry
 from sources.contract import ToolError
+from sources.refund_rules import RefundLimit, refund_guard
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier
 from subagents.guard import Guard, LocalGuard
@@ -29,7 +30,6 @@ from subagents.hooks import (
     ToolCall,
     TrimResults,
     approval_of,
-    refund_guard,
     write_guard,
 )
 from subagents.policy import RecoveryPolicy
@@ -111,8 +111,7 @@ def one_call_refused(
     if not effects.of(call.source, call.tool).writes:
         return None
     writes, _ = write_guard((AskedWrite.exactly(call.tool, call.arguments),), effects)
-    limit, _ = refund_guard()
-    blocked = limit(call) or writes(call)
+    blocked = RefundLimit()(call) or writes(call)
     if blocked is not None:
         return blocked
     given = approval_of(call, approvals)

@@ -40,12 +40,13 @@ import anyio
 from opentelemetry.trace import Span
 
 from sources.contract import ErrorCategory, ToolError
+from sources.refund_rules import RefundLimit
 from subagents import recovery
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier, Outcome, with_attempted_query
 from subagents.decisions import Decision, DecisionAction
 from subagents.guard import Guard, LocalGuard, Verdict
-from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults, approval_of
+from subagents.hooks import PostCallHook, PreCallHook, ToolCall, TrimResults, approval_of
 from subagents.policy import RecoveryPolicy
 from subagents.recovery import ACCEPT_EMPTY, RunState, Stop, SubagentReport, Task
 from subagents.transport import Transport
