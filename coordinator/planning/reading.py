@@ -556,16 +556,6 @@ def _dates(match: re.Match[str]) -> DateRange:
     return _bounds(first, last)
 
 
-def identifiers_named(text: str) -> frozenset[str]:
-    """The order and customer ids ``text`` names, as the sources write them ("order 10023" is
-    ORD-10023, "cust 42" CUST-00042): what a run may act on (``subagents.hooks.scope_guard``)."""
-    found: set[str] = set()
-    for patterns, identifier in ((_CUSTOMER_IDS, CUSTOMER_ID), (_ORDER_IDS, ORDER_ID)):
-        for pattern in patterns:
-            found |= {identifier.from_match(match) for match in pattern.finditer(text)}
-    return frozenset(found)
-
-
 def _bounds(after: date | None, before: date | None) -> DateRange:
     # Nothing was placed after the world's today: a bound at or past it bounds nothing.
     return DateRange(
