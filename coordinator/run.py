@@ -22,7 +22,6 @@ from typing import Any
 import anyio
 
 from coordinator.planning.plan import Plan, PlannedTask, Ref
-from coordinator.planning.tools import LOOKUPS
 from sources.contract import AttemptedQuery, ErrorCategory
 from subagents.decisions import Decision, Escalation, TaskState
 from subagents.model_use import ClaudeReport, ModelUse
@@ -74,11 +73,8 @@ class TaskOutcome:
     @property
     def attempted_query(self) -> AttemptedQuery:
         if self.report is not None:
-            return (
-                self.report.escalation.attempted_query
-                if self.report.escalation
-                else self.report.attempted_query
-            )
+            escalation = self.report.escalation
+            return escalation.attempted_query if escalation else self.report.attempted_query
         return AttemptedQuery(tool=self.task.tool, arguments={k: str(v) for k, v in self.arguments.items()})
 
 
@@ -142,49 +138,22 @@ def _outcome_of(task: PlannedTask, arguments: dict[str, Any], report: SubagentRe
     )  # fmt: skip
 
 
-CUSTOMER_LOOKUP = LOOKUPS["customer_id"]
-
-
-def _customer_gates(plan: Plan) -> dict[str, list[str]]:
-    """For each task about a customer named by id, the lookups of that customer it must wait for.
-
-    The customer lookup is where a customer's record is found to be erased (data protection) or
-    restricted: until it has answered, no other task may read that customer's data, and if it did not
-    find the customer, they are not run at all. It costs one call's time before the others start.
-    """
-    lookups = {
-        str(task.arguments.get("identifier", "")).strip().upper(): task.id
-        for task in plan.order()
-        if f"{task.source}.{task.tool}" == CUSTOMER_LOOKUP
-    }
-    gates: dict[str, list[str]] = {}
-    for task in plan.order():
-        customer = task.arguments.get("customer_id")
-        lookup = lookups.get(customer.strip().upper()) if isinstance(customer, str) else None
-        if lookup is not None and lookup != task.id and lookup not in task.depends_on:
-            gates[task.id] = [lookup]
-    return gates
-
-
 async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str, TaskOutcome]:
     """Run every task of the plan; return how each ended, in plan order."""
     deadline = runtime.clock.now() + deadline_s
     outcomes: dict[str, TaskOutcome] = {}
     done = {task_id: anyio.Event() for task_id in plan.tasks}
-    gates = _customer_gates(plan)
+    gates = plan.gates  # tasks that wait for a customer lookup without using its output
 
     async def carry(task: PlannedTask) -> None:
         try:
-            for upstream in (*task.depends_on, *gates.get(task.id, ())):
+            gated = gates.get(task.id, ())
+            for upstream in (*task.depends_on, *gated):
                 await done[upstream].wait()
-            gate = next(
-                (lookup for lookup in gates.get(task.id, ()) if outcomes[lookup].state != TaskState.OK), None
-            )
+            gate = next((lookup for lookup in gated if outcomes[lookup].state != TaskState.OK), None)
             resolved = _blocked(task, gate, outcomes[gate]) if gate else _resolve(task, outcomes)
-            if isinstance(resolved, TaskOutcome):
-                with subagent_span(
-                    task.id, task.source, task.tool, {}
-                ) as span:  # one span per task, run or not
+            if isinstance(resolved, TaskOutcome):  # one span per task, run or not
+                with subagent_span(task.id, task.source, task.tool, {}) as span:
                     end_subagent(
                         span,
                         state=TaskState.BLOCKED,

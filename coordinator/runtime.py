@@ -18,6 +18,7 @@ from pathlib import Path
 
 from coordinator.registered_tools import allowed_tools, tool_effects
 from coordinator.registry import Registry
+from sources.refund_rules import refund_guard
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier
 from subagents.guard import Guard, LocalGuard
@@ -26,7 +27,6 @@ from subagents.hooks import (
     PostCallHook,
     PreCallHook,
     TrimResults,
-    refund_guard,
     write_guard,
 )
 from subagents.policy import RecoveryPolicy

@@ -40,8 +40,6 @@ from sources.toolkit import invalid, open_source, page_of
 from sources.wire import Wire
 
 __all__ = [
-    "AUTOMATIC_REFUND_LIMIT",
-    "REFUND_WINDOW_DAYS",
     "Invoice",
     "Refund",
     "RefundAssessment",

@@ -25,10 +25,12 @@ else:
 
 __all__ = [
     "AMOUNT",  # noqa: F822  (built on first use: see __getattr__)
+    "ARGUMENT_FORMS",
     "ARTICLE_ID",
     "CURSOR",
     "CUSTOMER_ID",
     "CUSTOMER_IDENTIFIER",
+    "DATE_RANGES",
     "IDEMPOTENCY_KEY",
     "ISO_DATE",
     "ORDER_ID",
@@ -122,6 +124,19 @@ CURSOR = Format(
     example="50",
     max_length=9,
 )
+
+# The form each argument takes, by the name every tool gives it ("kb refunds" as search text is no article
+# id): ``subagents.repair`` reads a refused value as the first whose spelling matches, else only trims it.
+ARGUMENT_FORMS: dict[str, Format | tuple[identifiers.Spelled, ...]] = {
+    "identifier": (identifiers.EMAIL, identifiers.CUSTOMER_ID),
+    "customer_id": (identifiers.CUSTOMER_ID,),
+    "order_id": (identifiers.ORDER_ID,),
+    "sku": (identifiers.SKU,),
+    "article_id": (identifiers.ARTICLE_ID,),
+    "placed_after": ISO_DATE,
+    "placed_before": ISO_DATE,
+}
+DATE_RANGES = (("placed_after", "placed_before"),)  # date bounds, (from, to): given reversed, swapped
 
 
 def whole_number(summary: str, low: int, high: int, example: int) -> Any:

@@ -200,13 +200,16 @@ class Email:
     """An email address, which the customers tool takes in lower case."""
 
     pattern: str
-    like: str  # anything shaped like an address, valid or not
+    spelled: str  # anything shaped like an address, valid or not: a repair reads it as one
     description: str
     example: str
     max_length: int
 
     def canonical(self, written: str) -> str:
         return written.strip().lower()
+
+    def from_match(self, match: re.Match[str]) -> str:
+        return self.canonical(match[0])
 
 
 CUSTOMER_ID = NumberedId(
@@ -219,7 +222,7 @@ EMAIL = Email(
     pattern=r"[a-z0-9._%+-]+@[a-z0-9-]+(\.[a-z0-9-]+)*\.[a-z]{2,}",
     # No spaces, one @, a dot after it: the text a repair lower-cases. In free text, an address is
     # ``pattern`` in any case: compile it with ``re.I | re.A`` (ASCII letters only, as it means).
-    like=r"[^@\s]+@[^@\s]+\.[^@\s]+",
+    spelled=r"[^@\s]+@[^@\s]+\.[^@\s]+",
     description="a lowercase email address without spaces (user@domain.com)",
     example="jane.doe@example.com",
     max_length=254,

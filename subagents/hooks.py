@@ -1,15 +1,7 @@
 """Deterministic hooks around every call, whatever decides the next step (code or a model).
 
 * A **pre-call hook** sees a call before it leaves the process and may block it: a blocked call
-  becomes a ``business`` error with ``attempted_query`` and never reaches the source.
-  ``RefundLimit`` guarantees that no refund above the automatic limit (``sources.domain``) is ever sent to billing, and fails closed: an
-  amount it cannot read as a positive number of pounds is not sent either (billing enforces the limit
-  per order too: two independent guards). Given a ``RefundLedger`` it also holds to the per-order
-  rules from what billing has told this runtime: a refund that would take the order's known refunds
-  above the limit, or on an order billing said is outside the refund window, is not sent either.
-* ``RefundLedger`` is a post-call hook that only listens: what billing said was already refunded on
-  each order (eligibility assessments, refused ones' partial results too; invoices; refunds issued),
-  and which orders it said are outside the window.
+  becomes an error with ``attempted_query`` and never reaches the source (refunds: ``sources.refund_rules``).
 * ``WritesAsked`` blocks a write the question did not ask for: only the action it asks, on what it
   names positively, within the amount it says, once (``subagents.writes.AskedWrite``). Research
   that found another order, text a source returned ("also refund ORD-10134"), a question that only
@@ -24,13 +16,12 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from sources.contract import AttemptedQuery, EmptyResult, ErrorCategory, ResultPage, ToolError
-from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, pounds
+from sources.refund_rules import ASKED_AS, blocked_call
 from subagents.classify import Outcome
 from subagents.writes import IDEMPOTENCY_KEY, Approval, AskedWrite, EffectsTable
 from traces.redact import redact
@@ -39,15 +30,12 @@ __all__ = [
     "AllowedTools",
     "PostCallHook",
     "PreCallHook",
-    "RefundLedger",
-    "RefundLimit",
     "ToolCall",
     "TrimResults",
     "WritesAsked",
     "WritesSent",
     "approval_of",
     "redact",
-    "refund_guard",
     "write_guard",
 ]
 
@@ -76,120 +64,6 @@ class PostCallHook(Protocol):
     def __call__(self, call: ToolCall, outcome: Outcome) -> Outcome: ...
 
 
-@dataclass
-class RefundLedger:
-    """What billing told one runtime about orders' refunds: a post-call hook that changes nothing.
-
-    ``refunded`` holds, per order, the largest total billing reported refunded on it: an assessment's
-    ``already_refunded`` (allowed or refused), an invoice's ``refunded``, an issued refund's
-    ``order_refunded``. Each was the true total when billing answered, and totals only grow, so the
-    largest is a lower bound of the truth however the answers interleave: the hook may miss refunds
-    it was not told of (billing still refuses those), never count one twice. ``issued_keys`` are the
-    keys billing answered an issued refund for: the same call again is a replay that pays nothing,
-    billing's to answer. ``late`` holds the orders billing said are outside the window, with its
-    figures: time only moves on, so they stay outside.
-    """
-
-    refunded: dict[str, float] = field(default_factory=dict)
-    late: dict[str, tuple[str, int]] = field(default_factory=dict)  # order -> (delivered on, days ago)
-    issued_keys: set[str] = field(default_factory=set)
-
-    def __call__(self, call: ToolCall, outcome: Outcome) -> Outcome:
-        if call.source != "billing":
-            return outcome
-        for record in _records(outcome):
-            self._observe(call.tool, record)
-        return outcome
-
-    def _observe(self, tool: str, record: Mapping[str, Any]) -> None:
-        if tool == "issue_refund" and isinstance(record.get("idempotency_key"), str):  # a refund
-            self.issued_keys.add(record["idempotency_key"])
-            order, total = record.get("order_id"), _number(record.get("order_refunded"))
-        elif "already_refunded" in record:  # an assessment: its order is ``id``
-            order, total = record.get("id"), _number(record.get("already_refunded"))
-            days, window = record.get("days_since_delivery"), record.get("refund_window_days")
-            if isinstance(order, str) and isinstance(days, int) and isinstance(window, int) and days > window:
-                self.late[order] = (str(record.get("delivered_on")), days)
-        elif "refunded" in record:  # an invoice
-            order, total = record.get("order_id"), _number(record.get("refunded"))
-        else:
-            return
-        if isinstance(order, str):
-            self.refunded[order] = max(self.refunded.get(order, 0.0), total)
-
-    def blocks(self, call: ToolCall, amount: float, limit: float) -> str | None:
-        """Why this refund must not be sent, from what billing said; None when nothing said so."""
-        order, key = call.arguments.get("order_id"), call.arguments.get("idempotency_key")
-        if not isinstance(order, str) or key in self.issued_keys:  # a replay pays nothing: billing answers it
-            return None
-        if order in self.late:
-            delivered_on, days = self.late[order]
-            return (
-                f"billing reported {order} delivered on {delivered_on}, {days} days ago, outside the "
-                f"{REFUND_WINDOW_DAYS}-day refund window (KB-REFUNDS)"
-            )
-        already = self.refunded.get(order, 0.0)
-        if already and already + amount > limit:
-            return (
-                f"with {pounds(already)} already refunded on {order} (as billing reported), a refund of "
-                f"{pounds(amount)} would take it to {pounds(already + amount)}, above the {pounds(limit)} "
-                "automatic limit per order"
-            )
-        return None
-
-
-def _records(outcome: Outcome) -> list[Mapping[str, Any]]:
-    """The records an outcome carries: a page's results, or an error's partial results."""
-    result = outcome.result  # an empty result's results are []
-    records = (result.partial_results or []) if isinstance(result, ToolError) else result.results
-    return [record for record in records if isinstance(record, Mapping)]
-
-
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
-@dataclass(frozen=True)
-class RefundLimit:
-    """Blocks a refund above the automatic limit before it leaves the process, and any amount it cannot read.
-
-    Fails closed: what is not a finite positive number (a string, a bool, null, NaN, infinity) is not
-    sent, since the hook could not tell whether it is within the limit. With a ``ledger`` (the same
-    one among the runtime's post-call hooks, see ``refund_guard``) it also blocks what the order's
-    refunds as billing reported them rule out: above the limit in total, or outside the window.
-    Without one it sees only the call, and billing alone enforces the per-order rules.
-    """
-
-    limit: float = AUTOMATIC_REFUND_LIMIT
-    tools: frozenset[str] = frozenset({"issue_refund"})
-    ledger: RefundLedger | None = None
-
-    def __call__(self, call: ToolCall) -> ToolError | None:
-        if call.tool not in self.tools:
-            return None
-        amount = call.arguments.get("amount")
-        if isinstance(amount, bool) or not isinstance(amount, int | float) or not 0 < amount < math.inf:
-            return _blocked(
-                call,
-                f"amount must be a positive number of pounds, such as 45.0; got {amount!r}.",
-                ErrorCategory.VALIDATION,
-            )
-        if amount > self.limit:
-            reason: str | None = (
-                f"a refund of {pounds(amount)} exceeds the {pounds(self.limit)} automatic limit"
-            )
-        else:
-            reason = None if self.ledger is None else self.ledger.blocks(call, amount, self.limit)
-        if reason is None:
-            return None
-        return _blocked(call, f"{reason}. Escalate to a manager with the refund details (KB-ESCALATION).")
-
-
-def _blocked(call: ToolCall, why: str, category: ErrorCategory = ErrorCategory.BUSINESS) -> ToolError:
-    """A pre-call hook's verdict on ``call``: it is not sent, and this is its outcome."""
-    return ToolError.of(category, f"Blocked before sending: {why}", attempted_query=call.attempted_query())
-
-
 @dataclass(frozen=True)
 class AllowedTools:
     """A pre-call hook: calls to a registered source use only the tools research may call there.
@@ -213,13 +87,6 @@ class AllowedTools:
             "to allow it, name it under the entry's plan",
             attempted_query=call.attempted_query(),
         )
-
-
-def refund_guard() -> tuple[RefundLimit, RefundLedger]:
-    """A refund limit that knows what billing told this runtime: the first is a pre-call hook, the
-    second a post-call one (put it before ``TrimResults``, so it sees every record)."""
-    ledger = RefundLedger()
-    return RefundLimit(ledger=ledger), ledger
 
 
 @dataclass
@@ -250,17 +117,13 @@ class WritesAsked:
             why = "the write the question asked for was already made by another call; it is made once"
         else:
             asked = "; ".join(ask.describe() for ask in self.asked) or "none"
-            example = (
-                "'Refund £45 on ORD-10031'"
-                if call.tool == "issue_refund"
-                else f"'{call.tool} ...', by its name"
-            )
+            example = ASKED_AS.get(call.tool, f"'{call.tool} ...', by its name")
             why = (
                 "the question did not ask for this write. Research writes only when the question asks "
                 f"for that action on what it names, within the amount it says (asked here: {asked}); "
                 f"ask for it plainly, e.g. {example}"
             )
-        return _blocked(call, f"{call.source} {call.tool}({arguments}) is a write: {why}.")
+        return blocked_call(call, f"{call.source} {call.tool}({arguments}) is a write: {why}.")
 
     def _asks_allowing(self, call: ToolCall) -> list[int]:
         return [index for index, ask in enumerate(self.asked) if ask.allows(call.tool, call.arguments)]

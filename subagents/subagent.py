@@ -37,12 +37,13 @@ from typing import Any, Protocol
 import anyio
 from opentelemetry.trace import Span
 
+from sources.refund_rules import RefundLimit
 from subagents import recovery
 from subagents.broker import CredentialBroker
 from subagents.classify import CONTRACT, Classifier, with_attempted_query
 from subagents.decisions import Decision
 from subagents.guard import Guard, LocalGuard
-from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, ToolCall, TrimResults, approval_of
+from subagents.hooks import PostCallHook, PreCallHook, ToolCall, TrimResults, approval_of
 from subagents.policy import RecoveryPolicy
 from subagents.recovery import RunState, SubagentReport, Task
 from subagents.transport import Transport

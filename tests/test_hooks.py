@@ -12,13 +12,14 @@ import pytest
 
 from sources import billing, tickets
 from sources.contract import ErrorCategory, ResultPage, ToolError
+from sources.refund_rules import RefundLimit, refund_guard
 from sources.security.auth import issue_credential
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import world_path
 from subagents.broker import CredentialBroker
 from subagents.classify import Outcome
-from subagents.hooks import RefundLimit, ToolCall, TrimResults, redact, refund_guard
+from subagents.hooks import ToolCall, TrimResults, redact
 from subagents.sessions.connection import Connections
 from subagents.subagent import Runtime, Task, run_subagent
 from tests.conftest import TEST_KEY, call, credential, wire

@@ -18,10 +18,11 @@ from coordinator.chaos.history import History, ScenarioResult
 from coordinator.core import Config, Coordinator
 from sources.catalogue import SOURCES
 from sources.refund_ledger import LedgerRefund, ledger
+from sources.refund_rules import RefundLimit
 from sources.settings import SourceSettings
 from subagents.classify import CONTRACT, Classifier
 from subagents.claude import ClaudeSettings, TokenBudget
-from subagents.hooks import PostCallHook, PreCallHook, RefundLimit, TrimResults
+from subagents.hooks import PostCallHook, PreCallHook, TrimResults
 from subagents.policy import RecoveryPolicy
 from subagents.sessions.connection import Target, stdio_target
 from subagents.subagent import Observer, Task

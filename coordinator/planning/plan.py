@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from coordinator.planning.reading import QueryError
+from coordinator.planning.tools import LOOKUPS
 from sources.catalogue import TOOLS
 from sources.deferred import deferred
 from subagents.task import Task
@@ -137,12 +138,31 @@ class Plan:
         """The tasks in an order that puts every task after what it depends on."""
         return [self.tasks[task_id] for task_id in nx.lexicographical_topological_sort(self.graph)]
 
+    @property
+    def gates(self) -> dict[str, tuple[str, ...]]:
+        """For each task about a customer named by id, the lookup of that customer it waits for without using
+        its output (``gated_by``): there an erased or restricted record is found, so no task reads the
+        customer's data before it has answered, nor at all if it did not find them (they end ``blocked``)."""
+        lookups = {
+            str(task.arguments.get("identifier", "")).strip().upper(): task.id
+            for task in self.order()
+            if f"{task.source}.{task.tool}" == LOOKUPS["customer_id"]
+        }
+        gates: dict[str, tuple[str, ...]] = {}
+        for task in self.order():
+            customer = task.arguments.get("customer_id")
+            lookup = lookups.get(customer.strip().upper()) if isinstance(customer, str) else None
+            if lookup is not None and lookup != task.id and lookup not in task.depends_on:
+                gates[task.id] = (lookup,)
+        return gates
+
     def sources(self) -> list[str]:
         """The sources the plan calls, in the order their first task runs."""
         return list(dict.fromkeys(task.source for task in self.order()))
 
     def describe(self) -> dict[str, Any]:
-        """The plan as plain data (what `research plan --json` prints): tasks, dependencies, gaps."""
+        """The plan as plain data (what `research plan --json` prints): tasks, dependencies, gates, gaps."""
+        gates = self.gates
         return {
             "query": self.query,
             "tasks": [
@@ -157,6 +177,7 @@ class Plan:
                     "purpose": task.purpose,
                     "why": task.why,
                     "depends_on": list(task.depends_on),
+                    "gated_by": list(gates.get(task.id, ())),
                 }
                 for task in self.order()
             ],
