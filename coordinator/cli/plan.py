@@ -88,19 +88,20 @@ def _print_plan(plan: Plan, console: Console) -> None:
     """The plan's tasks, what is not researched and the notes: what they quote of the query is
     ``shown`` (a control or bidi character in it is printed escaped)."""
     tasks = plan.describe()["tasks"]
-    waits = any(task["depends_on"] for task in tasks)  # the column only where a task waits
+    waits_for = [[*task["depends_on"], *task["gated_by"]] for task in tasks]  # its inputs, and its gates
+    waits = any(waits_for)  # the column only where a task waits
     table = Table(box=None, pad_edge=False)
     table.add_column("task")
     table.add_column("call", overflow="fold")  # a call is shown whole, folded where it must be: never cut
     if waits:
         table.add_column("waits for")
     table.add_column("why")
-    for task in tasks:
+    for task, waited in zip(tasks, waits_for, strict=True):
         arguments = ", ".join(
             f"{name}={json.dumps(value, ensure_ascii=False)}" for name, value in task["arguments"].items()
         )
         call = f"{task['source']}.{task['tool']}({arguments})"
-        cells = [task["id"], call, *([", ".join(task["depends_on"]) or "-"] if waits else []), task["why"]]
+        cells = [task["id"], call, *([", ".join(waited) or "-"] if waits else []), task["why"]]
         table.add_row(*(Text(render.shown(cell)) for cell in cells))
     console.print(table)
     for item in plan.unplanned:
