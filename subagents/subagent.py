@@ -1,28 +1,12 @@
 """A subagent owns one task: one source, one tool, its arguments, a deadline.
 
-It calls, classifies the outcome, lets the policy decide, acts, and reports. Every step it takes is
-a ``Decision`` in its report, in order:
-
-    call ──► pre-call hooks ──► breaker ──► bulkhead ──► source ──► classify ──► post-call hooks
-      ▲                                                                               │
-      │    ok            -> report ok                                                 │
-      │    valid empty   -> accept_empty, report empty                                │
-      ├─── transient     -> retry (back-off, reopen/respawn first) or give_up
-      │                     (retries spent, or the fleet's retry budget: ``subagents.guard``)
-      ├─── validation    -> repair the arguments, or escalate
-      ├─── permission    -> elevate through the broker, or escalate
-      │    business      -> escalate
-      └───────────────────────────────────────────────────────────────────────────────┘
-
-Only three things send a call again: a transient failure (the identical call, after a back-off),
-a repair (changed arguments), an elevation (a new credential). Nothing above or below retries.
-
 This module acts; ``subagents.recovery`` decides. A ``Subagent`` feeds what happened to the machine
-(``recovery.transition``) and carries out the step it returns: it runs the hooks, asks the fleet and
-the broker, calls, sleeps on the injected clock, and puts each decision the machine recorded on the
-trace and to the observer. It never changes the run's state itself. ``Subagent.recover`` carries a
-run the code decides; in Claude mode ``subagents.tool_loop`` feeds the model's calls to the same
-machine (``Subagent.call``), so every bound is counted once.
+(``recovery.transition``) and carries out the step it returns: it runs the pre-call hooks, asks the
+fleet (breaker, retry budget) and the broker, takes a bulkhead slot, calls the source, classifies the
+outcome, runs the post-call hooks, sleeps the back-off on the injected clock, and puts each decision
+the machine recorded on the trace and to the observer. It never changes the run's state itself.
+``Subagent.recover`` carries a run the code decides; in Claude mode ``subagents.tool_loop`` feeds the
+model's calls to the same machine (``Subagent.call``), so every bound is counted once.
 """
 
 from __future__ import annotations
