@@ -82,6 +82,7 @@ class Outcome:
     # The request provably never reached the tool (nothing accepted the connection, the session could
     # not be opened, the call was stopped before it was sent): sending it again cannot repeat an effect.
     unsent: bool = False
+    answered: bool = False  # the source answered it (a result came back), rather than the call failing
 
     @property
     def error(self) -> ToolError | None:

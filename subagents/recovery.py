@@ -171,13 +171,11 @@ class Admitted:
 
 @dataclass(frozen=True)
 class Answered:
-    """What the call came back with (``raised``: it failed on our side of the wire, not with an answer);
-    ``resendable``: sending it again cannot repeat an effect (``resendable``)."""
+    """What the call came back with; ``resendable``: sending it again cannot repeat an effect."""
 
     outcome: Outcome
     now: float
     resendable: bool
-    raised: bool = False
 
 
 @dataclass(frozen=True)
@@ -500,7 +498,7 @@ class _Machine:
         outcome = event.outcome
         error = outcome.error
         transient = error is not None and error.error_category is ErrorCategory.TRANSIENT
-        at_deadline = transient and event.raised and self.state.deadline - event.now <= AT_DEADLINE_S
+        at_deadline = transient and not outcome.answered and self.state.deadline - event.now <= AT_DEADLINE_S
         if at_deadline:  # the call's time was clipped to the deadline, and it ran out
             outcome = self.deadline_outcome()
         self.to(phase=Phase.TELLING, pending=Pending(outcome, event.resendable, at_deadline))

@@ -261,7 +261,7 @@ class Subagent:
         connection = runtime.connections[source]
         tool_call = self._tool_call(call, self.state.attempts)  # the machine counted this attempt
         runtime.observer.attempt(self.task, self.state.attempts, dict(call.arguments))
-        deadline, generation, raised = self.state.deadline, None, False
+        deadline, generation = self.state.deadline, None
         with collect_client_spans() as client_spans:
             try:
                 client, generation = await connection.session(
@@ -274,9 +274,9 @@ class Subagent:
                     self.sending = True
                     result = await connection.send(client, tool_call, timeout_s=timeout_s, meta=call.meta)
                     self.sending = False
-                outcome = runtime.classifier.result(result, source=source)
+                outcome = replace(runtime.classifier.result(result, source=source), answered=True)
             except Exception as exc:  # a boundary: every failure of the call becomes a contract outcome
-                outcome, raised = runtime.classifier.exception(exc, source=source), True
+                outcome = runtime.classifier.exception(exc, source=source)
                 if not self.sending:  # it failed before the request was sent: nothing can have acted
                     outcome = replace(outcome, unsent=True)
                 self.sending = False
@@ -287,4 +287,4 @@ class Subagent:
             outcome = hook(tool_call, outcome)
         if outcome.reopen and generation is not None:
             await connection.reopen(generation)
-        return recovery.Answered(outcome, runtime.clock.now(), self._resendable(outcome.unsent), raised)
+        return recovery.Answered(outcome, runtime.clock.now(), self._resendable(outcome.unsent))

@@ -7,7 +7,7 @@ events, so the bounds checked here are the only ones there are.
 from __future__ import annotations
 
 import random
-from dataclasses import FrozenInstanceError
+from dataclasses import FrozenInstanceError, replace
 from typing import Any
 
 import pytest
@@ -159,7 +159,7 @@ def test_the_deadline_is_checked_before_every_call_and_when_a_call_is_cut_by_it(
     state, step = feed(start(deadline=5.0), Checked(5.0))
     assert isinstance(step, Ended) and actions(state) == ["give_up"] and state.out_of_time
     cut = failed(ErrorCategory.TRANSIENT, "timed out")
-    state, step = feed(sent(start(deadline=5.0)), Answered(cut, 4.99, resendable=True, raised=True))
+    state, step = feed(sent(start(deadline=5.0)), Answered(cut, 4.99, resendable=True))
     assert step == Tell(failed=None)  # the deadline's doing says nothing of the source
     state, step = feed(state, Told(4.99))
     assert isinstance(step, Ended) and state.out_of_time and state.causes == ("deadline",)
@@ -341,7 +341,8 @@ def test_no_run_passes_a_bound_whatever_happens(data: st.DataObject, writes: boo
             case Send():
                 outcome = data.draw(_ANSWERS)
                 now += data.draw(st.floats(0.0, 2.0))
-                event = Answered(outcome, now, resendable=not writes, raised=data.draw(st.booleans()))
+                answered = replace(outcome, answered=data.draw(st.booleans()))
+                event = Answered(answered, now, resendable=not writes)
             case Tell():
                 event = Told(now, breaker_open=data.draw(st.booleans()))
             case AskBudget():

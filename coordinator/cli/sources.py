@@ -161,7 +161,7 @@ def call_source(
         )
     )  # fmt: skip
     last = answers[-1] if answers else None
-    if last is not None and last.error is not None and last.error_type != "tool_error":  # it never answered
+    if last is not None and not last.answered:  # the source never answered
         why = last.error.description
         typer.echo(f"error: could not call {source} at {url or entry.where}: {why}", err=True)
         raise typer.Exit(1)
