@@ -1,7 +1,12 @@
 """A circuit breaker per source: fail fast while a source is down, probe it after a cool-down.
 
-    closed --(N consecutive transient failures)--> open --(cool-down)--> half_open
+    closed --(a failure rate over a window)--> open --(cool-down)--> half_open
     half_open --(probe succeeds)--> closed          half_open --(probe fails)--> open
+
+It opens when the calls of the last ``window_s`` seconds hold at least ``failure_threshold`` transient
+failures and those are at least ``failure_rate`` of them (resilience4j's and Polly's rule: a rate over
+a window with a minimum, not a consecutive count), so a flaky source that mostly answers stays
+closed while one that keeps failing opens after the same five failures as a consecutive count would.
 
 Only transient failures count: a validation, business or permission error means the source is up
 and answering. While open, no call reaches the source. In half-open exactly one probe is let through;
@@ -16,6 +21,7 @@ process, which the general-purpose breaker packages do not offer together.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -30,10 +36,12 @@ class BreakerState(StrEnum):
 
 @dataclass
 class Breaker:
-    failure_threshold: int = 5
+    failure_threshold: int = 5  # the fewest failures in the window that open it
     cooldown_s: float = 30.0
+    failure_rate: float = 0.5  # the share of the window's calls those failures must be
+    window_s: float = 10.0
     state: BreakerState = BreakerState.CLOSED
-    failures: int = 0
+    calls: deque[tuple[float, bool]] = field(default_factory=deque)  # (when, failed), the window's
     opened_at: float = 0.0
     probing: bool = False
     transitions: list[tuple[BreakerState, BreakerState]] = field(default_factory=list)
@@ -63,15 +71,19 @@ class Breaker:
         self.probing = False
 
     def record(self, source_failed: bool, now: float) -> None:
+        self.calls.append((now, source_failed))
+        while self.calls[0][0] <= now - self.window_s:
+            self.calls.popleft()
         if not source_failed:
-            self.failures = 0
             self.probing = False
             self._move(BreakerState.CLOSED)
             return
-        self.failures += 1
-        if self.state is BreakerState.HALF_OPEN or self.failures >= self.failure_threshold:
+        failures = sum(failed for _, failed in self.calls)
+        opens = failures >= self.failure_threshold and failures >= self.failure_rate * len(self.calls)
+        if self.state is BreakerState.HALF_OPEN or opens:
             self.opened_at = now
             self.probing = False
+            self.calls.clear()
             self._move(BreakerState.OPEN)
 
 
@@ -81,9 +93,13 @@ class Breakers:
 
     failure_threshold: int = 5
     cooldown_s: float = 30.0
+    failure_rate: float = 0.5
+    window_s: float = 10.0
     by_source: dict[str, Breaker] = field(default_factory=dict)
 
     def __getitem__(self, source: str) -> Breaker:
         if source not in self.by_source:
-            self.by_source[source] = Breaker(self.failure_threshold, self.cooldown_s)
+            self.by_source[source] = Breaker(
+                self.failure_threshold, self.cooldown_s, self.failure_rate, self.window_s
+            )
         return self.by_source[source]

@@ -8,7 +8,15 @@ Three rules, each about a source rather than one task, so they hold across every
   a degraded source sheds load instead of being hammered by every caller's retries, while a cold
   fleet (a source warming up) or a quiet one still gets the few retries it needs (the retry budget of
   Finagle, a share over a TTL plus a minimum of retries a second; gRPC's throttle starts full too);
-- the **bulkhead**: a cap on concurrent calls per source, so one slow source cannot take every worker.
+- the **bulkhead**: a cap on concurrent calls per source, so one slow source cannot take every worker;
+- the **concurrency limit**: a source's pushback (a transient answer saying when to call again) is flow
+  control, not failure: it spends no retry budget, opens no breaker, and lowers the source's limit of
+  calls at once (multiplicatively, 0.9 a pushback), which each answer raises again (additively, one
+  call per limit's worth of answers), so a fleet settles at the rate the source allows (AIMD, as
+  Netflix's concurrency limits and TCP do).
+
+A lost connection is one failure, however many calls were in flight on it: the calls it fails at once
+are told with the same connection, and only the first of them counts against the breaker.
 
 Written here, not taken from a library: the resilience libraries keep such rules inside one process
 and count exceptions, while these count the contract's categories on the subagents' injected clock
@@ -23,10 +31,12 @@ cancelled, which a remote counter cannot promise; a fleet-wide cap is divided am
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from fractions import Fraction
 from typing import Protocol
 
@@ -38,7 +48,9 @@ __all__ = [
     "DEFAULT_RETRY_RESERVE_PER_S",
     "DEFAULT_RETRY_SHARE",
     "DEFAULT_RETRY_WINDOW_S",
+    "LIMIT_CEILING",
     "Bulkheads",
+    "CallEnd",
     "Guard",
     "LocalGuard",
     "RetryBudget",
@@ -58,12 +70,29 @@ _SLICES = 10
 _EPSILON = 1e-9
 
 
+# A source's concurrency limit: where it starts, its bounds, and its steps (AIMD).
+LIMIT_CEILING = 64
+LIMIT_DECREASE = 0.9  # each pushback
+_LOST_KEPT = 64  # the lost connections remembered per source (one is told by each of its calls)
+
+
+class CallEnd(StrEnum):
+    """How a call that was let through ended, as the fleet counts it."""
+
+    ANSWERED = "answered"  # a result or a non-transient error: the source is up
+    FAILED = "failed"  # a transient failure: it counts against the breaker
+    PUSHED_BACK = "pushed_back"  # the source said when to call again: flow control, not failure
+    CUT = "cut"  # the deadline cut it: it says nothing of the source
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """Whether a call may go out now; if not, how long until the source's circuit is probed again."""
+    """Whether a call may go out now; if not, how long until the source's circuit is probed again;
+    and the source's concurrency limit for the fleet (calls at once)."""
 
     allowed: bool
     retry_in_s: float = 0.0
+    limit: int = LIMIT_CEILING
 
 
 @dataclass
@@ -192,31 +221,47 @@ class SourceState:
 
     breakers: Breakers = field(default_factory=Breakers)
     budget: RetryBudget = field(default_factory=lambda: RetryBudget(share=None))
+    limits: dict[str, float] = field(default_factory=dict)  # each source's concurrency limit
+    pushbacks: dict[str, int] = field(default_factory=dict)
+    lost: dict[str, deque[str]] = field(default_factory=dict)  # the connections counted as lost
 
     @classmethod
-    def shared(cls, retry_share: float, bulkhead: int | None) -> SourceState:
-        """The state many concurrent callers share (a batch). A breaker opens on consecutive failures,
-        and one lost session fails every call in flight on it at once: as many as the bulkhead lets
-        through. So the threshold counts those on top of the usual five, and one lost session never
-        reads as a source that keeps failing."""
-        threshold = Breakers().failure_threshold + (bulkhead or 0)
-        return cls(Breakers(failure_threshold=threshold), RetryBudget(retry_share))
+    def shared(cls, retry_share: float) -> SourceState:
+        """The state many concurrent callers share (a batch), with the fleet's retry budget."""
+        return cls(budget=RetryBudget(retry_share))
+
+    def limit(self, source: str) -> int:
+        return max(1, int(self.limits.get(source, LIMIT_CEILING)))
 
     def allow(self, source: str, now: float, *, first: bool) -> Verdict:
         breaker = self.breakers[source]
         if not breaker.allow(now):
-            return Verdict(False, breaker.retry_in_s(now))
+            return Verdict(False, breaker.retry_in_s(now), self.limit(source))
         if first:
             self.budget.first_attempt(source, now)
-        return Verdict(True)
+        return Verdict(True, limit=self.limit(source))
 
-    def record(self, source: str, failed: bool, now: float) -> Verdict:
-        """The outcome of a call that was let through; the verdict for the next (closed unless it opened)."""
-        breaker = self.breakers[source]
-        breaker.record(source_failed=failed, now=now)
+    def record(self, source: str, end: CallEnd, now: float, connection: str | None = None) -> Verdict:
+        """How a call that was let through ended (``connection``: the one it lost, if it lost it); the
+        verdict for the next (closed unless it opened) with the source's concurrency limit."""
+        breaker, limit = self.breakers[source], self.limits.get(source, float(LIMIT_CEILING))
+        lost = self.lost.setdefault(source, deque(maxlen=_LOST_KEPT))
+        if end is CallEnd.FAILED and connection is not None and connection in lost:
+            breaker.abandon()  # that connection's loss is counted already: one loss, one failure
+        elif end is CallEnd.CUT:
+            breaker.abandon()
+        else:
+            breaker.record(source_failed=end is CallEnd.FAILED, now=now)
+        if end is CallEnd.FAILED and connection is not None and connection not in lost:
+            lost.append(connection)
+        if end is CallEnd.PUSHED_BACK:
+            self.pushbacks[source] = self.pushbacks.get(source, 0) + 1
+            self.limits[source] = max(1.0, limit * LIMIT_DECREASE)
+        elif end is CallEnd.ANSWERED:
+            self.limits[source] = min(float(LIMIT_CEILING), limit + 1 / limit)
         if breaker.state is BreakerState.OPEN:
-            return Verdict(False, breaker.retry_in_s(now))
-        return Verdict(True)
+            return Verdict(False, breaker.retry_in_s(now), self.limit(source))
+        return Verdict(True, limit=self.limit(source))
 
     def abandon(self, source: str) -> None:
         self.breakers[source].abandon()
@@ -231,6 +276,8 @@ class SourceState:
             "first_attempts": dict(budget.first_attempts),
             "retries": dict(budget.retries),
             "retries_refused": dict(budget.refused),
+            "pushbacks": dict(self.pushbacks),
+            "limits": {source: self.limit(source) for source in self.limits},
         }
 
 
@@ -241,7 +288,9 @@ class Guard(Protocol):
 
     async def allow(self, source: str, now: float, *, first: bool) -> Verdict: ...
 
-    async def record(self, source: str, failed: bool, now: float) -> Verdict: ...
+    async def record(
+        self, source: str, end: CallEnd, now: float, connection: str | None = None
+    ) -> Verdict: ...
 
     def abandon(self, source: str) -> None: ...
 
@@ -254,20 +303,37 @@ class Guard(Protocol):
 
 @dataclass
 class Bulkheads:
-    """At most ``limit`` concurrent calls per source from this process (``limits`` per source)."""
+    """At most ``limit`` concurrent calls per source from this process (``limits`` per source), and
+    at most its ``share`` of each source's concurrency limit for the fleet (``limit_to``)."""
 
     limit: int | None = None  # None: no cap
     limits: Mapping[str, int] = field(default_factory=dict)
+    share: float = 1.0  # this process's part of the fleet (a batch of N workers: 1/N)
+    _fleet: dict[str, int] = field(default_factory=dict)
     _limiters: dict[str, anyio.CapacityLimiter] = field(default_factory=dict)
+
+    def limit_to(self, source: str, fleet_limit: int) -> None:
+        """The source's limit for the fleet changed: this process's slots follow it."""
+        self._fleet[source] = fleet_limit
+        if source in self._limiters:
+            self._limiters[source].total_tokens = self._cap(source) or math.inf
+
+    def _cap(self, source: str) -> int | None:
+        own = self.limits.get(source, self.limit)
+        fleet = self._fleet.get(source, LIMIT_CEILING)
+        if fleet >= LIMIT_CEILING:
+            return own
+        part = max(1, int(fleet * self.share))
+        return part if own is None else min(own, part)
 
     @asynccontextmanager
     async def slot(self, source: str) -> AsyncIterator[None]:
-        cap = self.limits.get(source, self.limit)
-        if cap is None:
+        cap = self._cap(source)
+        if cap is None and source not in self._limiters:
             yield
             return
         if source not in self._limiters:
-            self._limiters[source] = anyio.CapacityLimiter(cap)
+            self._limiters[source] = anyio.CapacityLimiter(cap or math.inf)
         async with self._limiters[source]:
             yield
 
@@ -284,10 +350,14 @@ class LocalGuard:
         return cls(SourceState(breakers if breakers is not None else Breakers()))
 
     async def allow(self, source: str, now: float, *, first: bool) -> Verdict:
-        return self.state.allow(source, now, first=first)
+        verdict = self.state.allow(source, now, first=first)
+        self.bulkheads.limit_to(source, verdict.limit)
+        return verdict
 
-    async def record(self, source: str, failed: bool, now: float) -> Verdict:
-        return self.state.record(source, failed, now)
+    async def record(self, source: str, end: CallEnd, now: float, connection: str | None = None) -> Verdict:
+        verdict = self.state.record(source, end, now, connection)
+        self.bulkheads.limit_to(source, verdict.limit)
+        return verdict
 
     def abandon(self, source: str) -> None:
         self.state.abandon(source)

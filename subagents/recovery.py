@@ -38,6 +38,7 @@ from typing import Any
 from sources.contract import AttemptedQuery, EmptyResult, ErrorCategory, ResultPage, ToolError
 from subagents.classify import Outcome
 from subagents.decisions import Decision, DecisionAction, Escalation, SubagentReport, TaskState
+from subagents.guard import CallEnd
 from subagents.policy import Recovery, RecoveryPolicy
 from subagents.repair import repair
 from subagents.task import Task
@@ -171,20 +172,24 @@ class Admitted:
 
 @dataclass(frozen=True)
 class Answered:
-    """What the call came back with; ``resendable``: sending it again cannot repeat an effect."""
+    """What the call came back with; ``resendable``: sending it again cannot repeat an effect;
+    ``connection``: the session it went over (one lost session is one failure, whatever it failed)."""
 
     outcome: Outcome
     now: float
     resendable: bool
+    connection: str | None = None
 
 
 @dataclass(frozen=True)
 class Told:
-    """The fleet was told how the call went; ``breaker_open``: it left the source's circuit open."""
+    """The fleet was told how the call went; ``breaker_open``: it left the source's circuit open;
+    ``limit``: the source's concurrency limit after it."""
 
     now: float
     breaker_open: bool = False
     retry_in_s: float = 0.0
+    limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -283,9 +288,10 @@ class Send:
 
 @dataclass(frozen=True)
 class Tell:
-    """Tell the fleet how the call went (``failed``; None: it says nothing of the source): ``Told``."""
+    """Tell the fleet how the call went (``connection``: the session it lost, if it lost it): ``Told``."""
 
-    failed: bool | None
+    end: CallEnd
+    connection: str | None = None
 
 
 @dataclass(frozen=True)
@@ -412,11 +418,7 @@ class _Machine:
             case Told():
                 return self.told(event)
             case Budget(granted=True):
-                delay, outcome = self.pending().delay_s, self.pending().outcome
-                reason = self.retry_reason(outcome)
-                self.to(retries=self.state.retries + 1, phase=Phase.CHECKING, pending=None)
-                self.about("retry", reason, outcome, backoff_ms=round(delay * 1000))
-                return Check(self.state.call, wait_s=delay)
+                return self.retried(self.pending().outcome, self.pending().delay_s)
             case Budget(granted=False):
                 outcome = self.pending().outcome
                 why = f"the retry budget for {self.state.task.source} is spent: {_described(outcome)}"
@@ -503,8 +505,12 @@ class _Machine:
             outcome = self.deadline_outcome()
         self.to(phase=Phase.TELLING, pending=Pending(outcome, event.resendable, at_deadline))
         if at_deadline:
-            return Tell(failed=None)  # says nothing of the source's health
-        return Tell(failed=transient)
+            return Tell(CallEnd.CUT)  # says nothing of the source's health
+        if not transient:
+            return Tell(CallEnd.ANSWERED)
+        if _pushback(outcome):
+            return Tell(CallEnd.PUSHED_BACK)
+        return Tell(CallEnd.FAILED, event.connection if outcome.reopen else None)
 
     def told(self, event: Told) -> Step | None:
         pending = self.pending()
@@ -540,16 +546,29 @@ class _Machine:
         if told.now + delay >= self.state.deadline:
             reason = f"a back-off of {delay:.2f} s would pass the deadline: {error.description}"
             return self.end("give_up", reason, outcome, out_of_time=True)
+        if _pushback(outcome):  # flow control: waited out as asked, never from the retry budget
+            limit = (
+                f"; the limit for {self.state.task.source} now {told.limit} calls at once"
+                if told.limit
+                else ""
+            )
+            return self.retried(outcome, delay, f" (pushback: not from the retry budget{limit})")
         self.to(phase=Phase.BUDGETING, pending=replace(self.pending(), delay_s=delay))
         return AskBudget()
 
-    def retry_reason(self, outcome: Outcome) -> str:
+    def retried(self, outcome: Outcome, delay: float, note: str = "") -> Check:
+        reason = self.retry_reason(outcome, note)
+        self.to(retries=self.state.retries + 1, phase=Phase.CHECKING, pending=None)
+        self.about("retry", reason, outcome, round(delay * 1000))
+        return Check(self.state.call, wait_s=delay)
+
+    def retry_reason(self, outcome: Outcome, note: str = "") -> str:
         error = outcome.error
         assert error is not None
         cause = outcome.error_type if outcome.error_type not in ("", "tool_error") else "a transient error"
         hint = f", honouring retryAfterMs {error.retry_after_ms}" if error.retry_after_ms else ""
         max_retries = self.policy.max_retries
-        return f"retry {self.state.retries + 1}/{max_retries} after {cause}{hint}: {error.description}"
+        return f"retry {self.state.retries + 1}/{max_retries} after {cause}{hint}{note}: {error.description}"
 
     def elevation(self, event: Elevation) -> Step | None:
         outcome = self.pending().outcome
@@ -666,6 +685,16 @@ class _Machine:
         self.decide(
             "stop_model", event.reason, event.category if event.why is ModelStop.API_FAILED else category
         )
+
+
+def _pushback(outcome: Outcome) -> bool:
+    """A transient answer from the source saying when to call again: it did not execute, slow down."""
+    error = outcome.error
+    return (
+        error is not None
+        and error.error_category is ErrorCategory.TRANSIENT
+        and error.retry_after_ms is not None
+    )
 
 
 def _by_value(tool: str, arguments: dict[str, Any]) -> str:

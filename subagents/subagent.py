@@ -11,6 +11,7 @@ model's calls to the same machine (``Subagent.call``), so every bound is counted
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -213,12 +214,11 @@ class Subagent:
                     step = self.feed(recovery.Admitted(clock.now(), verdict.allowed, verdict.retry_in_s))
                 case recovery.Send(call=call):
                     step = self.feed(await self._guarded_call(call))
-                case recovery.Tell(failed=None):
-                    runtime.guard.abandon(source)  # the deadline cut the call: it says nothing of the source
-                    step = self.feed(recovery.Told(clock.now()))
-                case recovery.Tell(failed=bool(failed)):
-                    after = await runtime.guard.record(source, failed, clock.now())
-                    step = self.feed(recovery.Told(clock.now(), not after.allowed, after.retry_in_s))
+                case recovery.Tell(end=end, connection=lost):
+                    after = await runtime.guard.record(source, end, clock.now(), lost)
+                    step = self.feed(
+                        recovery.Told(clock.now(), not after.allowed, after.retry_in_s, after.limit)
+                    )
                 case recovery.AskBudget():
                     step = self.feed(recovery.Budget(await runtime.guard.spend_retry(source, clock.now())))
                 case recovery.AskElevation(scope=scope):
@@ -287,4 +287,7 @@ class Subagent:
             outcome = hook(tool_call, outcome)
         if outcome.reopen and generation is not None:
             await connection.reopen(generation)
-        return recovery.Answered(outcome, runtime.clock.now(), self._resendable(outcome.unsent))
+        # The session by identity (this process, this source's connection, its generation): every call in
+        # flight on one that is lost is told with the same one, and the fleet counts its loss once.
+        session = None if generation is None else f"{os.getpid()}:{id(connection)}:{generation}"
+        return recovery.Answered(outcome, runtime.clock.now(), self._resendable(outcome.unsent), session)

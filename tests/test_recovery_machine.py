@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sources.contract import EmptyResult, ErrorCategory, ResultPage, ToolError
 from subagents import recovery
 from subagents.classify import Outcome
+from subagents.guard import CallEnd
 from subagents.policy import RecoveryPolicy, set_testing
 from subagents.recovery import (
     Admit,
@@ -86,7 +87,7 @@ def answer(
     """A sent call answered and the fleet told; the step after."""
     state, step = feed(state, Answered(outcome, now, resendable))
     assert isinstance(step, Tell)
-    return feed(state, Told(now, breaker_open, 2.0))
+    return feed(state, Told(now, breaker_open, 2.0, limit=8))
 
 
 def actions(state: RunState) -> list[str]:
@@ -138,6 +139,20 @@ def test_a_retry_the_fleet_s_budget_refuses_gives_up() -> None:
     assert "the retry budget for customers is spent: busy" in state.decisions[-1].reason
 
 
+def test_pushback_is_waited_out_as_asked_never_from_the_retry_budget() -> None:
+    """A transient answer saying when to call again: told to the fleet as pushback (no breaker failure,
+    a lower limit), then resent after the wait it asked for, without asking the retry budget."""
+    slow_down = failed(ErrorCategory.TRANSIENT, "rate limited", retry_after_ms=150)
+    state, step = feed(sent(start()), Answered(slow_down, 0.0, resendable=True))
+    assert step == Tell(CallEnd.PUSHED_BACK)
+    state, step = feed(state, Told(0.0, limit=7))
+    assert isinstance(step, Check) and step.wait_s >= 0.15 and state.retries == 1
+    assert (
+        "(pushback: not from the retry budget; the limit for customers now 7 calls at once)"
+        in state.decisions[-1].reason
+    )
+
+
 def test_a_back_off_past_the_deadline_is_not_slept_it_gives_up_out_of_time() -> None:
     state, step = answer(sent(start(deadline=1.0)), failed(ErrorCategory.TRANSIENT), now=0.999999)
     assert isinstance(step, Ended) and actions(state) == ["give_up"] and state.out_of_time
@@ -160,7 +175,7 @@ def test_the_deadline_is_checked_before_every_call_and_when_a_call_is_cut_by_it(
     assert isinstance(step, Ended) and actions(state) == ["give_up"] and state.out_of_time
     cut = failed(ErrorCategory.TRANSIENT, "timed out")
     state, step = feed(sent(start(deadline=5.0)), Answered(cut, 4.99, resendable=True))
-    assert step == Tell(failed=None)  # the deadline's doing says nothing of the source
+    assert step == Tell(CallEnd.CUT)  # the deadline's doing says nothing of the source
     state, step = feed(state, Told(4.99))
     assert isinstance(step, Ended) and state.out_of_time and state.causes == ("deadline",)
     assert "The deadline passed before customers answered" in str(step.outcome.result)
@@ -316,6 +331,7 @@ _ANSWERS = st.sampled_from(
         PAGE,
         Outcome("empty", EmptyResult(message="nothing")),
         failed(ErrorCategory.TRANSIENT, "busy"),
+        failed(ErrorCategory.TRANSIENT, "slow down", retry_after_ms=150),
         failed(ErrorCategory.VALIDATION, "bad"),
         failed(ErrorCategory.BUSINESS, "no"),
         failed(ErrorCategory.PERMISSION, "denied", required_scope="customers:read"),

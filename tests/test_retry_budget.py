@@ -38,6 +38,8 @@ from subagents.guard import (
     DEFAULT_RETRY_RESERVE_PER_S,
     DEFAULT_RETRY_SHARE,
     DEFAULT_RETRY_WINDOW_S,
+    LIMIT_CEILING,
+    CallEnd,
     LocalGuard,
     RetryBudget,
     SourceState,
@@ -169,14 +171,13 @@ def test_a_quiet_source_refills_its_reserve_and_no_more_than_a_window_of_it() ->
 def test_a_cold_fleets_warm_up_is_always_ridden_out(
     warm_up_s: float, arrivals: list[float], jitter_seed: int, other: list[tuple[str, float]]
 ) -> None:
-    """A source warming up (kb's index) fails every call until it is ready with retryAfterMs the time
-    left; its callers, arriving in any order over the warm-up, each fail once, retry when it said
-    (after the policy's jitter if that is longer) and are answered. Up to ten of them: what the
-    reserve starts with, more than a batch's questions in flight (8 by default, and the bulkhead 8),
-    each of which waits out the warm-up once. The state is the batch's (``SourceState.shared``:
-    breaker and budget); the rest of the fleet calls along. No retry is refused, however long the
-    warm-up."""
-    state = SourceState.shared(DEFAULT_RETRY_SHARE, BULKHEAD)
+    """A source warming up (kb's index) pushes back on every call until it is ready, with retryAfterMs
+    the time left; its callers, arriving in any order over the warm-up, each are pushed back once,
+    retry when it said (after the policy's jitter if that is longer) and are answered. Pushback is
+    flow control: it spends no retry budget and opens no breaker, however many callers meet it, and
+    it lowers kb's concurrency limit, which the answers after it raise again. The state is the
+    batch's (``SourceState.shared``); the rest of the fleet calls along."""
+    state = SourceState.shared(DEFAULT_RETRY_SHARE)
     policy, rng = RecoveryPolicy(), random.Random(jitter_seed)
     ready = START + warm_up_s
     events: list[tuple[float, str, str]] = [(START + at * warm_up_s, "first", "kb") for at in arrivals]
@@ -186,16 +187,19 @@ def test_a_cold_fleets_warm_up_is_always_ridden_out(
         events.sort()
         now, kind, source = events.pop(0)
         assert state.allow(source, now, first=kind == "first").allowed
-        failed = source == "kb" and now < ready
-        state.record(source, failed, now)
-        if not failed:
+        pushed_back = source == "kb" and now < ready
+        state.record(source, CallEnd.PUSHED_BACK if pushed_back else CallEnd.ANSWERED, now)
+        if not pushed_back:
             answered += source == "kb"
             continue
-        assert state.spend_retry(source, now), "a retry of the warm-up was refused"
         wait_s = policy.backoff_s(1, rng, retry_after_ms=round((ready - now) * 1000 + 0.5))
         events.append((now + wait_s, "retry", source))
     assert answered == len(arrivals)
-    assert state.counts()["retries_refused"] == {}
+    counts = state.counts()
+    assert counts["retries"] == counts["retries_refused"] == {}
+    pushed = sum(1 for at in arrivals if START + at * warm_up_s < ready)
+    assert counts["pushbacks"] == ({"kb": pushed} if pushed else {})
+    assert 1 <= state.limit("kb") <= LIMIT_CEILING
 
 
 @settings(max_examples=200, deadline=None)
@@ -247,7 +251,7 @@ def test_a_source_failing_every_call_gets_its_share_and_no_more_than_the_reserve
 async def _ask_kb_cold(
     settings: SourceSettings, clock: FakeClock, callers: int
 ) -> tuple[list[SubagentReport], SourceState]:
-    state = SourceState.shared(DEFAULT_RETRY_SHARE, BULKHEAD)
+    state = SourceState.shared(DEFAULT_RETRY_SHARE)
     server = kb.create_server(settings, clock=clock)  # its index warms up on the same injected clock
     reports: list[SubagentReport] = []
     with anyio.fail_after(30):
@@ -272,8 +276,8 @@ def test_a_warming_source_is_retried_when_it_says_within_the_shared_budget(
     settings: SourceSettings, tmp_path: Path
 ) -> None:
     """kb on a cold world (its index not built), eight callers at once under a batch's shared state:
-    each that met the warm-up waited the retryAfterMs it was given, spent its retry from the budget,
-    and found the policies. Before the reserve, the first retry of a cold fleet was refused."""
+    each that met the warm-up waited the retryAfterMs it was given, as pushback (not from the retry
+    budget), and found the policies."""
     cold = dataclasses.replace(settings, data_dir=tmp_path / "world", kb_warmup_ms=1500)
     ensure_world(cold.data_dir, cold.seed)
     assert not (world_path(cold.data_dir, cold.seed) / "kb-index.built").exists()
@@ -284,11 +288,12 @@ def test_a_warming_source_is_retried_when_it_says_within_the_shared_budget(
     assert retried, "no caller met the warm-up"
     for report in retried:
         (decision,) = report.decisions
-        assert decision.action == "retry" and "honouring retryAfterMs" in decision.reason
-        asked_ms = int(decision.reason.split("honouring retryAfterMs ")[1].split(":")[0])
+        assert decision.action == "retry" and "(pushback: not from the retry budget" in decision.reason
+        asked_ms = int(decision.reason.split("honouring retryAfterMs ")[1].split(" ")[0])
         assert decision.backoff_ms >= asked_ms
     counts = state.counts()
-    assert counts["retries"] == {"kb": len(retried)} and counts["retries_refused"] == {}
+    assert counts["pushbacks"] == {"kb": len(retried)}
+    assert counts["retries"] == counts["retries_refused"] == {}
     assert counts["first_attempts"] == {"kb": BULKHEAD}
 
 

@@ -26,7 +26,7 @@ class LocalEngine:
     def __init__(self, setup: Setup, *, retry_share: float, bulkhead: int | None) -> None:
         self.setup = setup
         self.memory_rss: list[int] = []
-        self.guard = LocalGuard(SourceState.shared(retry_share, bulkhead), Bulkheads(bulkhead))
+        self.guard = LocalGuard(SourceState.shared(retry_share), Bulkheads(bulkhead))
         self._stack = AsyncExitStack()
         self._coordinator: Coordinator | None = None
 

@@ -41,7 +41,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from coordinator.batch.questions import Question
 from coordinator.batch.work import Answer, Setup, answer, asking_at
 from coordinator.core import Coordinator
-from subagents.guard import Bulkheads, SourceState, Verdict
+from subagents.guard import Bulkheads, CallEnd, SourceState, Verdict
 from traces.setup import configure_tracing, flush_spans
 
 __all__ = ["RayEngine"]
@@ -58,16 +58,16 @@ _CLOSE_S = 30.0  # a worker that has not closed by then is left to Ray (its memo
 class GuardHost:
     """The fleet's breakers and retry budget, in one place. Its own clock: workers' clocks differ."""
 
-    def __init__(self, retry_share: float, bulkhead: int | None) -> None:
-        self.state = SourceState.shared(retry_share, bulkhead)
+    def __init__(self, retry_share: float) -> None:
+        self.state = SourceState.shared(retry_share)
 
-    def allow(self, source: str, first: bool) -> tuple[bool, float]:
+    def allow(self, source: str, first: bool) -> tuple[bool, float, int]:
         verdict = self.state.allow(source, time.monotonic(), first=first)
-        return verdict.allowed, verdict.retry_in_s
+        return verdict.allowed, verdict.retry_in_s, verdict.limit
 
-    def record(self, source: str, failed: bool) -> tuple[bool, float]:
-        verdict = self.state.record(source, failed, time.monotonic())
-        return verdict.allowed, verdict.retry_in_s
+    def record(self, source: str, end: CallEnd, connection: str | None) -> tuple[bool, float, int]:
+        verdict = self.state.record(source, end, time.monotonic(), connection)
+        return verdict.allowed, verdict.retry_in_s, verdict.limit
 
     def abandon(self, source: str) -> None:
         self.state.abandon(source)
@@ -87,10 +87,14 @@ class RayGuard:
         self.bulkheads = bulkheads
 
     async def allow(self, source: str, now: float, *, first: bool) -> Verdict:
-        return Verdict(*await self.host.allow.remote(source, first))
+        verdict = Verdict(*await self.host.allow.remote(source, first))
+        self.bulkheads.limit_to(source, verdict.limit)
+        return verdict
 
-    async def record(self, source: str, failed: bool, now: float) -> Verdict:
-        return Verdict(*await self.host.record.remote(source, failed))
+    async def record(self, source: str, end: CallEnd, now: float, connection: str | None = None) -> Verdict:
+        verdict = Verdict(*await self.host.record.remote(source, end, connection))
+        self.bulkheads.limit_to(source, verdict.limit)
+        return verdict
 
     def abandon(self, source: str) -> None:
         self.host.abandon.remote(source)  # sent, not awaited: the caller is unwinding a cancelled call
@@ -107,7 +111,7 @@ class RayGuard:
 class BatchWorker:
     """One worker process: sessions to the fleet held for its life, questions answered concurrently."""
 
-    def __init__(self, setup: Setup, host: str, bulkhead: int | None) -> None:
+    def __init__(self, setup: Setup, host: str, bulkhead: int | None, share: float) -> None:
         configure_tracing(
             "research-coordinator", traces_dir=setup.settings.traces_path, run_id=setup.settings.run_id
         )
@@ -115,7 +119,7 @@ class BatchWorker:
         self.node_id: str = ray.get_runtime_context().get_node_id()
         # The guard is found by its name: an actor handle among a restartable actor's constructor
         # arguments lives in the object store, and Ray warns that a restart may then fail.
-        self.guard = RayGuard(ray.get_actor(host), Bulkheads(bulkhead))
+        self.guard = RayGuard(ray.get_actor(host), Bulkheads(bulkhead, share=share))
         self._coordinator: Coordinator | None = None
         self._ready: asyncio.Event | None = None
         self._closing = asyncio.Event()
@@ -161,7 +165,6 @@ class RayEngine:
         self.workers = workers
         self.retry_share = retry_share
         # The fleet-wide cap shared out: each worker holds its part, at least one call per source.
-        self.fleet_bulkhead = bulkhead
         self.bulkhead = None if bulkhead is None else max(1, bulkhead // workers)
         self.address = address
         self.memory_rss: list[int] = []
@@ -194,10 +197,12 @@ class RayEngine:
         # The workers spread over the nodes, where Ray's default would pack them onto this one.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self._host = GuardHost.options(name=host, scheduling_strategy=here).remote(  # type: ignore[attr-defined]  # an actor class
-            self.retry_share, self.fleet_bulkhead
+            self.retry_share
         )
         spread = BatchWorker.options(scheduling_strategy="SPREAD")  # type: ignore[attr-defined]  # an actor class
-        self._pool = [spread.remote(self.setup, host, self.bulkhead) for _ in range(self.workers)]
+        self._pool = [
+            spread.remote(self.setup, host, self.bulkhead, 1 / self.workers) for _ in range(self.workers)
+        ]
         self._busy = [0] * self.workers
         return self
 
