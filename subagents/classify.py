@@ -209,9 +209,10 @@ _SCHEMA_BREACH = re.compile(r"structured content|output schema|invalid schema fo
 
 
 def _error(
-    category: ErrorCategory, description: str, error_type: str, *, reopen: bool = False, unsent: bool = False
-) -> Outcome:
-    error = ToolError.of(category, description)
+    category: ErrorCategory, description: str, error_type: str, *, reopen: bool = False, unsent: bool = False,
+    retry_after_ms: int | None = None,
+) -> Outcome:  # fmt: skip
+    error = ToolError.of(category, description, retry_after_ms=retry_after_ms)
     return Outcome("error", error, error_type=error_type, reopen=reopen, unsent=unsent)
 
 
@@ -322,7 +323,7 @@ def classify_exception(exc: BaseException, *, source: str = "", rules: Iterable[
                 category, happened + detail, error_type, reopen=True, unsent=error_type in _NEVER_SENT
             )
     if isinstance(exc, httpx2.HTTPStatusError):
-        return _from_http_status(exc.response.status_code)
+        return _from_http_status(exc.response.status_code, exc.response.headers.get("retry-after"))
     if isinstance(exc, RuntimeError) and _SCHEMA_BREACH.search(str(exc)):
         # A source whose results break its own published schema has a bug: retrying will not fix it.
         return _error(
@@ -343,12 +344,28 @@ def classify_exception(exc: BaseException, *, source: str = "", rules: Iterable[
     )
 
 
-def _from_http_status(status: int) -> Outcome:
+def _from_http_status(status: int, retry_after: str | None = None) -> Outcome:
     category = ErrorCategory.TRANSIENT if status >= 500 or status == 429 else ErrorCategory.VALIDATION
     if status in (401, 403):
         category = ErrorCategory.PERMISSION
     reopen = category is ErrorCategory.TRANSIENT
-    return _error(category, f"The source answered HTTP {status}.", f"http_{status}", reopen=reopen)
+    # 429 and 503 with Retry-After (seconds): the source's pushback, waited out as it asks.
+    wait = (
+        int(float(retry_after) * 1000)
+        if status in (429, 503) and _SECONDS.fullmatch(retry_after or "")
+        else None
+    )
+    said = f", retry after {retry_after} s" if wait is not None else ""
+    return _error(
+        category,
+        f"The source answered HTTP {status}{said}.",
+        f"http_{status}",
+        reopen=reopen,
+        retry_after_ms=wait,
+    )
+
+
+_SECONDS = re.compile(r"\d{1,6}(\.\d+)?")
 
 
 def _from_mcp_error(exc: MCPError, source: str, rules: Iterable[TextRule]) -> Outcome:

@@ -277,7 +277,9 @@ class SourceState:
             "retries": dict(budget.retries),
             "retries_refused": dict(budget.refused),
             "pushbacks": dict(self.pushbacks),
-            "limits": {source: self.limit(source) for source in self.limits},
+            "limits": {
+                source: self.limit(source) for source in self.limits if self.limit(source) < LIMIT_CEILING
+            },
         }
 
 

@@ -130,6 +130,28 @@ def test_the_table_covers_every_exception_class_the_client_raises_here() -> None
     assert all(any(issubclass(kind, family) for kind in covered) for family in families)
 
 
+@pytest.mark.parametrize(
+    "status, retry_after, wait_ms",
+    [
+        (429, "2", 2000),
+        (503, "0.5", 500),
+        (429, None, None),
+        (503, "Wed, 21 Oct 2026 07:28:00 GMT", None),
+        (500, "2", None),
+    ],
+)
+def test_an_http_429_or_503_saying_when_is_pushback(
+    status: int, retry_after: str | None, wait_ms: int | None
+) -> None:
+    """Retry-After in seconds on a 429 or 503 is the source's pushback, kept as retryAfterMs (a date,
+    or another status, is not: nothing this client can wait out exactly)."""
+    headers = {"retry-after": retry_after} if retry_after is not None else {}
+    response = httpx2.Response(status, request=_REQUEST, headers=headers)
+    outcome = classify_exception(httpx2.HTTPStatusError(str(status), request=_REQUEST, response=response))
+    assert outcome.error is not None and outcome.error.error_category is ErrorCategory.TRANSIENT
+    assert outcome.error.retry_after_ms == wait_ms
+
+
 def test_an_unforeseen_exception_is_kept_and_named() -> None:
     outcome = classify_exception(ZeroDivisionError("division by zero"))
     assert outcome.error_type == "unexpected" and outcome.error is not None

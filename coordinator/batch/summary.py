@@ -91,9 +91,17 @@ def summarize(
             "retry_ratio": round(tally.retry_ratio, 4),
             "by_source": budget,
         },
+        # A source's pushback (it said when to call again): waited out, not from the budget; and the
+        # concurrency limit it left each source at (those below the ceiling).
+        "flow_control": {"pushbacks": tally.spent("pushbacks"), "limits": dict(budget.get("limits", {}))},
         "invariant_violations": sum(len(found) for found in violations.values()),
         "questions_with_violations": sorted(violations),
     }
+
+
+def _pushbacks(flow: dict[str, Any]) -> str:
+    limits = ", ".join(f"{source} {limit}" for source, limit in sorted(flow["limits"].items()))
+    return f"{flow['pushbacks']}" + (f"; calls at once now {limits}" if limits else "")
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -121,6 +129,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
             f"{budget['retries']} / {budget['first_attempts']} = {budget['retry_ratio']:.1%}",
         ),
         ("retries refused by the budget", str(budget["retries_refused"])),
+        ("pushbacks (waited out)", _pushbacks(summary["flow_control"])),
         ("invariant violations", str(summary["invariant_violations"])),
     ]
     on_ray = []  # after the questions per second: which nodes answered, and what a death cost
