@@ -80,6 +80,8 @@ class Run:
     retry_ratio: float | None = None
     retries_refused: int | None = None
     violations: int | None = None
+    sample_complete: int | None = None  # complete among the questions the `research ask` baseline ran
+    budget_after_pushback: int | None = None  # tasks given up on the retry budget after a pushback
     problem: str = ""  # why the run failed, if it did
 
 
@@ -151,8 +153,32 @@ def baseline(queries: list[str], sample: int, env: dict[str, str], seed: int) ->
         wall_s=total_s,
         per_s=per_s,
         end_to_end_per_s=per_s,
+        sample_complete=counts["complete"],
         problem=problem,
     )
+
+
+def _pushback_starved(report: Any) -> int:
+    """Tasks of a report given up because the retry budget was spent, on a source's own pushback (an
+    answer saying when to call again): what flow control must never do."""
+    if isinstance(report, list):
+        return sum(_pushback_starved(item) for item in report)
+    if not isinstance(report, dict):
+        return 0
+    reason = str(report.get("reason", ""))
+    starved = report.get("action") == "give_up" and "retry budget" in reason and "Retry after" in reason
+    return int(starved) + sum(_pushback_starved(value) for value in report.values())
+
+
+def _on_sample(out: Path, sample: int) -> tuple[int, int]:
+    """Complete among the first ``sample`` questions, and the tasks starved after pushback in all."""
+    complete, starved = 0, 0
+    for path in sorted((out / "reports").glob("*.json")):
+        report = json.loads(path.read_text(encoding="utf-8"))
+        if int(path.stem.removeprefix("q")) <= sample:  # the ids are q0001, q0002... in the file's order
+            complete += report.get("status") == "complete"
+        starved += _pushback_starved(report)
+    return complete, starved
 
 
 def batch_run(
@@ -174,6 +200,7 @@ def batch_run(
         return Run(name, NO, NO, seconds, 0.0, 0.0, problem=problem)
     summary: dict[str, Any] = json.loads(summary_path.read_text(encoding="utf-8"))
     this_run, budget = summary["this_run"], summary["retry_budget"]
+    sample_complete, starved = _on_sample(out, options.ask_sample)
     return Run(
         name=name,
         questions=str(this_run["questions"]),
@@ -186,6 +213,8 @@ def batch_run(
         retry_ratio=float(budget["retry_ratio"]),
         retries_refused=int(budget["retries_refused"]),
         violations=int(summary["invariant_violations"]),
+        sample_complete=sample_complete,
+        budget_after_pushback=starved,
     )
 
 
@@ -199,7 +228,7 @@ def table(runs: list[Run]) -> list[str]:
     header = [
         "configuration", "questions", "complete/partial/failed", "wall s", "start-up s", "questions/s",
         "speed-up", "end to end q/s", "memory per worker MB", "retry ratio", "retries refused",
-        "invariant violations",
+        "invariant violations", "complete of the sample", "budget spent after pushback",
     ]  # fmt: skip
     rows = [header]
     for run in runs:
@@ -215,6 +244,8 @@ def table(runs: list[Run]) -> list[str]:
                 NO if run.retry_ratio is None else f"{run.retry_ratio:.1%}",
                 NO if run.retries_refused is None else str(run.retries_refused),
                 "not checked" if run.violations is None else str(run.violations),
+                NO if run.sample_complete is None else str(run.sample_complete),
+                NO if run.budget_after_pushback is None else str(run.budget_after_pushback),
             ]
         )  # fmt: skip
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
@@ -246,6 +277,8 @@ def report(runs: list[Run], options: argparse.Namespace) -> int:
         )
     violations = sum(run.violations or 0 for run in runs)
     print(f"invariant violations: {violations}")
+    sample = ", ".join(f"{run.name} {run.sample_complete}" for run in runs if run.sample_complete is not None)
+    print(f"complete of the first {options.ask_sample} questions: {sample}")
     print(
         "questions/s: on the batch's asking time (fleet and workers up); end to end: the whole command, "
         "start-up included; each `research ask` starts its own sources"

@@ -350,11 +350,8 @@ def _from_http_status(status: int, retry_after: str | None = None) -> Outcome:
         category = ErrorCategory.PERMISSION
     reopen = category is ErrorCategory.TRANSIENT
     # 429 and 503 with Retry-After (seconds): the source's pushback, waited out as it asks.
-    wait = (
-        int(float(retry_after) * 1000)
-        if status in (429, 503) and _SECONDS.fullmatch(retry_after or "")
-        else None
-    )
+    seconds = retry_after if status in (429, 503) and _SECONDS.fullmatch(retry_after or "") else None
+    wait = None if seconds is None else int(float(seconds) * 1000)
     said = f", retry after {retry_after} s" if wait is not None else ""
     return _error(
         category,
