@@ -82,6 +82,7 @@ class Run:
     violations: int | None = None
     sample_complete: int | None = None  # complete among the questions the `research ask` baseline ran
     budget_after_pushback: int | None = None  # tasks given up on the retry budget after a pushback
+    breaker_open: int | None = None  # tasks not called because a source's circuit was open
     problem: str = ""  # why the run failed, if it did
 
 
@@ -158,27 +159,20 @@ def baseline(queries: list[str], sample: int, env: dict[str, str], seed: int) ->
     )
 
 
-def _pushback_starved(report: Any) -> int:
-    """Tasks of a report given up because the retry budget was spent, on a source's own pushback (an
-    answer saying when to call again): what flow control must never do."""
-    if isinstance(report, list):
-        return sum(_pushback_starved(item) for item in report)
-    if not isinstance(report, dict):
-        return 0
-    reason = str(report.get("reason", ""))
-    starved = report.get("action") == "give_up" and "retry budget" in reason and "Retry after" in reason
-    return int(starved) + sum(_pushback_starved(value) for value in report.values())
-
-
-def _on_sample(out: Path, sample: int) -> tuple[int, int]:
-    """Complete among the first ``sample`` questions, and the tasks starved after pushback in all."""
-    complete, starved = 0, 0
+def _on_sample(out: Path, sample: int) -> tuple[int, int, int]:
+    """Complete among the first ``sample`` questions; in all, the decisions giving up on the retry
+    budget after a source's own pushback (an answer saying when to call again: what flow control must
+    never do), and those not calling a source because its circuit was open."""
+    complete, starved, open_circuit = 0, 0, 0
     for path in sorted((out / "reports").glob("*.json")):
         report = json.loads(path.read_text(encoding="utf-8"))
         if int(path.stem.removeprefix("q")) <= sample:  # the ids are q0001, q0002... in the file's order
             complete += report.get("status") == "complete"
-        starved += _pushback_starved(report)
-    return complete, starved
+        for said in (decision for task in report.get("tasks", []) for decision in task.get("decisions", [])):
+            reason = str(said["reason"])
+            starved += said["action"] == "give_up" and "retry budget" in reason and "Retry after" in reason
+            open_circuit += said["action"] == "breaker_open"
+    return complete, starved, open_circuit
 
 
 def batch_run(
@@ -200,7 +194,7 @@ def batch_run(
         return Run(name, NO, NO, seconds, 0.0, 0.0, problem=problem)
     summary: dict[str, Any] = json.loads(summary_path.read_text(encoding="utf-8"))
     this_run, budget = summary["this_run"], summary["retry_budget"]
-    sample_complete, starved = _on_sample(out, options.ask_sample)
+    sample_complete, starved, open_circuit = _on_sample(out, options.ask_sample)
     return Run(
         name=name,
         questions=str(this_run["questions"]),
@@ -215,6 +209,7 @@ def batch_run(
         violations=int(summary["invariant_violations"]),
         sample_complete=sample_complete,
         budget_after_pushback=starved,
+        breaker_open=open_circuit,
     )
 
 
@@ -228,7 +223,7 @@ def table(runs: list[Run]) -> list[str]:
     header = [
         "configuration", "questions", "complete/partial/failed", "wall s", "start-up s", "questions/s",
         "speed-up", "end to end q/s", "memory per worker MB", "retry ratio", "retries refused",
-        "invariant violations", "complete of the sample", "budget spent after pushback",
+        "invariant violations", "complete of the sample", "budget spent after pushback", "breaker open",
     ]  # fmt: skip
     rows = [header]
     for run in runs:
@@ -246,6 +241,7 @@ def table(runs: list[Run]) -> list[str]:
                 "not checked" if run.violations is None else str(run.violations),
                 NO if run.sample_complete is None else str(run.sample_complete),
                 NO if run.budget_after_pushback is None else str(run.budget_after_pushback),
+                NO if run.breaker_open is None else str(run.breaker_open),
             ]
         )  # fmt: skip
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]

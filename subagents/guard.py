@@ -11,9 +11,9 @@ Three rules, each about a source rather than one task, so they hold across every
 - the **bulkhead**: a cap on concurrent calls per source, so one slow source cannot take every worker;
 - the **concurrency limit**: a source's pushback (a transient answer saying when to call again) is flow
   control, not failure: it spends no retry budget, opens no breaker, and lowers the source's limit of
-  calls at once (multiplicatively, 0.9 a pushback), which each answer raises again (additively, one
-  call per limit's worth of answers), so a fleet settles at the rate the source allows (AIMD, as
-  Netflix's concurrency limits and TCP do).
+  calls at once (multiplicatively, × 0.9, at most once a second), which each answer raises again
+  (additively, one call per limit's worth of answers), so a fleet settles at the rate the source
+  allows (AIMD, as Netflix's concurrency limits and TCP do).
 
 A lost connection is one failure, however many calls were in flight on it: the calls it fails at once
 are told with the same connection, and only the first of them counts against the breaker.
@@ -72,7 +72,8 @@ _EPSILON = 1e-9
 
 # A source's concurrency limit: where it starts, its bounds, and its steps (AIMD).
 LIMIT_CEILING = 64
-LIMIT_DECREASE = 0.9  # each pushback
+LIMIT_DECREASE = 0.9  # a pushback's, at most once a second: a burst of them is one signal, not many
+LIMIT_DECREASE_EVERY_S = 1.0
 _LOST_KEPT = 64  # the lost connections remembered per source (one is told by each of its calls)
 
 
@@ -224,6 +225,7 @@ class SourceState:
     limits: dict[str, float] = field(default_factory=dict)  # each source's concurrency limit
     pushbacks: dict[str, int] = field(default_factory=dict)
     lost: dict[str, deque[str]] = field(default_factory=dict)  # the connections counted as lost
+    decreased_at: dict[str, float] = field(default_factory=dict)  # each source's limit's last decrease
 
     @classmethod
     def shared(cls, retry_share: float) -> SourceState:
@@ -256,7 +258,9 @@ class SourceState:
             lost.append(connection)
         if end is CallEnd.PUSHED_BACK:
             self.pushbacks[source] = self.pushbacks.get(source, 0) + 1
-            self.limits[source] = max(1.0, limit * LIMIT_DECREASE)
+            if now - self.decreased_at.get(source, -math.inf) >= LIMIT_DECREASE_EVERY_S:
+                self.limits[source] = max(1.0, limit * LIMIT_DECREASE)
+                self.decreased_at[source] = now
         elif end is CallEnd.ANSWERED:
             self.limits[source] = min(float(LIMIT_CEILING), limit + 1 / limit)
         if breaker.state is BreakerState.OPEN:

@@ -109,6 +109,7 @@ class RunState:
     phase: Phase = Phase.CHECKING
     attempts: int = 0
     retries: int = 0
+    pushbacks: int = 0  # resent after the source's pushback: bounded by the deadline, not by retries
     repairs: int = 0
     elevations: int = 0
     held_scopes: frozenset[str] = frozenset()
@@ -540,35 +541,52 @@ class _Machine:
     def retry(self, outcome: Outcome, error: ToolError, told: Told) -> Step:
         if told.breaker_open:  # this failure opened it: no point waiting to retry
             return self.breaker_open(told.retry_in_s)
+        if _pushback(outcome):
+            return self.pushed_back(outcome, error, told)
         if self.state.retries >= self.policy.max_retries:
             return self.end("give_up", f"{self.state.retries} retries spent: {error.description}", outcome)
         delay = self.policy.backoff_s(self.state.retries + 1, self.rng, error.retry_after_ms)
         if told.now + delay >= self.state.deadline:
-            reason = f"a back-off of {delay:.2f} s would pass the deadline: {error.description}"
-            return self.end("give_up", reason, outcome, out_of_time=True)
-        if _pushback(outcome):  # flow control: waited out as asked, never from the retry budget
-            limit = (
-                f"; the limit for {self.state.task.source} now {told.limit} calls at once"
-                if told.limit
-                else ""
-            )
-            return self.retried(outcome, delay, f" (pushback: not from the retry budget{limit})")
+            return self.past_deadline(delay, outcome)
         self.to(phase=Phase.BUDGETING, pending=replace(self.pending(), delay_s=delay))
         return AskBudget()
 
-    def retried(self, outcome: Outcome, delay: float, note: str = "") -> Check:
-        reason = self.retry_reason(outcome, note)
+    def pushed_back(self, outcome: Outcome, error: ToolError, told: Told) -> Step:
+        """Flow control: the source said when to call again. Waited out (never sooner, with the policy's
+        jitter growing as it keeps saying so) and resent within the deadline; neither the retry budget
+        nor the retry bound is spent on it."""
+        pushbacks = self.state.pushbacks + 1
+        delay = self.policy.backoff_s(pushbacks, self.rng, error.retry_after_ms)
+        if told.now + delay >= self.state.deadline:
+            return self.past_deadline(delay, outcome)
+        limit = (
+            f"; the limit for {self.state.task.source} now {told.limit} calls at once" if told.limit else ""
+        )
+        reason = (
+            f"pushback {pushbacks}, honouring retryAfterMs {error.retry_after_ms} (waited out within the "
+            f"deadline, not from the retry budget{limit}): {error.description}"
+        )
+        self.to(pushbacks=pushbacks, phase=Phase.CHECKING, pending=None)
+        self.about("retry", reason, outcome, round(delay * 1000))
+        return Check(self.state.call, wait_s=delay)
+
+    def past_deadline(self, delay: float, outcome: Outcome) -> Ended:
+        reason = f"a back-off of {delay:.2f} s would pass the deadline: {_described(outcome)}"
+        return self.end("give_up", reason, outcome, out_of_time=True)
+
+    def retried(self, outcome: Outcome, delay: float) -> Check:
+        reason = self.retry_reason(outcome)
         self.to(retries=self.state.retries + 1, phase=Phase.CHECKING, pending=None)
         self.about("retry", reason, outcome, round(delay * 1000))
         return Check(self.state.call, wait_s=delay)
 
-    def retry_reason(self, outcome: Outcome, note: str = "") -> str:
+    def retry_reason(self, outcome: Outcome) -> str:
         error = outcome.error
         assert error is not None
         cause = outcome.error_type if outcome.error_type not in ("", "tool_error") else "a transient error"
         hint = f", honouring retryAfterMs {error.retry_after_ms}" if error.retry_after_ms else ""
         max_retries = self.policy.max_retries
-        return f"retry {self.state.retries + 1}/{max_retries} after {cause}{hint}{note}: {error.description}"
+        return f"retry {self.state.retries + 1}/{max_retries} after {cause}{hint}: {error.description}"
 
     def elevation(self, event: Elevation) -> Step | None:
         outcome = self.pending().outcome
@@ -665,7 +683,7 @@ class _Machine:
             reason = f"not sent again: the identical call failed with a {failed.error_category} error"
             self.decide("refused", f"{reason}: {failed.description}", failed.error_category)
             return ToModel(failed)
-        if state.attempts >= policy.max_attempts:  # the same bound as in the deterministic mode
+        if state.attempts - state.pushbacks >= policy.max_attempts:  # the deterministic mode's bound
             spent = f"Not called: the subagent's {policy.max_attempts} calls are spent."
             self.decide("refused", spent, ErrorCategory.BUSINESS)
             return ToModel(ToolError.of(ErrorCategory.BUSINESS, spent), end_loop=True)

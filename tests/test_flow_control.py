@@ -76,9 +76,13 @@ def test_a_flaky_source_that_mostly_answers_stays_closed() -> None:
 def test_pushback_lowers_the_limit_and_answers_raise_it_again() -> None:
     state = SourceState()
     assert state.limit("tickets") == LIMIT_CEILING
-    for count in range(1, 11):
-        verdict = state.record("tickets", CallEnd.PUSHED_BACK, START)
+    for count in range(1, 11):  # a second apart: each one lowers it
+        verdict = state.record("tickets", CallEnd.PUSHED_BACK, START + count)
         assert verdict.limit == max(1, int(LIMIT_CEILING * LIMIT_DECREASE**count))
+    before = state.limit("tickets")
+    for _ in range(50):  # a burst within the second after: one signal, already taken
+        state.record("tickets", CallEnd.PUSHED_BACK, START + 10.5)
+    assert state.limit("tickets") == before and state.counts()["pushbacks"] == {"tickets": 60}
     low = state.limit("tickets")
     for _ in range(low):  # one limit's worth of answers: one more call at once
         state.record("tickets", CallEnd.ANSWERED, START)

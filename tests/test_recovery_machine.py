@@ -141,16 +141,23 @@ def test_a_retry_the_fleet_s_budget_refuses_gives_up() -> None:
 
 def test_pushback_is_waited_out_as_asked_never_from_the_retry_budget() -> None:
     """A transient answer saying when to call again: told to the fleet as pushback (no breaker failure,
-    a lower limit), then resent after the wait it asked for, without asking the retry budget."""
+    a lower limit), then resent after at least the wait it asked for, within the deadline, without the
+    retry budget or the retry bound: a source that keeps pushing back is waited out to the deadline."""
     slow_down = failed(ErrorCategory.TRANSIENT, "rate limited", retry_after_ms=150)
-    state, step = feed(sent(start()), Answered(slow_down, 0.0, resendable=True))
-    assert step == Tell(CallEnd.PUSHED_BACK)
-    state, step = feed(state, Told(0.0, limit=7))
-    assert isinstance(step, Check) and step.wait_s >= 0.15 and state.retries == 1
-    assert (
-        "(pushback: not from the retry budget; the limit for customers now 7 calls at once)"
-        in state.decisions[-1].reason
+    state = start(deadline=60.0)
+    for pushback in range(1, POLICY.max_retries + 3):
+        state, step = feed(sent(state), Answered(slow_down, 0.0, resendable=True))
+        assert step == Tell(CallEnd.PUSHED_BACK)
+        state, step = feed(state, Told(0.0, limit=7))
+        assert isinstance(step, Check) and step.wait_s >= 0.15
+        assert (state.pushbacks, state.retries) == (pushback, 0)
+    assert state.decisions[-1].reason.startswith(
+        f"pushback {POLICY.max_retries + 2}, honouring retryAfterMs 150 (waited out within the deadline, "
+        "not from the retry budget; the limit for customers now 7 calls at once)"
     )
+    state, step = feed(sent(state), Answered(slow_down, 59.99, resendable=True))
+    state, step = feed(state, Told(59.99))
+    assert isinstance(step, Ended) and state.out_of_time and actions(state)[-1] == "give_up"
 
 
 def test_a_back_off_past_the_deadline_is_not_slept_it_gives_up_out_of_time() -> None:
@@ -371,11 +378,11 @@ def test_no_run_passes_a_bound_whatever_happens(data: st.DataObject, writes: boo
                 raise AssertionError(step)
         state, step = transition(POLICY, state, event, random.Random(data.draw(st.integers(0, 99))))
     assert isinstance(step, Ended) and state.phase is Phase.ENDED
-    assert state.attempts <= POLICY.max_attempts and state.retries <= POLICY.max_retries
+    assert state.attempts <= POLICY.max_attempts + state.pushbacks and state.retries <= POLICY.max_retries
     assert state.repairs <= POLICY.max_repairs and state.elevations <= POLICY.max_elevations
     assert len(state.causes) == len(state.decisions)
     if writes:  # a write failing transiently is never retried: it was not resendable
-        assert state.retries == 0
+        assert state.retries == state.pushbacks == 0
     assert recovery.report(state, step.outcome).attempts == state.attempts
 
 
