@@ -48,7 +48,7 @@ __all__ = [
     "ACCEPT_EMPTY", "Admit", "Admitted", "Answered", "AskBudget", "AskElevation", "Budget", "Call",
     "Check", "Checked", "CutShort", "Driver", "Elevation", "Ended", "Event", "ModelCall", "ModelRefused",
     "ModelStop", "ModelStopped", "Phase", "RunState", "Send", "Step", "SubagentReport", "TakeOver", "Task",
-    "Tell", "ToModel", "Told", "UnexpectedEvent", "Unresolved", "add_new", "report", "resendable",
+    "Tell", "ToModel", "Told", "UnexpectedEvent", "Unresolved", "add_new", "is_pushback", "report", "resendable",
     "transition",
 ]  # fmt: skip
 
@@ -509,7 +509,7 @@ class _Machine:
             return Tell(CallEnd.CUT)  # says nothing of the source's health
         if not transient:
             return Tell(CallEnd.ANSWERED)
-        if _pushback(outcome):
+        if is_pushback(outcome):
             return Tell(CallEnd.PUSHED_BACK)
         return Tell(CallEnd.FAILED, event.connection if outcome.reopen else None)
 
@@ -541,7 +541,7 @@ class _Machine:
     def retry(self, outcome: Outcome, error: ToolError, told: Told) -> Step:
         if told.breaker_open:  # this failure opened it: no point waiting to retry
             return self.breaker_open(told.retry_in_s)
-        if _pushback(outcome):
+        if is_pushback(outcome):
             return self.pushed_back(outcome, error, told)
         if self.state.retries >= self.policy.max_retries:
             return self.end("give_up", f"{self.state.retries} retries spent: {error.description}", outcome)
@@ -705,7 +705,7 @@ class _Machine:
         )
 
 
-def _pushback(outcome: Outcome) -> bool:
+def is_pushback(outcome: Outcome) -> bool:
     """A transient answer from the source saying when to call again: it did not execute, slow down."""
     error = outcome.error
     return (
