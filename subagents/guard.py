@@ -16,7 +16,8 @@ Three rules, each about a source rather than one task, so they hold across every
   allows (AIMD, as Netflix's concurrency limits and TCP do).
 
 A lost connection is one failure, however many calls were in flight on it: the calls it fails at once
-are told with the same connection, and only the first of them counts against the breaker.
+are told with the same connection, and only the first of them counts against the breaker and spends
+a retry from the budget.
 
 Written here, not taken from a library: the resilience libraries keep such rules inside one process
 and count exceptions, while these count the contract's categories on the subagents' injected clock
@@ -94,6 +95,9 @@ class Verdict:
     allowed: bool
     retry_in_s: float = 0.0
     limit: int = LIMIT_CEILING
+    # The call failed with a session whose loss is counted already: one loss, one failure, one retry
+    # from the budget; the other calls it failed are resent without spending it.
+    loss_counted: bool = False
 
 
 @dataclass
@@ -248,13 +252,12 @@ class SourceState:
         verdict for the next (closed unless it opened) with the source's concurrency limit."""
         breaker, limit = self.breakers[source], self.limits.get(source, float(LIMIT_CEILING))
         lost = self.lost.setdefault(source, deque(maxlen=_LOST_KEPT))
-        if end is CallEnd.FAILED and connection is not None and connection in lost:
-            breaker.abandon()  # that connection's loss is counted already: one loss, one failure
-        elif end is CallEnd.CUT:
-            breaker.abandon()
+        counted = end is CallEnd.FAILED and connection is not None and connection in lost
+        if counted or end is CallEnd.CUT:
+            breaker.abandon()  # a loss counted already, or a call the deadline cut: no news of the source
         else:
             breaker.record(source_failed=end is CallEnd.FAILED, now=now)
-        if end is CallEnd.FAILED and connection is not None and connection not in lost:
+        if end is CallEnd.FAILED and connection is not None and not counted:
             lost.append(connection)
         if end is CallEnd.PUSHED_BACK:
             self.pushbacks[source] = self.pushbacks.get(source, 0) + 1
@@ -264,8 +267,8 @@ class SourceState:
         elif end is CallEnd.ANSWERED:
             self.limits[source] = min(float(LIMIT_CEILING), limit + 1 / limit)
         if breaker.state is BreakerState.OPEN:
-            return Verdict(False, breaker.retry_in_s(now), self.limit(source))
-        return Verdict(True, limit=self.limit(source))
+            return Verdict(False, breaker.retry_in_s(now), self.limit(source), counted)
+        return Verdict(True, limit=self.limit(source), loss_counted=counted)
 
     def abandon(self, source: str) -> None:
         self.breakers[source].abandon()

@@ -191,6 +191,7 @@ class Told:
     breaker_open: bool = False
     retry_in_s: float = 0.0
     limit: int | None = None
+    loss_counted: bool = False  # its session's loss was counted already: its retry spends no budget
 
 
 @dataclass(frozen=True)
@@ -548,6 +549,8 @@ class _Machine:
         delay = self.policy.backoff_s(self.state.retries + 1, self.rng, error.retry_after_ms)
         if told.now + delay >= self.state.deadline:
             return self.past_deadline(delay, outcome)
+        if told.loss_counted:  # one lost session, one retry from the budget: another call paid it
+            return self.retried(outcome, delay)
         self.to(phase=Phase.BUDGETING, pending=replace(self.pending(), delay_s=delay))
         return AskBudget()
 

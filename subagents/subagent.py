@@ -216,9 +216,10 @@ class Subagent:
                     step = self.feed(await self._guarded_call(call))
                 case recovery.Tell(end=end, connection=lost):
                     after = await runtime.guard.record(source, end, clock.now(), lost)
-                    step = self.feed(
-                        recovery.Told(clock.now(), not after.allowed, after.retry_in_s, after.limit)
+                    told = recovery.Told(
+                        clock.now(), not after.allowed, after.retry_in_s, after.limit, after.loss_counted
                     )
+                    step = self.feed(told)
                 case recovery.AskBudget():
                     step = self.feed(recovery.Budget(await runtime.guard.spend_retry(source, clock.now())))
                 case recovery.AskElevation(scope=scope):
@@ -261,7 +262,7 @@ class Subagent:
         connection = runtime.connections[source]
         tool_call = self._tool_call(call, self.state.attempts)  # the machine counted this attempt
         runtime.observer.attempt(self.task, self.state.attempts, dict(call.arguments))
-        deadline, generation = self.state.deadline, None
+        deadline, generation, client = self.state.deadline, None, None
         with collect_client_spans() as client_spans:
             try:
                 client, generation = await connection.session(
@@ -287,7 +288,7 @@ class Subagent:
             outcome = hook(tool_call, outcome)
         if outcome.reopen and generation is not None:
             await connection.reopen(generation)
-        # The session by identity (this process, this source's connection, its generation): every call in
-        # flight on one that is lost is told with the same one, and the fleet counts its loss once.
-        session = None if generation is None else f"{os.getpid()}:{id(connection)}:{generation}"
+        # The session by identity (this process, its client for the session): every call in flight on
+        # one that is lost is told with the same one, and the fleet counts its loss once.
+        session = None if client is None else f"{os.getpid()}:{id(client)}:{generation}"
         return recovery.Answered(outcome, runtime.clock.now(), self._resendable(outcome.unsent), session)

@@ -19,8 +19,18 @@ from hypothesis import strategies as st
 
 from subagents.breaker import Breaker, BreakerState
 from subagents.broker import CredentialBroker
-from subagents.guard import LIMIT_CEILING, LIMIT_DECREASE, Bulkheads, CallEnd, LocalGuard, SourceState
+from subagents.guard import (
+    DEFAULT_RETRY_SHARE,
+    LIMIT_CEILING,
+    LIMIT_DECREASE,
+    Bulkheads,
+    CallEnd,
+    LocalGuard,
+    RetryBudget,
+    SourceState,
+)
 from subagents.sessions.connection import Connections
+from subagents.sessions.recording import RecordingTransport, Tape
 from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from subagents.writes import EffectsTable, ToolEffects
 from tests.conftest import PROJECT_ROOT, TEST_KEY
@@ -31,8 +41,10 @@ START = 1000.0
 
 def test_one_lost_connection_is_one_failure_however_many_calls_it_failed() -> None:
     state = SourceState()
-    for _ in range(20):  # twenty calls in flight on one session, all failed by its loss
+    first = state.record("customers", CallEnd.FAILED, START, connection="1:7:3")
+    for _ in range(19):  # twenty calls in flight on one session, all failed by its loss
         verdict = state.record("customers", CallEnd.FAILED, START, connection="1:7:3")
+    assert not first.loss_counted and verdict.loss_counted  # the first pays for the loss; not the rest
     assert verdict.allowed and state.breakers["customers"].state is BreakerState.CLOSED
     assert [failed for _, failed in state.breakers["customers"].calls] == [True]
     for session in range(4, 8):  # four more sessions lost, one after another: five losses open it
@@ -122,27 +134,32 @@ SERVER = PROJECT_ROOT / "tests" / "dropping_server.py"
 IN_FLIGHT = 8
 
 
-async def _ask_while_it_drops(marker: Path, seed: int) -> tuple[list[SubagentReport], SourceState]:
+async def _ask_while_it_drops(
+    marker: Path, seed: int, recorded: bool
+) -> tuple[list[SubagentReport], SourceState]:
     parameters = mcp.StdioServerParameters(
         command=sys.executable,
         args=[str(SERVER)],
         env={"DROP_UNDER": str(IN_FLIGHT), "DROP_MARKER": str(marker)},
     )
-    state, clock = SourceState(), FakeClock(START)
+    # A fleet's budget with room for one retry: one lost session, one retry from it.
+    state, clock = SourceState(budget=RetryBudget(DEFAULT_RETRY_SHARE, reserve_per_s=0.1)), FakeClock(START)
     effects = EffectsTable({"dropping": {"lookup": ToolEffects.of({"readOnlyHint": True})}})
     reports: list[SubagentReport] = []
     with anyio.fail_after(60):
-        await _ask(parameters, state, clock, effects, seed, reports)
+        await _ask(parameters, state, clock, effects, seed, reports, recorded)
     return reports, state
 
 
 async def _ask(
     parameters: object, state: SourceState, clock: FakeClock, effects: EffectsTable, seed: int,
-    reports: list[SubagentReport],
+    reports: list[SubagentReport], recorded: bool,
 ) -> None:  # fmt: skip
     async with Connections.opened({"dropping": lambda: parameters}) as connections:
+        # A batch records every attempt (for its replays): a wrapper per call, over one session.
+        transport = RecordingTransport(connections, Tape(clock)) if recorded else connections
         runtime = Runtime(
-            connections=connections, broker=CredentialBroker(TEST_KEY), guard=LocalGuard(state), clock=clock,
+            connections=transport, broker=CredentialBroker(TEST_KEY), guard=LocalGuard(state), clock=clock,
             rng=random.Random(seed), effects=effects,
         )  # fmt: skip
 
@@ -156,14 +173,18 @@ async def _ask(
 
 
 @pytest.mark.subprocess
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_a_session_dropped_under_every_call_in_flight_opens_no_breaker(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize("seed, recorded", [(1, False), (2, True), (3, True)])
+def test_a_session_dropped_under_every_call_in_flight_opens_no_breaker(
+    tmp_path: Path, seed: int, recorded: bool
+) -> None:
     """Eight calls in flight when the server's process exits: all eight fail at once with the
-    connection's loss, which the breaker counts once, so it stays closed; each call is retried on the
-    source started again and answered. The same on every seed."""
-    reports, state = anyio.run(_ask_while_it_drops, tmp_path / "dropped", seed)
+    connection's loss, which the breaker counts once, so it stays closed, and the fleet's retry budget
+    pays once (it has room for one retry); each call is retried on the source started again and
+    answered. The same on every seed, with the batch's recording transport or without."""
+    reports, state = anyio.run(_ask_while_it_drops, tmp_path / "dropped", seed, recorded)
     assert (tmp_path / "dropped").exists(), "the server never dropped its session"
     assert [report.state for report in reports] == ["ok"] * IN_FLIGHT
     assert all(report.attempts == 2 for report in reports)
     assert state.breakers["dropping"].state is BreakerState.CLOSED
     assert sum(failed for _, failed in state.breakers["dropping"].calls) == 1
+    assert state.counts()["retries"] == {"dropping": 1} and state.counts()["retries_refused"] == {}

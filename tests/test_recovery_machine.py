@@ -132,6 +132,16 @@ def test_a_transient_fault_is_retried_until_the_bound_then_given_up(seed: int) -
     assert (state.retries, state.attempts) == (POLICY.max_retries, POLICY.max_retries + 1)
 
 
+def test_a_call_whose_lost_session_was_counted_already_is_retried_without_the_budget() -> None:
+    closed = Outcome(
+        "error", ToolError.of(ErrorCategory.TRANSIENT, "closed"), "connection_closed", reopen=True
+    )
+    state, step = feed(sent(start()), Answered(closed, 0.0, resendable=True, connection="1:7:3"))
+    assert step == Tell(CallEnd.FAILED, "1:7:3")
+    state, step = feed(state, Told(0.0, loss_counted=True))
+    assert isinstance(step, Check) and state.retries == 1 and actions(state) == ["retry"]
+
+
 def test_a_retry_the_fleet_s_budget_refuses_gives_up() -> None:
     state, step = answer(sent(start()), failed(ErrorCategory.TRANSIENT, "busy"))
     state, step = feed(state, Budget(granted=False))

@@ -61,13 +61,11 @@ class GuardHost:
     def __init__(self, retry_share: float) -> None:
         self.state = SourceState.shared(retry_share)
 
-    def allow(self, source: str, first: bool) -> tuple[bool, float, int]:
-        verdict = self.state.allow(source, time.monotonic(), first=first)
-        return verdict.allowed, verdict.retry_in_s, verdict.limit
+    def allow(self, source: str, first: bool) -> Verdict:
+        return self.state.allow(source, time.monotonic(), first=first)
 
-    def record(self, source: str, end: CallEnd, connection: str | None) -> tuple[bool, float, int]:
-        verdict = self.state.record(source, end, time.monotonic(), connection)
-        return verdict.allowed, verdict.retry_in_s, verdict.limit
+    def record(self, source: str, end: CallEnd, connection: str | None) -> Verdict:
+        return self.state.record(source, end, time.monotonic(), connection)
 
     def abandon(self, source: str) -> None:
         self.state.abandon(source)
@@ -87,12 +85,12 @@ class RayGuard:
         self.bulkheads = bulkheads
 
     async def allow(self, source: str, now: float, *, first: bool) -> Verdict:
-        verdict = Verdict(*await self.host.allow.remote(source, first))
+        verdict: Verdict = await self.host.allow.remote(source, first)
         self.bulkheads.limit_to(source, verdict.limit)
         return verdict
 
     async def record(self, source: str, end: CallEnd, now: float, connection: str | None = None) -> Verdict:
-        verdict = Verdict(*await self.host.record.remote(source, end, connection))
+        verdict: Verdict = await self.host.record.remote(source, end, connection)
         self.bulkheads.limit_to(source, verdict.limit)
         return verdict
 
