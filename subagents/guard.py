@@ -233,8 +233,10 @@ class SourceState:
 
     @classmethod
     def shared(cls, retry_share: float) -> SourceState:
-        """The state many concurrent callers share (a batch), with the fleet's retry budget."""
-        return cls(budget=RetryBudget(retry_share))
+        """The state many concurrent callers share (a batch), with the fleet's retry budget. Its breakers
+        judge a larger sample: 10 failures, 90 % of the window's calls. A source failing often but
+        answering (a degraded one) is the budget's to slow down; the breaker is for one that is down."""
+        return cls(Breakers(failure_threshold=10, failure_rate=0.9), RetryBudget(retry_share))
 
     def limit(self, source: str) -> int:
         return max(1, int(self.limits.get(source, LIMIT_CEILING)))

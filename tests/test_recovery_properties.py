@@ -152,8 +152,11 @@ def test_recovery_stays_within_its_bounds(
     report, clock, breakers = anyio.run(_run, source, budget, purpose, seed, backend=backend)
     calls = source.calls
 
-    assert report.attempts == len(calls) <= MAX_CALLS
     answered = [source.script[min(i, len(script) - 1)] for i in range(len(calls))]
+    # A pushback (a transient answer saying when to call again) is waited out within the deadline,
+    # apart from the retry bound: one more call for each.
+    pushbacks = answered.count("transient_hint")
+    assert report.attempts == len(calls) <= MAX_CALLS + pushbacks
     for i in range(len(calls) - 1):
         same_call = calls[i] == calls[i + 1]
         if answered[i] in ("transient", "transient_hint"):
@@ -164,7 +167,7 @@ def test_recovery_stays_within_its_bounds(
         assert answered[i] not in ("ok", "empty"), "nothing follows a result"
     for start, seconds in clock.sleeps:
         assert start + seconds < 1000.0 + budget, "a back-off sleep ended past the deadline"
-    assert len(clock.sleeps) <= POLICY.max_retries
+    assert len(clock.sleeps) <= POLICY.max_retries + pushbacks
     actions = [decision.action for decision in report.decisions]
     assert actions.count("repair") <= POLICY.max_repairs and actions.count("elevate") <= POLICY.max_elevations
     if report.state == "escalated":
