@@ -207,10 +207,11 @@ class Node:
         return True
 
 
-def start_node(args: list[str], log: Path, environment: dict[str, str], until: float) -> Node:
+def start_node(
+    args: list[str], log: Path, environment: dict[str, str], until: float, agent_port: int
+) -> Node:
     """`ray start ARGS --block` in a session of its own; returned once Ray says the node is up (it
-    is then registered with the head). Each node's agent gets a free port: two nodes share a host."""
-    (agent_port,) = free_ports(1)
+    is then registered with the head). Each node's agent gets a port of its own: two nodes share a host."""
     owned = ("--block", "--disable-usage-stats", f"--dashboard-agent-listen-port={agent_port}")
     with log.open("wb") as output:
         process = subprocess.Popen(
@@ -240,13 +241,28 @@ def two_node_cluster(until: float) -> Iterator[Cluster]:
     temp = Path(tempfile.mkdtemp(prefix="rc-ray-"))  # short: Ray's socket paths are under it
     token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     environment = {**os.environ, **token}
-    (port,) = free_ports(1)
-    cluster = Cluster(f"127.0.0.1:{port}", [], token)
+    cluster = Cluster("", [], token)
     try:
-        head = ["--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false", f"--temp-dir={temp}"]
-        cluster.nodes.append(start_node(head, temp / "head.log", environment, until))
+        for attempt in range(3):
+            # Chosen together, so none is handed out twice. A port free now may still be taken before
+            # the head binds it (an outgoing connection's own port, on a busy machine): then new ones.
+            port, head_agent, second_agent = free_ports(3)
+            head = [
+                "--head",
+                f"--port={port}",
+                "--num-cpus=1",
+                "--include-dashboard=false",
+                f"--temp-dir={temp}",
+            ]
+            try:
+                cluster.nodes.append(start_node(head, temp / "head.log", environment, until, head_agent))
+                break
+            except AssertionError as failed:
+                if attempt == 2 or "Failed to start the grpc server" not in str(failed):
+                    raise
+        cluster.address = f"127.0.0.1:{port}"
         second = [f"--address={cluster.address}", "--num-cpus=1"]
-        cluster.nodes.append(start_node(second, temp / "second.log", environment, until))
+        cluster.nodes.append(start_node(second, temp / "second.log", environment, until, second_agent))
         yield cluster
     finally:
         for node in reversed(cluster.nodes):
