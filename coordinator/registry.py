@@ -55,7 +55,7 @@ from coordinator.registry_trust import fingerprint
 from sources.catalogue import SOURCES, input_schemas
 from sources.contract import ErrorCategory
 from sources.deferred import deferred
-from traces.private_files import open_private_file, private_folder
+from traces.private_files import open_private_file, private_folder, publish_file
 
 # Deferred: the registry is read by every command, most of which start no session and write no file.
 if TYPE_CHECKING:
@@ -439,9 +439,10 @@ class Registry:
         """Write the file's entries (the defaults are not written). Comments in the file are not kept."""
         target = path or self.path or Path(FILE_NAME)
         tables = [entry.model_dump(exclude_defaults=True) for entry in self.entries.values()]
-        content = tomli_w.dumps({"source": tables}).encode("utf-8")
-        try:
-            target.write_bytes(content)
+        text = tomli_w.dumps({"source": tables})
+        content = text.encode("utf-8")
+        try:  # 0600 and whole, as every file the project writes: an entry's env may hold a token
+            publish_file(target, text, replace=True)
         except OSError as exc:
             raise RegistryError(f"{target}: cannot be written: {exc}") from None
         self.path = target

@@ -18,7 +18,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from traces.private_files import publish_file
+from traces.private_files import private_folder, publish_file
 
 __all__ = ["fingerprint", "is_trusted", "trust"]
 
@@ -47,5 +47,5 @@ def trust(path: Path, data_dir: Path, digest: str) -> None:
     """Approve ``digest`` at ``path``: the bytes this user read or wrote there (published whole, 0600:
     a reader never sees half a file)."""
     approvals = {**_approvals(data_dir), str(path.resolve()): digest}
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_folder(data_dir)
     publish_file(data_dir / _APPROVALS, json.dumps(approvals, indent=1), replace=True, durable=False)

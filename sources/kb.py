@@ -23,6 +23,7 @@ from sources.settings import SourceSettings
 from sources.store import Store, match_any_word
 from sources.toolkit import open_source, page_of
 from sources.wire import Wire
+from traces.private_files import publish_file
 
 # networkx takes a quarter of a second to import, which every kb process would pay at start for a
 # tool that few queries call: it loads with the first graph.
@@ -81,7 +82,9 @@ def create_server(
     def require_warm_index() -> None:
         remaining = ready_at - clock()
         if remaining <= 0 and not built.exists():
-            built.touch()
+            # 0600 as everything in the data folder (a touch would leave it to the umask); of kb
+            # processes warming up at once, one publishes it and the others find it there.
+            publish_file(built, "", replace=False, durable=False)
         if remaining > 0:
             wait_ms = math.ceil(
                 round(remaining * 1000, 3)

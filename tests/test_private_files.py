@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.registry import Registry
+from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import ensure_world, world_path
@@ -203,3 +205,58 @@ def test_research_refuses_another_users_data_folder_in_one_line(foreign_folder: 
     assert line.startswith(f"error: {foreign_folder} belongs to ")
     assert line.endswith(f"chown -R root {foreign_folder}")
     assert list(foreign_folder.iterdir()) == []  # nothing written there: no traces, no key, no world
+
+
+# --- what the commands write ---------------------------------------------------------------------
+
+
+def research(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A `research` command in a process of its own under the usual umask (022), on ``data_dir``."""
+    ours = {name: value for name, value in os.environ.items() if not name.startswith("RESEARCH_")}
+    environment = {**ours, "RESEARCH_DATA_DIR": str(data_dir), "RESEARCH_KB_WARMUP_MS": "0"}
+    return subprocess.run(
+        [sys.executable, "-c", "from coordinator.cli import app; app()", *args],
+        env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=180, umask=0o022,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def fresh_data_dir(tmp_path: Path) -> Iterator[Path]:
+    """A data folder no command has used yet; the fleet a batch started there stopped after."""
+    data_dir = tmp_path / "data"
+    yield data_dir
+    Fleet(SourceSettings(data_dir=data_dir)).down()
+
+
+@pytest.mark.subprocess
+def test_everything_the_story_a_batch_and_a_replay_write_is_private(fresh_data_dir: Path) -> None:
+    """Every file 0600 and every folder 0700 in the data folder, with no exception: the world, the
+    kb's index marker, the keys, the traces and recordings, the fleet's state, secret and logs, and a
+    batch's folder (put in the data folder here, so that the walk covers it too)."""
+    story = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
+    asked = research(fresh_data_dir, "ask", story, "--json")
+    assert asked.returncode == 3, asked.stderr  # partial: the £750 refund is above the limit
+    questions = fresh_data_dir.parent / "questions.jsonl"
+    questions.write_text('{"id": "q1", "query": "What is our policy on refunds?"}\n')
+    batch = research(
+        fresh_data_dir, "batch", str(questions), "--out", str(fresh_data_dir / "runs" / "tonight")
+    )
+    assert batch.returncode in (0, 3), batch.stderr
+    replayed = research(fresh_data_dir, "replay", "latest")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    modes = modes_under(fresh_data_dir)
+    world = world_path(fresh_data_dir, SourceSettings(data_dir=fresh_data_dir).seed).name
+    expected = {  # what each command writes is there: the walk saw their files
+        f"{world}/kb-index.built", f"{world}/billing.db", "signing-ed25519.key", "fleet.secret",
+        "runs/tonight/summary.json", "runs/tonight/reports/q1.json",
+    }  # fmt: skip
+    assert expected <= set(modes)
+    assert any(name.startswith("traces/recordings/") for name in modes)
+    assert any(name.startswith("fleet-logs/") for name in modes)
+    assert modes == all_private(modes, fresh_data_dir)
+
+
+def test_a_saved_registry_is_private(tmp_path: Path, umask_022: None) -> None:
+    """research.toml, as `sources add` writes it: an entry's env may hold a token."""
+    saved = Registry(None).save(tmp_path / "research.toml")
+    assert mode_of(saved) == 0o600

@@ -56,14 +56,18 @@ class NotYoursError(PermissionError, ValueError):
 def private_folder(path: Path, *, contents: bool = False) -> Path:
     """``path`` as a folder only this user may open: 0700, made so whether it is new or was there.
 
-    Created 0700 when missing (its missing parents as ``mkdir -p`` would). One that was there and
+    Created 0700 when missing (its missing parents too, as ``mkdir -p`` would but 0700). One that was there and
     is this user's is made 0700; one another user owns is refused (``NotYoursError``), in one line
     naming the folder, its owner and what to do. With ``contents`` (a data folder, whose files this
     project wrote), a folder that was open to others has everything in it made private as well:
     folders 0700, files 0600 (the repair of a folder made before; symbolic links are not followed,
     and what another user owns in it is left alone).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    missing = [parent for parent in path.parents if not parent.exists()]
+    for parent in reversed(missing):  # made by us, so private too: mkdir -p would leave them to the umask
+        with contextlib.suppress(FileExistsError):  # made meanwhile by another process: theirs to set
+            parent.mkdir(mode=0o700)
+            parent.chmod(0o700)
     try:
         path.mkdir(mode=0o700)
     except FileExistsError:
@@ -158,7 +162,7 @@ def publish_file(path: Path, text: str, *, replace: bool, mode: int = 0o600, dur
     draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.draft")
     descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        with os.fdopen(descriptor, "w") as file:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
             file.write(text)
             file.flush()
             if durable:
