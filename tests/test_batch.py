@@ -370,7 +370,7 @@ def test_a_killed_batch_keeps_every_finished_report_and_a_rerun_finishes(
     ]
     first_run = {path.name: path.read_bytes() for path in kept}
 
-    again = run_batch_command(settings, str(questions), "--out", str(out))
+    again = run_batch_command(settings, str(questions), "--out", str(out), "--resume")
     assert again.returncode == 3, again.stderr  # the question nobody can research
     reports = {path.name: path.read_bytes() for path in (out / "reports").glob("*.json")}
     assert len(reports) == 30
@@ -382,7 +382,7 @@ def test_a_killed_batch_keeps_every_finished_report_and_a_rerun_finishes(
 
     answered = tmp_path / "answered.jsonl"  # the same questions less the one nobody can research
     answered.write_text("\n".join(questions.read_text().splitlines()[1:]) + "\n")
-    third = run_batch_command(settings, str(answered), "--out", str(out))
+    third = run_batch_command(settings, str(answered), "--out", str(out), "--resume")
     assert third.returncode == 0, third.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["this_run"]["questions"] == 0 and summary["this_run"]["workers"] == 0  # none started

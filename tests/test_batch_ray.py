@@ -351,8 +351,8 @@ def test_a_two_node_cluster_answers_every_question_once_when_its_second_node_die
     while not all(node.gone() for node in cluster.nodes) and time.monotonic() < until_gone:
         time.sleep(0.1)
     assert all(node.gone() for node in cluster.nodes)
-    # The same command again has nothing left to ask.
-    again = run_batch_command(settings, *command)
+    # The same command again, resuming, has nothing left to ask.
+    again = run_batch_command(settings, *command, "--resume")
     assert again.returncode == 0 or again.returncode == 3, again.stderr
     rerun = json.loads((out / "summary.json").read_text())["this_run"]
     assert rerun["questions"] == 0 and rerun["workers"] == 0, rerun

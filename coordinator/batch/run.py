@@ -21,8 +21,9 @@ from typing import Any, Protocol
 import anyio
 
 from coordinator.batch.questions import Question, read_questions
-from coordinator.batch.store import BatchDir, LinkRefused
+from coordinator.batch.store import BatchDir, EarlierRun, LinkRefused
 from coordinator.batch.summary import Tally, summarize
+from coordinator.batch.trusted import UntrustedFile, kept
 from coordinator.batch.work import Answer, Setup
 from coordinator.registry import Registry
 from sources.catalogue import SOURCES
@@ -61,6 +62,7 @@ class Batch:
     total_tokens: int | None = None  # Claude mode: the batch's whole budget
     approvals: tuple[Approval, ...] = ()  # --approve: the only writes any question may make (no prompt)
     registry: Registry = field(default_factory=lambda: Registry(None))  # the sources in effect
+    resume: bool = False  # --resume: carry on with the batch whose files --out holds
 
 
 class Engine(Protocol):
@@ -168,24 +170,17 @@ def run_batch(
 
     ``settings`` are the run's (its traces go to the batch folder); ``make_engine`` builds the engine
     for the fleet's URLs. ``KeyboardInterrupt`` passes through once the summary of what finished is
-    written."""
+    written. A folder an earlier batch wrote into is refused unless ``batch.resume``, and then any
+    file in it that is not this project's for its question (``BatchError``, before anything runs)."""
     folder = BatchDir(batch.out)
     questions = read_questions(batch.questions)
-    try:
-        folder.prepare()
-    except LinkRefused as exc:
-        raise BatchError(f"--out {batch.out} {exc}") from None
-    except OSError as exc:
-        raise BatchError(
-            f"--out {batch.out} cannot be the batch's folder ({exc.strerror}): name a folder to create, or one of yours"
-        ) from None
+    done = _resumable(folder, batch, questions)
+    tally, started = Tally(resumed=len(done)), time.monotonic()
     # This run's spans (this process's, the workers' and the fleet's it starts) go to the batch folder.
     chosen = None if settings.trace_exporters is None else list(settings.trace_exporters)
     run_id = start_run("research-coordinator", folder.traces, exporters=chosen)
     settings = replace(settings, traces_dir=folder.traces, run_id=run_id)
-    done = folder.answered()
     pending = [question for question in questions if question.id not in done]
-    tally, started = Tally(), time.monotonic()
     progress.started(len(questions), len(questions) - len(pending))
     try:
         if pending:
@@ -202,9 +197,25 @@ def run_batch(
                 anyio.run(_ask_all, make_engine(setup), pending, batch, folder, tally, progress)
     finally:
         wall_s = time.monotonic() - started
-        summary = summarize(folder, tally, questions=len(questions), wall_s=wall_s, engine=batch.engine)
+        summary = summarize(folder, tally, questions=questions, wall_s=wall_s, engine=batch.engine)
         folder.write_summary(summary)
     return summary
+
+
+def _resumable(folder: BatchDir, batch: Batch, questions: list[Question]) -> set[str]:
+    """The ids of the questions whose report an earlier run left, once ``folder`` is ready for the
+    batch; ``BatchError`` in one line when it cannot be used as asked."""
+    try:
+        folder.prepare(resume=batch.resume)
+        return set(kept(folder, questions).reports)
+    except (LinkRefused, EarlierRun) as exc:
+        raise BatchError(f"--out {batch.out} {exc}") from None
+    except UntrustedFile as exc:
+        raise BatchError(str(exc)) from None
+    except OSError as exc:
+        raise BatchError(
+            f"--out {batch.out} cannot be the batch's folder ({exc.strerror}): name a folder to create, or one of yours"
+        ) from None
 
 
 async def _ask_all(

@@ -8,8 +8,9 @@
 
 Each file is published whole (``traces.private_files.publish_file``: a 0600 draft created
 exclusively, flushed to disk, renamed over), so it is whole or absent: a batch killed at any instant
-leaves only finished reports, and a rerun skips every question that has one. A failed question is
-tried again by a rerun. The folders are made 0700: reports hold what the sources said of customers.
+leaves only finished reports, and a rerun with ``--resume`` skips every question that has one (read
+as far as it is trusted: ``coordinator.batch.trusted``). A failed question is tried again by a
+rerun. The folders are made 0700: reports hold what the sources said of customers.
 
 A folder holding a symbolic link where the batch writes or reads (DIR itself, its folders and
 summary.json, anything in its folders) is refused before anything is written (``LinkRefused``):
@@ -26,9 +27,14 @@ from typing import Any
 
 from traces.private_files import private_folder, publish_file
 
-__all__ = ["BatchDir", "LinkRefused"]
+__all__ = ["BatchDir", "EarlierRun", "LinkRefused"]
 
 _FOLDERS = ("reports", "failed", "checks", "traces")  # what the batch writes into, and reads back
+
+
+class EarlierRun(ValueError):
+    """The batch's folder holds an earlier batch's files and ``--resume`` was not given; the message
+    says what is there and the two ways on, after the folder's name."""
 
 
 class LinkRefused(ValueError):
@@ -44,10 +50,17 @@ class BatchDir:
     def traces(self) -> Path:
         return self.root / "traces"
 
-    def prepare(self) -> None:
+    def prepare(self, *, resume: bool) -> None:
         """The folder and its folders, private; ``LinkRefused`` before any is made or written to
-        when one of them, or anything in them, is a symbolic link."""
+        when one of them, or anything in them, is a symbolic link; ``EarlierRun`` when an earlier
+        batch wrote into it, unless ``resume``."""
         self._refuse_links()
+        earlier = None if resume or not self.root.is_dir() else self.earlier_run()
+        if earlier is not None:
+            raise EarlierRun(
+                f"holds an earlier batch ({earlier}): add --resume to carry on with it (its reports "
+                "kept, the other questions asked), or name another --out"
+            )
         for folder in (self.root, self.root / "reports", self.root / "failed", self.root / "checks"):
             private_folder(folder)
 
@@ -73,42 +86,45 @@ class BatchDir:
     def report_path(self, question_id: str) -> Path:
         return self.root / "reports" / f"{question_id}.json"
 
-    def answered(self) -> set[str]:
-        """The ids of the questions whose report is written."""
-        return {path.stem for path in (self.root / "reports").glob("*.json")}
+    def failure_path(self, question_id: str) -> Path:
+        return self.root / "failed" / f"{question_id}.json"
+
+    def checks_path(self, question_id: str) -> Path:
+        return self.root / "checks" / f"{question_id}.json"
+
+    def earlier_run(self) -> str | None:
+        """What an earlier batch left here ("summary.json, 3 reports, traces"), None when nothing:
+        a folder is resumed only on purpose (``--resume``), never by finding files in it."""
+        found = ["summary.json"] if (self.root / "summary.json").exists() else []
+        for name, kind in (
+            ("reports", "reports"),
+            ("failed", "failures"),
+            ("checks", "checks"),
+            ("traces", ""),
+        ):
+            folder = self.root / name
+            count = sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
+            if count:
+                found.append(f"{count} {kind}" if kind else name)
+        return ", ".join(found) or None
 
     def write_report(self, question_id: str, report_json: str) -> None:
         _write(self.report_path(question_id), report_json)
-        (self.root / "failed" / f"{question_id}.json").unlink(missing_ok=True)
+        self.failure_path(question_id).unlink(missing_ok=True)
 
     def write_failure(self, question_id: str, query: str, error: str) -> None:
         _write(
-            self.root / "failed" / f"{question_id}.json",
+            self.failure_path(question_id),
             json.dumps({"id": question_id, "query": query, "error": error}, indent=2),
         )
 
     def write_violations(self, question_id: str, violations: list[tuple[str, str]]) -> None:
-        path = self.root / "checks" / f"{question_id}.json"
+        path = self.checks_path(question_id)
         if not violations:
             path.unlink(missing_ok=True)
             return
         listed = [{"invariant": name, "what": what} for name, what in violations]
         _write(path, json.dumps(listed, indent=2))
-
-    def reports(self) -> dict[str, dict[str, Any]]:
-        """Every written report, by question id."""
-        return self._read("reports")
-
-    def failures(self) -> dict[str, dict[str, Any]]:
-        return self._read("failed")
-
-    def violations(self) -> dict[str, list[dict[str, str]]]:
-        return self._read("checks")
-
-    def _read(self, folder: str) -> dict[str, Any]:
-        """Each file of ``folder`` as JSON, by question id (its name)."""
-        files = sorted((self.root / folder).glob("*.json"))
-        return {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in files}
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         _write(self.root / "summary.json", json.dumps(summary, indent=2))

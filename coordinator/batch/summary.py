@@ -1,6 +1,11 @@
-"""A batch's figures: what its folder holds (every report, this run's and earlier runs'), this run's
-wall time and throughput (and on Ray, the nodes its answers came from), and the fleet's retry budget
-as it was spent."""
+"""A batch's figures: where each question of the file stands in its folder (this run's answers and
+earlier runs'), this run's wall time and throughput (and on Ray, the nodes its answers came from),
+and the fleet's retry budget as it was spent.
+
+Each question is counted once: answered (a complete report), partial, failed, or not started (no
+report and no failure: its turn did not come, the batch being interrupted or its tokens spent);
+``resumed`` says how many of the reports came from an earlier run.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,9 @@ from typing import Any
 
 from rich.table import Table
 
+from coordinator.batch.questions import Question
 from coordinator.batch.store import BatchDir
+from coordinator.batch.trusted import kept
 
 __all__ = ["Tally", "summarize", "summary_table"]
 
@@ -22,6 +29,7 @@ class Tally:
     counts: dict[str, int] = field(default_factory=lambda: {"complete": 0, "partial": 0, "failed": 0})
     violations: int = 0
     not_started: int = 0  # Claude mode: left for the next run, the batch's tokens being spent
+    resumed: int = 0  # the questions with a report from an earlier run, not asked again
     budget: dict[str, dict[str, int]] = field(default_factory=dict)  # the guard's counts, per source
     workers: int = 0  # the engine's, once one is started: none when every question had its report
     asking_s: float | None = None  # the time with the fleet and the workers up
@@ -51,25 +59,27 @@ class Tally:
 
 
 def summarize(
-    folder: BatchDir, tally: Tally, *, questions: int, wall_s: float, engine: str
+    folder: BatchDir, tally: Tally, *, questions: list[Question], wall_s: float, engine: str
 ) -> dict[str, Any]:
-    """The figures of the batch in ``folder``, with this run's: ``wall_s`` from the command's start,
+    """The figures of ``questions`` in ``folder``, with this run's: ``wall_s`` from the command's start,
     the asking time of it with the fleet and the workers up (questions per second counts that: the
-    start-up is paid once a batch, whatever its size)."""
+    start-up is paid once a batch, whatever its size). ``UntrustedFile`` if a file of theirs is not
+    this project's (checked before the run: only a file changed under a running batch)."""
     ran, budget, memory_rss = tally.done, tally.budget, tally.memory_rss
     asking_s = wall_s if tally.asking_s is None else tally.asking_s
-    reports = folder.reports()
-    failures = folder.failures()
+    found = kept(folder, questions)
+    reports, violations = found.reports, found.violations
     escalations = Counter(
         gap.get("errorCategory") or "none" for report in reports.values() for gap in report.get("gaps", [])
     )
-    violations = folder.violations()
+    statuses = Counter(report["status"] for report in reports.values())  # each a whole report: checked
     return {
-        "questions": questions,
-        "answered": sum(1 for report in reports.values() if report.get("status") == "complete"),
-        "partial": sum(1 for report in reports.values() if report.get("status") == "partial"),
-        "failed": len(failures),
-        "not_started": tally.not_started,
+        "questions": len(questions),
+        "answered": statuses["complete"],
+        "partial": statuses["partial"],
+        "failed": len(found.failures),
+        "not_started": len(questions) - len(reports) - len(found.failures),
+        "resumed": tally.resumed,
         "escalations_by_category": dict(sorted(escalations.items())),
         "this_run": {
             "engine": engine,
@@ -138,8 +148,10 @@ def summary_table(summary: dict[str, Any]) -> Table:
     if run["asked_again"]:
         on_ray.append(("asked again (worker died)", str(run["asked_again"])))
     rows[7:7] = on_ray
+    if summary["resumed"]:
+        rows[3:3] = [("resumed (reports of an earlier run)", str(summary["resumed"]))]
     if summary["not_started"]:
-        rows.append(("not started (token budget spent)", str(summary["not_started"])))
+        rows.append(("not started (asked by a run with --resume)", str(summary["not_started"])))
     for name, value in rows:
         table.add_row(name, value)
     return table

@@ -1,7 +1,8 @@
 """`research batch QUESTIONS --out DIR`: many questions against one shared fleet, a report each.
 
 Exit status 0 when every question was answered completely, 3 when some answers are partial or some
-questions failed (see DIR), 2 for a usage error, 130 when interrupted (every finished report kept).
+questions failed (see DIR), 2 for a usage error (a DIR an earlier batch wrote into without --resume,
+or a file in it that is not this project's), 130 when interrupted (every finished report kept).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ def batch(
     llm: LlmOption = Llm.none,
     total_tokens: Annotated[int | None, typer.Option("--total-tokens", min=1, metavar="TOKENS", help="Claude mode: the whole batch's token budget.")] = None,
     approve: ApproveOption = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Carry on with the batch DIR holds: its reports kept (each checked to be this project's, for that question), the other questions asked. Without it, a DIR an earlier batch wrote into is refused.")] = False,
 ) -> None:  # fmt: skip
     """Research every question of a file; one report (as `ask --json`) and one trace each, in DIR.
 
@@ -89,7 +91,7 @@ def batch(
     asked = batch_run.Batch(
         questions, out, engine, address, concurrency, workers, deadline, seed, retry_budget, bulkhead,
         {each.source: each.settings for each in faults or []}, dict(url or []), claude=claude_or_deterministic(llm),
-        total_tokens=total_tokens, approvals=approvals_given(approve), registry=load_registry(),
+        total_tokens=total_tokens, approvals=approvals_given(approve), registry=load_registry(), resume=resume,
     )  # fmt: skip
     summary = _run(asked)
     complete = summary["answered"] == summary["questions"]
@@ -109,7 +111,9 @@ def _run(asked: Batch) -> dict[str, Any]:
     except (batch_questions.QuestionsError, batch_run.BatchError) as exc:
         raise usage_error(str(exc)) from None
     except KeyboardInterrupt:
-        console.print(f"interrupted: the finished reports are in {asked.out}; run the same command to go on")
+        console.print(
+            f"interrupted: the finished reports are in {asked.out}; run the same command with --resume to go on"
+        )
         raise typer.Exit(EXIT_INTERRUPTED) from None
     Console().print(batch_summary.summary_table(summary))
     typer.echo(f"reports: {asked.out / 'reports'}   summary: {asked.out / 'summary.json'}")

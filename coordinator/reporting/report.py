@@ -27,6 +27,7 @@ from subagents.decisions import Decision, Escalation, TaskState
 from subagents.model_use import ModelUse
 
 __all__ = [
+    "REPORT_FORMAT",
     "Finding",
     "Gap",
     "NextStep",
@@ -39,6 +40,11 @@ __all__ = [
     "TaskSummary",
     "TokenUse",
 ]
+
+# What every report says it is, so a reader (a batch resuming its folder) tells this project's reports
+# from any other JSON; a change of the report's meaning that old readers would misread takes a new one.
+ReportFormat = Literal["research-report/1"]
+REPORT_FORMAT: ReportFormat = "research-report/1"
 
 NextStep = Literal[
     "retry later", "fix the input", "escalate to a manager", "request access",
@@ -165,6 +171,9 @@ class TokenUse(_Model):
 
 
 class ResearchReport(_Model):
+    format: ReportFormat = Field(
+        default=REPORT_FORMAT, description="What this JSON is: a research coordinator's report, version 1."
+    )
     query: str
     trace_id: str = Field(pattern=r"^[0-9a-f]{32}$")
     status: Literal["complete", "partial"]
