@@ -105,6 +105,7 @@ STATUS = {
     'research plan "refund on ORD-10031 and tickets since last month"': 3,
     # two of the twelve are partial (shown: not researched)
     "research batch examples/questions.jsonl --out runs/tonight": 3,
+    "research batch examples/questions.jsonl --out runs/first": 3,  # the README's, into a folder of its own
     # shown: the courier is not held by any source
     'research plan --explain "Has Yvonne Young reached out to us about her espresso machine? And what\'s the courier for ORD-10768?"': 3,
 }
