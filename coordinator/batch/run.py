@@ -197,7 +197,10 @@ def run_batch(
                 anyio.run(_ask_all, make_engine(setup), pending, batch, folder, tally, progress)
     finally:
         wall_s = time.monotonic() - started
-        summary = summarize(folder, tally, questions=questions, wall_s=wall_s, engine=batch.engine)
+        try:
+            summary = summarize(folder, tally, questions=questions, wall_s=wall_s, engine=batch.engine)
+        except UntrustedFile as exc:  # checked before the run: a file changed under the running batch
+            raise BatchError(str(exc)) from None
         folder.write_summary(summary)
     return summary
 
