@@ -84,10 +84,11 @@ def found_in(text: str) -> list[Found]:
     found: list[Found] = []
     if "@" in text:
         found += [Found(*match.span(), "email") for match in EMAIL.finditer(text)]
-    if _LONG_NUMBER.search(text):
+    long_number = _LONG_NUMBER.search(text) is not None
+    if long_number:
         found += _cards(text)
     found += _addresses(text)
-    if _LONG_NUMBER.search(text):
+    if long_number:
         found += _phones(text)
     found += _names(text)
     return _without_overlaps(found)
