@@ -22,6 +22,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import phonenumbers
+
 __all__ = ["Found", "found_in", "know_names", "known_names", "redacted"]
 
 
@@ -130,9 +132,6 @@ def _cards(text: str) -> list[Found]:
 
 
 def _phones(text: str) -> list[Found]:
-    # Imported when a long number is first seen (20 to 70 ms): most processes never meet one.
-    import phonenumbers
-
     # POSSIBLE, not VALID: the numbers set aside for fiction and tests (07700 900123, 555-0132) are
     # people's numbers in a question all the same; the digit count keeps ids and dates out.
     matcher = phonenumbers.PhoneNumberMatcher(text, "GB", leniency=phonenumbers.Leniency.POSSIBLE)
