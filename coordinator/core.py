@@ -41,6 +41,7 @@ from coordinator.reporting.synthesize import synthesize
 from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
 from coordinator.runtime import build_runtime
 from sources.faults import FaultSettings
+from sources.people import customer_names
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker, Grant
 from subagents.classify import CONTRACT, Classifier
@@ -54,6 +55,7 @@ from subagents.subagent import Clock, MonotonicClock, Observer, Runtime, Subagen
 from subagents.tool_loop import ClaudeSubagents, claude_subagents
 from subagents.transport import Transport
 from subagents.writes import Approval, AskedWrite
+from traces.personal import know_names
 from traces.setup import ensure_tracing
 from traces.spans import (
     end_research,
@@ -154,6 +156,18 @@ class Config:
             )
             for name, entry in self.registry.sources().items()
         }
+
+
+_NAMES_TOLD: set[tuple[str, int]] = set()  # the worlds whose customers' names were told, once each
+
+
+async def _know_customer_names(settings: SourceSettings) -> None:
+    """Tell what redacts traces, recordings and logs the names of this world's customers, before the
+    first query's first span (traces imports none of the project's packages, so it is told)."""
+    world = (str(settings.data_dir), settings.seed)
+    if world not in _NAMES_TOLD:
+        know_names(await anyio.to_thread.run_sync(customer_names, settings.data_dir, settings.seed))
+        _NAMES_TOLD.add(world)
 
 
 class Coordinator:
@@ -267,6 +281,7 @@ class Coordinator:
         deadline_at = started_at + deadline_s
         if self.config.claude is not None and budget is None:
             budget = TokenBudget(self.config.claude.token_budget)
+        await _know_customer_names(self.config.settings)
         ensure_tracing("research-coordinator")
         tape = Tape(self.clock.now) if record else None  # where the run's attempts are recorded, if they are
         with research_span(query) as root:

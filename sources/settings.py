@@ -10,7 +10,7 @@
 | `RESEARCH_KB_WARMUP_MS` | how long the kb index warms up after start (transient errors meanwhile) | 1000 |
 | `RESEARCH_TICKETS_RATE`, `RESEARCH_TICKETS_BURST` | tickets' rate limit: calls per second, and the burst allowed | 5 per second, burst 10 |
 | `RESEARCH_TRACES_DIR`  | where the file exporter writes spans                     | `<data dir>/traces`           |
-| `RESEARCH_TRACE_PAYLOADS` | `full` records arguments and queries unredacted (local debugging only) | redacted |
+| `RESEARCH_TRACE_PAYLOADS` | `full` keeps queries, arguments and answers with personal data unredacted in traces, recordings and logs (local debugging only) | redacted |
 | `RESEARCH_RUN_ID`      | the run a process belongs to (set by the coordinator for its sources) | none      |
 | `RESEARCH_HTTP_SESSION_IDLE_S` | over HTTP: seconds after which a session with nothing in flight ends | 300 |
 | `RESEARCH_HTTP_MAX_SESSIONS` | over HTTP: most sessions held at once, for anonymous clients and, separately, for clients that opened theirs with a bearer token; more are refused (503) until some end | 1000 |

@@ -1,7 +1,10 @@
 """Nothing secret, nothing personal in what leaves for traces.
 
 ``redact`` replaces credentials (by key, or anything shaped like a JWT) wherever they are, and
-personal data (emails anywhere; the values of ``email``, ``name`` and ``identifier`` fields).
+personal data: what ``traces.personal`` finds in any text (emails, phone and card numbers, postal
+addresses, people's names), and the values of ``email`` and ``name`` fields whole. An ``identifier``
+field keeps an ordinary record id (``CUST-00042``: a trace that names no record is no use) and is
+blanked otherwise (an email, a name, or something malformed that might hold either).
 Recording full payloads, for local debugging only, is an explicit switch (``full_payloads``);
 even then, credentials stay out.
 A record that must still work when read back (a run's recording) takes stand-ins instead of these
@@ -15,16 +18,15 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from traces import personal
+
 __all__ = ["for_trace", "redact", "set_full_payloads"]
 
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
-# Deliberately not the customers tool's email format (``sources.identifiers.EMAIL``), and not only
-# because traces imports no other package: a redaction detector must catch any email-shaped text,
-# including addresses that format refuses (upper case, "jane@mail..example.com"). Narrowed to the
-# tool's format, it would leak the personal data in every query and argument the tool would reject.
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 _SECRET_KEYS = re.compile(r"credential|token|secret|password|authorization|api[_-]?key|signing", re.I)
 _PERSONAL_KEYS = frozenset({"email", "name", "identifier"})
+# Letters, a dash, digits: how every record of the world (and most systems') is numbered.
+_RECORD_ID = re.compile(r"[A-Z]{2,10}-\d{2,10}")
 
 _full_payloads = False
 
@@ -61,11 +63,16 @@ def _no_credential(text: str, key: str = "") -> str:
     return _JWT.sub(_CREDENTIAL, text) if "eyJ" in text else text
 
 
+def personal_value(text: str, key: str) -> bool:
+    """Whether ``key`` makes ``text`` personal whole (an email or name field; an identifier that is
+    not a record id)."""
+    return key in _PERSONAL_KEYS and not (key == "identifier" and _RECORD_ID.fullmatch(text.strip()))
+
+
 def _anonymous(text: str, key: str) -> str:
-    if key in _PERSONAL_KEYS:
+    if personal_value(text, key):
         return "[redacted]"
-    text = _no_credential(text)
-    return _EMAIL.sub("[redacted email]", text) if "@" in text else text
+    return personal.redacted(_no_credential(text))
 
 
 def redact(value: Any) -> Any:

@@ -2,8 +2,9 @@
 
 A run's recording, which a replay runs again, cannot take ``traces.redact``'s blanks: a name blanked
 in an argument no longer matches the answer that names it. ``pseudonymous`` replaces each personal
-value ``redact`` would find, wherever it appears (an argument, an answer, a sentence), by one
-stand-in of the same shape. Equal values (ignoring case and surrounding blanks) get letters alike,
+value ``redact`` would find (every kind ``traces.personal`` finds: emails, phone and card numbers,
+addresses, names; and the values of personal fields, identifiers included), wherever it appears (an
+argument, an answer, a sentence), by one stand-in of the same shape. Equal values (ignoring case and surrounding blanks) get letters alike,
 each keeps its case, digits and punctuation, so what the code compares, normalises or repairs in it
 behaves as it did; the stand-ins come from a key drawn for the record and thrown away, so nothing
 maps them back. Credentials are taken out, as everywhere.
@@ -20,8 +21,9 @@ import string
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from traces import personal
 from traces import redact as redaction  # its walk, its detectors, its switch: one notion of personal
-from traces.redact import _EMAIL, _PERSONAL_KEYS, _no_credential, _walk
+from traces.redact import _PERSONAL_KEYS, _no_credential, _walk
 
 __all__ = ["pseudonymous"]
 
@@ -81,10 +83,9 @@ def _collect(value: Any, key: str, into: set[str]) -> None:
     if isinstance(value, str):
         if (held := _json_in(value)) is not None:  # a text block's JSON: its personal fields count too
             _collect(held, key, into)
-        if key in _PERSONAL_KEYS and value.strip():
+        if key in _PERSONAL_KEYS and value.strip():  # an identifier too: a replay needs none as it was
             into.add(value.strip())
-        if "@" in value:
-            into.update(_EMAIL.findall(value))
+        into.update(value[found.start : found.end] for found in personal.found_in(value))
     elif isinstance(value, Mapping):
         for name, item in value.items():
             if name != "_meta":

@@ -119,7 +119,7 @@ TracePayloadsOption = Annotated[
     bool,
     typer.Option(
         "--trace-payloads",
-        help="Record queries and arguments unredacted in the trace (local debugging only).",
+        help="Keep queries, arguments and answers with personal data unredacted in traces, recordings and logs (local debugging only).",
     ),
 ]
 

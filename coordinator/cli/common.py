@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from subagents import writes
     from subagents.claude import ClaudeSettings
     from subagents.writes import Approval
-    from traces import private_files
+    from traces import logs, private_files
     from traces import setup as tracing
 else:
     anyio = deferred("anyio")  # the event loop, needed only once the arguments are checked
@@ -56,6 +56,7 @@ else:
     claude_mode = deferred("subagents.claude")
     writes = deferred("subagents.writes")
     tracing = deferred("traces.setup")
+    logs = deferred("traces.logs")
 
 # The exceptions of the click that typer parses with: its own copy since typer 0.2x, else click.
 try:
@@ -416,6 +417,13 @@ def start_tracing(
     (0700, what is in it too); another user's is refused in one line, before anything is written
     there or any source starts."""
     full_payloads = full_payloads or settings.full_payloads
+    if full_payloads:
+        typer.echo(
+            "note: trace payloads in full: queries, arguments and answers go into traces, recordings and "
+            "logs with personal data unredacted (credentials still removed)",
+            err=True,
+        )
+    logs.redact_last_resort()
     try:
         # NotYoursError is a ValueError: one line
         private_files.private_folder(settings.data_dir, contents=True)

@@ -51,6 +51,7 @@ from sources.processes.control import add_control_routes
 from sources.security.http_auth import MCP_PATH, authorized_http_app
 from sources.settings import SourceSettings
 from sources.wire import HttpWire, StdioWire
+from traces.logs import RedactingFormatter
 from traces.setup import configure_tracing, flush_spans
 
 __all__ = [
@@ -113,7 +114,8 @@ def log_plainly(name: str) -> None:
     at 80 columns in a log file) finds the root logger configured and leaves it alone.
     """
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s {name} %(name)s: %(message)s"))
+    # Redacted as spans are: a traceback may quote an argument, and these lines go to the fleet's log files.
+    handler.setFormatter(RedactingFormatter(f"%(asctime)s %(levelname)s {name} %(name)s: %(message)s"))
     handler.addFilter(_HangUpsInOneLine())
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
 
