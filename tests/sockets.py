@@ -132,18 +132,19 @@ def loopback_namespace() -> Iterator[list[str]]:
     if shutil.which("unshare") is None or shutil.which("nsenter") is None:
         pytest.skip("a network namespace needs unshare and nsenter (util-linux)")
     root = os.geteuid() == 0
-    holder = subprocess.Popen(
+    with subprocess.Popen(
         [_tool("unshare"), "--net", *([] if root else ["--map-root-user"]), "--", sys.executable, "-c", _HOLD],
         stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None
-        ready, _, _ = select.select([holder.stdout], [], [], _HOLD_S)
-        assert ready and holder.stdout.readline().strip() == "up", "the namespace's loopback did not come up"
-        yield [_tool("nsenter"), "-t", str(holder.pid), "--net", *([] if root else ["--user"]), "--"]
-    finally:
-        holder.kill()
-        holder.wait(timeout=10)
+    ) as holder:  # fmt: skip
+        try:
+            assert holder.stdout is not None
+            ready, _, _ = select.select([holder.stdout], [], [], _HOLD_S)
+            assert ready and holder.stdout.readline().strip() == "up", (
+                "the namespace's loopback did not come up"
+            )
+            yield [_tool("nsenter"), "-t", str(holder.pid), "--net", *([] if root else ["--user"]), "--"]
+        finally:
+            holder.kill()
 
 
 def _tool(name: str) -> str:
