@@ -37,17 +37,19 @@ $(TIME_SERVER):
 # the tests against a real Jaeger (tests/test_jaeger.py); a one-time build of about four minutes and a
 # 1.3 GB module cache. `go install ...@version` refuses this module (its go.mod has replace
 # directives), so a module of our own takes it as a tool. Where Go is absent or the build fails, those
-# tests are skipped and say so.
-JAEGER_VERSION := v1.76.0
-JAEGER := $(THIRD_PARTY)/jaeger/bin/jaeger
+# tests are skipped and say so. The Go module v1.75.0 is the release Jaeger v2.12.0 (its CHANGELOG:
+# "v1.75.0 / v2.12.0"); the path holds the version, so changing it builds the new one.
+JAEGER_VERSION := v1.75.0
+JAEGER_DIR := $(THIRD_PARTY)/jaeger/$(JAEGER_VERSION)
+JAEGER := $(JAEGER_DIR)/bin/jaeger
 jaeger: $(JAEGER)
 $(JAEGER):
 	@if command -v go >/dev/null; then \
-	  mkdir -p $(THIRD_PARTY)/jaeger/module && cd $(THIRD_PARTY)/jaeger/module \
+	  mkdir -p $(JAEGER_DIR)/module && cd $(JAEGER_DIR)/module \
 	  && { [ -f go.mod ] || go mod init research-coordinator/jaeger >build.log 2>&1; } \
 	  && go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@$(JAEGER_VERSION) >>build.log 2>&1 \
 	  && go build -o ../bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger >>build.log 2>&1 \
-	  || echo "Jaeger could not be built (see $(THIRD_PARTY)/jaeger/module/build.log): the Jaeger tests will be skipped"; \
+	  || echo "Jaeger could not be built (see $(JAEGER_DIR)/module/build.log): the Jaeger tests will be skipped"; \
 	else echo "go is not installed: the Jaeger tests will be skipped"; fi
 
 # Jaeger on 127.0.0.1 for a machine without Docker: OTLP/HTTP on 4318, the query API and its placeholder
