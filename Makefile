@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint typecheck demo bench clean third-party jaeger jaeger-run docs
+.PHONY: test lint typecheck demo bench clean third-party jaeger jaeger-ui jaeger-run docs
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,24 +37,44 @@ $(TIME_SERVER):
 # the tests against a real Jaeger (tests/test_jaeger.py); a one-time build of about four minutes and a
 # 1.3 GB module cache. `go install ...@version` refuses this module (its go.mod has replace
 # directives), so a module of our own takes it as a tool. Where Go is absent or the build fails, those
-# tests are skipped and say so.
-JAEGER_VERSION := v1.76.0
-JAEGER := $(THIRD_PARTY)/jaeger/bin/jaeger
+# tests are skipped and say so. The Go module v1.75.0 is the release Jaeger v2.12.0 (its CHANGELOG:
+# "v1.75.0 / v2.12.0"); the path holds the version, so changing it builds the new one.
+JAEGER_VERSION := v1.75.0
+JAEGER_DIR := $(THIRD_PARTY)/jaeger/$(JAEGER_VERSION)
+JAEGER := $(JAEGER_DIR)/bin/jaeger
 jaeger: $(JAEGER)
 $(JAEGER):
 	@if command -v go >/dev/null; then \
-	  mkdir -p $(THIRD_PARTY)/jaeger/module && cd $(THIRD_PARTY)/jaeger/module \
+	  mkdir -p $(JAEGER_DIR)/module && cd $(JAEGER_DIR)/module \
 	  && { [ -f go.mod ] || go mod init research-coordinator/jaeger >build.log 2>&1; } \
 	  && go get -tool github.com/jaegertracing/jaeger/cmd/jaeger@$(JAEGER_VERSION) >>build.log 2>&1 \
 	  && go build -o ../bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger >>build.log 2>&1 \
-	  || echo "Jaeger could not be built (see $(THIRD_PARTY)/jaeger/module/build.log): the Jaeger tests will be skipped"; \
+	  || echo "Jaeger could not be built (see $(JAEGER_DIR)/module/build.log): the Jaeger tests will be skipped"; \
 	else echo "go is not installed: the Jaeger tests will be skipped"; fi
 
-# Jaeger on 127.0.0.1 for a machine without Docker: OTLP/HTTP on 4318, the query API and its placeholder
-# page on 16686 (`research ask --otlp` prints the link). Ctrl-C stops it; traces live in its memory.
+# Jaeger's UI for that binary, which embeds only a placeholder page (the UI's assets are not in the Go
+# module): jaeger-ui at the tag of the same release (v1.75.0, released with Jaeger v2.12.0), built with
+# npm (its graph library, plexus, first) and served through the query extension's ui.assets_path
+# (traces/jaeger.yaml reads JAEGER_UI_ASSETS). The source is cloned from GitHub, or JAEGER_UI_SOURCE=DIR
+# names a checkout of that tag; it asks for Node 24 and builds with Node 20 too (--engine-strict=false).
+JAEGER_UI_VERSION := v1.75.0
+JAEGER_UI_SOURCE ?= $(JAEGER_DIR)/ui-source
+JAEGER_UI := $(JAEGER_DIR)/ui
+jaeger-ui: $(JAEGER_UI)/index.html
+$(JAEGER_UI)/index.html:
+	@test -d $(JAEGER_UI_SOURCE) || git clone --quiet --depth 1 --branch $(JAEGER_UI_VERSION) \
+	  https://github.com/jaegertracing/jaeger-ui $(JAEGER_UI_SOURCE)
+	cd $(JAEGER_UI_SOURCE) && npm ci --ignore-scripts --no-audit --no-fund --engine-strict=false \
+	  && npm run --workspace @jaegertracing/plexus build \
+	  && cd packages/jaeger-ui && NODE_ENV=production REACT_APP_VSN_STATE='{}' npx vite build
+	rm -rf $(JAEGER_UI) && cp -r $(JAEGER_UI_SOURCE)/packages/jaeger-ui/build $(JAEGER_UI)
+
+# Jaeger on 127.0.0.1 for a machine without Docker: OTLP/HTTP on 4318, the query API and the UI (once
+# `make jaeger-ui` built it; else Jaeger's placeholder page) on 16686 (`research ask --otlp` prints the
+# link). Ctrl-C stops it; traces live in its memory.
 jaeger-run: $(JAEGER)
 	@test -x $(JAEGER) || { echo "no Jaeger binary at $(JAEGER): it needs Go to build (make jaeger)"; exit 1; }
-	$(JAEGER) --config=file:traces/jaeger.yaml
+	$(if $(wildcard $(JAEGER_UI)/index.html),JAEGER_UI_ASSETS=$(abspath $(JAEGER_UI))) $(JAEGER) --config=file:traces/jaeger.yaml
 
 # Ray, the optional extra behind `research batch --engine ray` (tests/test_batch_ray.py); where pip
 # cannot install it, those tests are skipped and say so.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -26,7 +27,9 @@ from tests.conftest import PROJECT_ROOT, free_ports
 
 __all__ = ["BINARY", "Jaeger", "running_jaeger"]
 
-BINARY = PROJECT_ROOT / ".third-party" / "jaeger" / "bin" / "jaeger"
+# The version `make jaeger` builds is named once, in the Makefile; its binary's path holds it.
+VERSION = re.search(r"^JAEGER_VERSION := (\S+)$", (PROJECT_ROOT / "Makefile").read_text(), re.MULTILINE)
+BINARY = PROJECT_ROOT / ".third-party" / "jaeger" / (VERSION[1] if VERSION else "unknown") / "bin" / "jaeger"
 CONFIG = PROJECT_ROOT / "traces" / "jaeger.yaml"
 START_BOUND_S = 60.0  # a cold start on a busy two-core machine
 QUERY_BOUND_S = 30.0  # for spans sent to reach the query API (Jaeger batches what it receives)

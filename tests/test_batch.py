@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +53,14 @@ def write_questions(folder: Path, queries: list[str]) -> Path:
 
 
 def batch_command(
-    settings: SourceSettings, *args: str, environment: dict[str, str] | None = None
+    settings: SourceSettings,
+    *args: str,
+    environment: dict[str, str] | None = None,
+    prefix: Sequence[str] = (),
 ) -> subprocess.Popen[str]:
+    """`research batch ARGS`, started as a user starts it (``prefix``: a command that runs it, as ``nsenter``)."""
     return subprocess.Popen(
-        [sys.executable, "-c", "from coordinator.cli import app; app()", "batch", *args],
+        [*prefix, sys.executable, "-c", "from coordinator.cli import app; app()", "batch", *args],
         env={**os.environ, **settings.child_environment(), "COLUMNS": "200", **(environment or {})},
         cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -1,9 +1,10 @@
-"""`research batch --engine ray` on a local Ray, started once for this module: the workers share one
-guard actor (breakers and retry budget), write a report and a trace per question, and keep the
-fleet-wide retry budget under a source that fails half its calls. Then on a real two-node cluster
-(`ray start --head`, a second `ray start --address`, as "On a cluster" in docs/guides/batch.md
-shows), whose second node dies mid-batch. Skipped only where Ray is not installed (`pip install '.[ray]'`;
-`make test` installs it)."""
+"""`research batch --engine ray` on a local Ray, the batch's own, as a user runs it: every socket of
+every process of it on loopback (the batch runs in a network namespace of loopback alone,
+``coordinator.batch.loopback``); the workers share one guard actor (breakers and retry budget), write a
+report and a trace per question, and keep the fleet-wide retry budget under a source that fails half
+its calls. Then on a real two-node cluster (`ray start --head`, a second `ray start --address`, as "On a
+cluster" in docs/guides/batch.md shows), in a namespace of loopback alone too, whose second node dies
+mid-batch. Skipped only where Ray is not installed (`pip install '.[ray]'`; `make test` installs it)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from subagents.guard import (  # noqa: E402
     DEFAULT_RETRY_WINDOW_S,
 )
 from tests.conftest import free_ports  # noqa: E402
+from tests.sockets import batch_processes, loopback_namespace, off_loopback, sockets_of  # noqa: E402
 from tests.test_batch import (  # noqa: E402
     QUESTIONS,
     SLOW,
@@ -49,40 +51,48 @@ from tests.test_batch import (  # noqa: E402
 pytestmark = pytest.mark.subprocess
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    """A local Ray in this process, that `--address auto` joins (the cluster test has its own)."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def on_ray(settings: SourceSettings, questions: Path, out: Path, *args: str) -> dict[str, Any]:
-    """`research batch --engine ray` as a user runs it, joining this module's Ray (``--address auto``)."""
+    """`research batch --engine ray` as a user runs it, on a local Ray of its own."""
     try:
         done = run_batch_command(
-            settings,
-            str(questions),
-            "--out",
-            str(out),
-            "--engine",
-            "ray",
-            "--workers",
-            "2",
-            "--address",
-            "auto",
-            *args,
+            settings, str(questions), "--out", str(out), "--engine", "ray", "--workers", "2", *args
         )
     finally:
         Fleet(settings).down()
     assert done.returncode in (0, 3), done.stderr
     assert "retries / first attempts" in done.stdout and "Traceback" not in done.stderr
     assert "core_worker.cc" not in done.stderr and "Token authentication" not in done.stderr, done.stderr
+    assert "listens on every interface" not in done.stderr, done.stderr  # it ran on loopback alone
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
     return summary
 
 
-@pytest.mark.usefixtures("local_ray")
+def test_a_local_ray_batch_listens_and_connects_on_loopback_only(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    """Every socket of every process of a local Ray batch, listed while it runs: the command (Ray's
+    driver), its fleet, the GCS, the raylet and its agents, the workers. None listens on or connects to
+    an address other than loopback's (a socket on every interface counts only in a namespace whose one
+    interface is loopback)."""
+    questions = write_questions(tmp_path, [QUESTIONS[number % 3] for number in range(40)])
+    out = tmp_path / "out"
+    process = batch_command(settings, str(questions), "--out", str(out), "--engine", "ray", *SLOW)
+    try:
+        wait_for_reports(process, out, 2)  # the fleet and the workers are up and answering
+        processes = batch_processes(process.pid)
+        sockets = sockets_of(processes)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
+        Fleet(settings).down()
+    commands = " ".join(each.command for each in sockets)
+    for part in ("gcs_server", "raylet", "BatchWorker", "coordinator.cli"):  # the listing saw them all
+        assert part in commands, commands
+    assert any(each.status == "LISTEN" for each in sockets)
+    assert off_loopback(sockets) == [], "\n".join(map(str, off_loopback(sockets)))
+
+
 def test_ray_workers_share_one_retry_budget_under_a_source_failing_half_its_calls(
     settings: SourceSettings, tmp_path: Path
 ) -> None:
@@ -120,15 +130,12 @@ def test_ray_workers_share_one_retry_budget_under_a_source_failing_half_its_call
     assert any(reason.startswith("the retry budget for orders is spent") for reason in reasons)
 
 
-@pytest.mark.usefixtures("local_ray")
 def test_a_killed_worker_loses_no_question_and_ctrl_c_leaves_no_worker(
     settings: SourceSettings, tmp_path: Path
 ) -> None:
     questions = write_questions(tmp_path, [QUESTIONS[number % 3] for number in range(40)])
     out = tmp_path / "out"
-    process = batch_command(
-        settings, str(questions), "--out", str(out), "--engine", "ray", "--address", "auto", *SLOW
-    )
+    process = batch_command(settings, str(questions), "--out", str(out), "--engine", "ray", *SLOW)
     try:
         wait_for_reports(process, out, 2)
         (worker, *_) = _batch_workers()
@@ -208,14 +215,15 @@ class Node:
 
 
 def start_node(
-    args: list[str], log: Path, environment: dict[str, str], until: float, agent_port: int
+    args: list[str], log: Path, environment: dict[str, str], until: float, agent_port: int, prefix: list[str]
 ) -> Node:
-    """`ray start ARGS --block` in a session of its own; returned once Ray says the node is up (it
-    is then registered with the head). Each node's agent gets a port of its own: two nodes share a host."""
+    """`ray start ARGS --block` in a session of its own, run by ``prefix`` (into the cluster's network
+    namespace); returned once Ray says the node is up (it is then registered with the head). Each
+    node's agent gets a port of its own: two nodes share a host."""
     owned = ("--block", "--disable-usage-stats", f"--dashboard-agent-listen-port={agent_port}")
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [*RAY, "start", *args, *owned], stdout=output, stderr=subprocess.STDOUT, env=environment,
+            [*prefix, *RAY, "start", *args, *owned], stdout=output, stderr=subprocess.STDOUT, env=environment,
             start_new_session=True,
         )  # fmt: skip
     node = Node(process, log)
@@ -232,16 +240,19 @@ class Cluster:
     address: str  # the head's, as `--address` takes it
     nodes: list[Node]  # the head, then the second node
     token: dict[str, str]  # the environment that joins it: token authentication of its own
+    prefix: list[str]  # runs a command in the cluster's network namespace, of loopback alone
 
 
 @contextlib.contextmanager
 def two_node_cluster(until: float) -> Iterator[Cluster]:
-    """A head and a second node on this machine, one CPU each (so one worker each). Every process
-    of both nodes is ended on the way out."""
+    """A head and a second node on this machine, one CPU each (so one worker each), in a network
+    namespace of loopback alone: Ray keeps no port on loopback itself (``coordinator.batch.loopback``).
+    Every process of both nodes is ended on the way out."""
     temp = Path(tempfile.mkdtemp(prefix="rc-ray-"))  # short: Ray's socket paths are under it
     token = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     environment = {**os.environ, **token}
-    cluster = Cluster("", [], token)
+    namespace = contextlib.ExitStack()
+    cluster = Cluster("", [], token, namespace.enter_context(loopback_namespace()))
     try:
         for attempt in range(3):
             # Chosen together, so none is handed out twice. A port free now may still be taken before
@@ -255,18 +266,23 @@ def two_node_cluster(until: float) -> Iterator[Cluster]:
                 f"--temp-dir={temp}",
             ]
             try:
-                cluster.nodes.append(start_node(head, temp / "head.log", environment, until, head_agent))
+                cluster.nodes.append(
+                    start_node(head, temp / "head.log", environment, until, head_agent, cluster.prefix)
+                )
                 break
             except AssertionError as failed:
                 if attempt == 2 or "Failed to start the grpc server" not in str(failed):
                     raise
         cluster.address = f"127.0.0.1:{port}"
         second = [f"--address={cluster.address}", "--num-cpus=1"]
-        cluster.nodes.append(start_node(second, temp / "second.log", environment, until, second_agent))
+        cluster.nodes.append(
+            start_node(second, temp / "second.log", environment, until, second_agent, cluster.prefix)
+        )
         yield cluster
     finally:
         for node in reversed(cluster.nodes):
             node.kill()
+        namespace.close()
         shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -303,13 +319,17 @@ def test_a_two_node_cluster_answers_every_question_once_when_its_second_node_die
             str(questions), "--out", str(out), "--engine", "ray", "--workers", "2",
             "--address", cluster.address, "--concurrency", "4", "--faults", "customers:latency=150ms,seed=1",
         )  # fmt: skip
-        process = batch_command(settings, *command, environment=cluster.token)
+        process = batch_command(settings, *command, environment=cluster.token, prefix=cluster.prefix)
         try:
             while not second.workers():  # the second node's worker, started for the batch
                 assert process.poll() is None, process.communicate()[1]
                 assert time.monotonic() < until, "no worker started on the second node"
                 time.sleep(0.1)
             (worker,) = second.workers()
+            # Every socket of both nodes and of the batch (its fleet too), listed as the batch runs.
+            processes = {each.pid: each for each in batch_processes(process.pid)}
+            processes.update((each.pid, each) for node in cluster.nodes for each in node.processes())
+            sockets = sockets_of(processes.values())
             while not researched_on(out, worker):  # a question answered there, its report written
                 assert process.poll() is None, process.communicate()[1]
                 assert time.monotonic() < until, "the second node answered no question in time"
@@ -323,6 +343,9 @@ def test_a_two_node_cluster_answers_every_question_once_when_its_second_node_die
             Fleet(settings).down()
     assert process.returncode in (0, 3), stderr
     assert "Traceback" not in stderr and "questions by node" in stdout, stdout + stderr
+    raylets = [each for each in sockets if "raylet" in each.command and each.status == "LISTEN"]
+    assert len({each.pid for each in raylets}) == 2, "\n".join(map(str, sockets))  # both nodes listed
+    assert off_loopback(sockets) == [], "\n".join(map(str, off_loopback(sockets)))
     assert at_death < len(queries)  # the batch went on without the second node
     summary = json.loads((out / "summary.json").read_text())
     run = summary["this_run"]

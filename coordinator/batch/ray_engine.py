@@ -183,7 +183,7 @@ class RayEngine:
             level = logging.WARNING if os.environ.get("RESEARCH_RAY_LOGS") else logging.ERROR
             if self.address:
                 ray.init(address=self.address, log_to_driver=False, logging_level=level)
-            else:
+            else:  # on loopback alone when the command runs in its namespace (coordinator.batch.loopback)
                 ray.init(
                     num_cpus=self.workers, include_dashboard=False, log_to_driver=False, logging_level=level
                 )

@@ -8,6 +8,7 @@ or a file in it that is not this project's), 130 when interrupted (every finishe
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
     from rich import progress as rich_progress
 
-    from coordinator.batch import local, ray_engine
+    from coordinator.batch import local, loopback, ray_engine
     from coordinator.batch import questions as batch_questions
     from coordinator.batch import run as batch_run
     from coordinator.batch import summary as batch_summary
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 else:
     rich_progress = deferred("rich.progress")  # only a batch shows it: its import is not cheap
     local = deferred("coordinator.batch.local")
+    loopback = deferred("coordinator.batch.loopback")
     ray_engine = deferred("coordinator.batch.ray_engine")  # imports Ray, which is optional: see `_engine`
     batch_questions = deferred("coordinator.batch.questions")
     batch_run = deferred("coordinator.batch.run")
@@ -93,9 +95,26 @@ def batch(
         {each.source: each.settings for each in faults or []}, dict(url or []), claude=claude_or_deterministic(llm),
         total_tokens=total_tokens, approvals=approvals_given(approve), registry=load_registry(), resume=resume,
     )  # fmt: skip
+    if engine == "ray" and address is None:
+        _on_loopback(asked)
     summary = _run(asked)
     complete = summary["answered"] == summary["questions"]
     raise typer.Exit(EXIT_COMPLETE if complete else EXIT_PARTIAL)
+
+
+def _on_loopback(asked: Batch) -> None:
+    """A local Ray kept on loopback: this command runs again in a network namespace of loopback alone
+    (``coordinator.batch.loopback`` says why Ray cannot be kept there itself); else one line says why not."""
+    if loopback.inside():
+        loopback.up()
+        return
+    reason = loopback.obstacle(asked, source_settings.SourceSettings.from_environment(), sys.argv)
+    if reason is None:
+        loopback.enter(sys.argv)
+    Console(stderr=True).print(
+        f"note: local Ray listens on every interface of this machine: no namespace of loopback alone, as {reason}",
+        highlight=False,
+    )
 
 
 def _run(asked: Batch) -> dict[str, Any]:
