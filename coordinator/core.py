@@ -197,6 +197,8 @@ class Coordinator:
         self._held = AsyncExitStack()
 
     async def __aenter__(self) -> Coordinator:
+        # Before any session opens: a registered server's log and the first span are redacted with them.
+        await _know_customer_names(self.config.settings)
         if self._transport is None:
             targets = dict(self._targets) if self._targets is not None else self.config.targets()
             self._transport = await self._held.enter_async_context(
@@ -281,7 +283,7 @@ class Coordinator:
         deadline_at = started_at + deadline_s
         if self.config.claude is not None and budget is None:
             budget = TokenBudget(self.config.claude.token_budget)
-        await _know_customer_names(self.config.settings)
+        await _know_customer_names(self.config.settings)  # known already, if entered as a context
         ensure_tracing("research-coordinator")
         tape = Tape(self.clock.now) if record else None  # where the run's attempts are recorded, if they are
         with research_span(query) as root:

@@ -55,6 +55,7 @@ from coordinator.registry_trust import fingerprint
 from sources.catalogue import SOURCES, input_schemas
 from sources.contract import ErrorCategory
 from sources.deferred import deferred
+from traces.logs import redacting_pipe
 from traces.private_files import open_private_file, private_folder, publish_file
 
 # Deferred: the registry is read by every command, most of which start no session and write no file.
@@ -316,7 +317,7 @@ def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
 @asynccontextmanager
 async def _logged(open_stdio: Any, parameters: Any, log: Path) -> AsyncIterator[Any]:
     private_folder(log.parent)  # in the data folder, 0700; the log 0600: it may quote what was asked
-    with open_private_file(log, "a") as errlog:
+    with open_private_file(log, "a") as kept, redacting_pipe(kept) as errlog:
         async with open_stdio(parameters, errlog=errlog) as streams:
             yield streams
 

@@ -15,6 +15,7 @@ import logging
 import os
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -204,3 +205,45 @@ def test_no_personal_data_in_the_data_folder_or_in_jaeger(
             for form in raw_forms(value):
                 assert form not in text, f"{form!r} is in {where}"
     assert "CUST-00042" in stored and "[redacted phone]" in stored  # ids kept, the trace still useful
+
+
+CHATTY_SERVER = '''
+import sys
+from mcp.server import MCPServer
+from mcp.types import ToolAnnotations
+
+server = MCPServer("chatty")
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def lookup(key: str) -> str:
+    """Look a key up, and log what was asked and answered, as many servers do."""
+    print(f"lookup {key}: answered {sys.argv[1]}", file=sys.stderr, flush=True)
+    return "found"
+
+
+server.run()
+'''
+
+
+@pytest.mark.subprocess
+def test_a_registered_servers_own_log_is_kept_redacted(settings: SourceSettings, tmp_path: Path) -> None:
+    """What a registered server prints on stderr is kept in the data folder's ``logs/NAME.log``: redacted,
+    whatever the server chose to log (the question's text, the records it answered)."""
+    settings = private_settings(settings, tmp_path / "data")
+    world_name = customer_names(settings.data_dir, settings.seed)[3]
+    answer, planted = personal_text(11, world_name)
+    server = tmp_path / "chatty_server.py"
+    server.write_text(CHATTY_SERVER, encoding="utf-8")
+    registry = tmp_path / "research.toml"
+    command = shlex.join([sys.executable, str(server), answer])
+    added = research_cli(settings, registry, "sources", "add", "chatty", "--command", command)
+    assert added.returncode == 0, added.stderr
+    key = f"{PHONES[2]} for {world_name}"
+    called = research_cli(settings, registry, "sources", "call", "chatty", "lookup", json.dumps({"key": key}))
+    assert called.returncode == 0, called.stderr
+    log = (settings.data_dir / "logs" / "chatty.log").read_text(encoding="utf-8")
+    assert log.startswith("lookup ") and "[redacted phone]" in log  # the line kept, its data not
+    for value in [*planted, PHONES[2]]:
+        for form in raw_forms(value):
+            assert form not in log, f"{form!r} is in the server's log"
