@@ -52,6 +52,7 @@ from pydantic import (
 )
 
 from coordinator.registry_trust import fingerprint
+from sources import bounds
 from sources.catalogue import SOURCES, input_schemas
 from sources.contract import ErrorCategory
 from sources.deferred import deferred
@@ -117,6 +118,7 @@ BUILT_IN_KINDS = frozenset(
     }
 )
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+_MAX_FILE_BYTES = 1024 * 1024  # thousands of entries: a file larger than that is not a registry
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
@@ -348,9 +350,14 @@ class Registry:
         registry = cls(path)
         if path is None or not path.exists():
             return registry
-        try:
-            content = path.read_bytes()  # read once: these bytes are parsed, and these are checked
+        try:  # read once: these bytes are parsed, and these are checked
+            content = bounds.read_file_at_most(path, _MAX_FILE_BYTES)
             document = tomllib.loads(content.decode("utf-8"))
+        except bounds.TooLarge:
+            raise RegistryError(
+                f"{path}: larger than {_MAX_FILE_BYTES // 1024} KB; a registry lists sources, "
+                'each a [[source]] table such as name = "docs" and command = "..."'
+            ) from None
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise RegistryError(f"{path}: not a readable TOML file: {exc}") from None
         registry.digest = fingerprint(content)
