@@ -38,13 +38,11 @@ from typing import Any
 
 import httpx2
 
+# Not put on sys.path: a case's process must import the code measured (its PYTHONPATH), not this tree.
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from sources.processes.serve import READY_PREFIX  # noqa: E402  (how a service says where it listens)
-
 SERVER = ROOT / "tests" / "oversized_server.py"
 CHUNK = b"Please refund it. " * 58_000  # about 1 MB a write: the sender never holds the whole input
+READY_PREFIX = "research-source ready "  # how a service says where it listens (sources.processes.serve)
 CASES = ("stdin", "post", "answer-stdio", "answer-sse", "answer-json", "records-stdio")
 
 
@@ -137,23 +135,24 @@ def _environment(code: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(code), "COLUMNS": "200"}
 
 
-def _fill(pipe: Any, megabytes: int) -> None:
-    with contextlib.suppress(BrokenPipeError, OSError):  # refused and closed: what a bound does
-        for _ in range(megabytes):
-            pipe.write(CHUNK)
-        pipe.close()
+def _fill(pipe: int, megabytes: int) -> None:
+    with contextlib.suppress(BrokenPipeError, OSError), open(pipe, "wb") as writing:
+        for _ in range(megabytes):  # refused and closed on the way: what a bound does
+            writing.write(CHUNK)
 
 
 def measure_child(code: Path, case: str, args: argparse.Namespace, data_dir: Path) -> tuple[float, str]:
     """Run one case in a process of ``code``; its peak and outcome."""
     environment = {**_environment(code), "RESEARCH_DATA_DIR": str(data_dir)}
+    # A pipe of our own for standard input: filled as the case reads it (communicate would close it).
+    reading, writing = os.pipe() if case == "stdin" else (subprocess.DEVNULL, -1)
     child = subprocess.Popen(  # noqa: S603  (this script, a case of its own)
         [sys.executable, str(Path(__file__).resolve()), "--case", case, "--answer-mb", str(args.answer_mb)],
-        stdin=subprocess.PIPE if case == "stdin" else subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, env=environment, cwd=code,
+        stdin=reading, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd=code,
     )  # fmt: skip
     if case == "stdin":
-        threading.Thread(target=_fill, args=(child.stdin, args.megabytes), daemon=True).start()
+        os.close(reading)  # the case holds it now: once it leaves, the filler's writes fail and end
+        threading.Thread(target=_fill, args=(writing, args.megabytes), daemon=True).start()
     stdout, stderr = child.communicate(timeout=600)
     found = [line for line in stdout.decode().splitlines() if line.startswith("CASE ")]
     if not found:
@@ -218,6 +217,7 @@ def main() -> None:
     parser.add_argument("--before", metavar="REV", help="also measure the code of this git revision")
     parser.add_argument("--megabytes", type=int, default=200, help="MB sent on stdin and in the POST")
     parser.add_argument("--answer-mb", type=float, default=50.0, help="MB of the server's answer")
+    parser.add_argument("--only", choices=CASES, action="append", help="this case only (repeatable)")
     args = parser.parse_args()
     if args.case:
         run_case(args.case, args.answer_mb)
@@ -227,7 +227,7 @@ def main() -> None:
         if args.before:
             codes = {f"before ({args.before})": extracted(args.before, Path(scratch) / "before"), **codes}
         print(f"{'case':14} {'code':18} {'peak MB':>8}  outcome")
-        for case in CASES:
+        for case in args.only or CASES:
             for label, code in codes.items():
                 data_dir = Path(tempfile.mkdtemp(dir=scratch))
                 peak, outcome = (
