@@ -42,7 +42,6 @@ import httpx2
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "tests" / "oversized_server.py"
 CHUNK = b"Please refund it. " * 58_000  # about 1 MB a write: the sender never holds the whole input
-READY_PREFIX = "research-source ready "  # how a service says where it listens (sources.processes.serve)
 CASES = ("stdin", "post", "answer-stdio", "answer-sse", "answer-json", "records-stdio")
 
 
@@ -165,6 +164,8 @@ def measure_child(code: Path, case: str, args: argparse.Namespace, data_dir: Pat
 
 def measure_post(code: Path, args: argparse.Namespace, data_dir: Path) -> tuple[float, str]:
     """The coordinator service, then a streamed 200 MB POST /ask; the service's peak."""
+    from benchmarks import served_url  # this tree's helper, in the parent only (see ROOT)
+
     secret = secrets.token_hex(16)
     environment = {**_environment(code), "RESEARCH_DATA_DIR": str(data_dir), "RESEARCH_FLEET_SECRET": secret}
     service = subprocess.Popen(
@@ -172,13 +173,7 @@ def measure_post(code: Path, args: argparse.Namespace, data_dir: Path) -> tuple[
         stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=environment, cwd=code,
     )  # fmt: skip
     try:
-        assert service.stderr is not None
-        url = next(
-            json.loads(line.removeprefix(READY_PREFIX))["url"]
-            for line in service.stderr
-            if line.startswith(READY_PREFIX)
-        )
-        threading.Thread(target=service.stderr.read, daemon=True).start()
+        url = served_url(service)
         time.sleep(0.5)  # the lifespan's start (a benchmark may wait; no test does)
         started = _peak_mb(service.pid)
 
@@ -222,6 +217,7 @@ def main() -> None:
     if args.case:
         run_case(args.case, args.answer_mb)
         return
+    sys.path.insert(0, str(ROOT))  # the parent's own helpers; each case's process imports the code measured
     with tempfile.TemporaryDirectory() as scratch:
         codes = {"after": ROOT}
         if args.before:
