@@ -61,7 +61,6 @@ from traces.private_files import open_private_file, private_folder
 # Deferred: the registry is read by every command, most of which start no session and write no file.
 if TYPE_CHECKING:
     import mcp
-    import mcp.client.stdio
     import tomli_w
 
     from coordinator import query_chaos
@@ -72,7 +71,7 @@ if TYPE_CHECKING:
     from subagents import broker, classify
     from subagents.broker import Grant
     from subagents.classify import Classifier
-    from subagents.sessions import client_faults, connection
+    from subagents.sessions import bounded, client_faults, connection
     from subagents.sessions.connection import Target
 else:
     tomli_w = deferred("tomli_w")  # only `sources add` and `remove` write
@@ -82,6 +81,7 @@ else:
     broker = deferred("subagents.broker")
     classify = deferred("subagents.classify")
     client_faults = deferred("subagents.sessions.client_faults")
+    bounded = deferred("subagents.sessions.bounded")  # a spawned server's answers, each bounded
     connection = deferred("subagents.sessions.connection")
 
 __all__ = [
@@ -312,7 +312,7 @@ def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
     parameters = mcp.StdioServerParameters(command=program, args=arguments, env=environment, cwd=entry.cwd)
     if log_dir is None:
         return parameters
-    return _logged(mcp.client.stdio.stdio_client, parameters, log_dir / f"{entry.name}.log")
+    return _logged(bounded.bounded_stdio, parameters, log_dir / f"{entry.name}.log")
 
 
 @asynccontextmanager

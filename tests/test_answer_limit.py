@@ -12,12 +12,14 @@ import random
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp
 import pytest
 
+from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
 from subagents.guard import LocalGuard, SourceState
 from subagents.policy import RecoveryPolicy
@@ -26,6 +28,7 @@ from subagents.subagent import Runtime, SubagentReport, Task, run_subagent
 from subagents.writes import EffectsTable, ToolEffects
 from tests.conftest import PROJECT_ROOT, TEST_KEY
 from tests.fakes import FakeClock
+from tests.test_bring_your_own import research_cli
 
 pytestmark = pytest.mark.subprocess
 
@@ -91,3 +94,19 @@ def test_an_answer_over_the_limit_is_a_gap_and_the_session_answers_the_next_call
     assert refused.escalation.attempted_query.arguments == arguments
     assert answered.state == "ok" and "still here" in str(answered.results), answered
     assert sessions == 1  # the same session: the refused answer did not cost it
+
+
+def test_sources_call_to_a_registered_server_answering_50_mb_says_so_in_one_gap(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    """The issue's case as a user meets it: `research sources call` to a registered server whose answer
+    is 50 MB ends at once with the gap, not at the deadline with "TimeoutError"."""
+    registry = tmp_path / "research.toml"
+    command = f"{sys.executable} {SERVER}"
+    added = research_cli(settings, registry, "sources", "add", "hostile", "--command", command)
+    assert added.returncode == 0, added.stdout + added.stderr
+    called = research_cli(settings, registry, "sources", "call", "hostile", "dump", '{"megabytes": 50}')
+    assert called.returncode == 1, called.stdout + called.stderr  # escalated
+    assert GAP in called.stdout + called.stderr and "Traceback" not in called.stderr, (
+        called.stdout + called.stderr
+    )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import httpx2
@@ -51,15 +51,18 @@ def opened_transport(
 
 
 @asynccontextmanager
-async def bounded_stdio(server: StdioServerParameters, limit: int) -> AsyncIterator[TransportStreams]:
-    """``stdio_client`` with each line bounded. Its spawn and stop are the SDK's own private
-    functions (mcp 2.3.0 is pinned): a copy would drift from its process-group and kill policy."""
+async def bounded_stdio(
+    server: StdioServerParameters, limit: int = MAX_ANSWER_BYTES, errlog: TextIO = sys.stderr
+) -> AsyncIterator[TransportStreams]:
+    """``stdio_client`` with each line bounded (and, as it, the server's stderr to ``errlog``). Its
+    spawn and stop are the SDK's own private functions (mcp 2.3.0 is pinned): a copy would drift
+    from its process-group and kill policy."""
     command = await stdio._get_executable_command(server.command)
     process = await stdio._create_platform_compatible_process(
         command=command,
         args=server.args,
         env=stdio.get_default_environment() | (server.env or {}),
-        errlog=sys.stderr,
+        errlog=errlog,
         cwd=server.cwd,
     )
     try:  # no await between the spawn and here: a cancellation in a gap would leak the process
