@@ -42,6 +42,8 @@ _KEPT = 512  # bytes kept of each end of a discarded line: where its id is
 # SDK, pydantic), or last of all (a server that writes "result" first).
 _ID_FIRST = re.compile(rb'^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 _ID_LAST = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$')
+_METHOD = re.compile(rb'"method"\s*:')
+_ANSWER = re.compile(rb'"(?:result|error)"\s*:')
 
 
 @dataclass
@@ -53,10 +55,13 @@ class Oversized:
     tail: bytes
 
     def request_id(self, pending: set[Any]) -> Any:
-        """The pending request it answers; with no id found, the one request pending, else None."""
+        """The pending request it answers; None for a message of the server's own (a notification or
+        request: a method, no result); with no id found, the one request pending, else None."""
         for found in (_ID_FIRST.search(self.head), _ID_LAST.search(self.tail)):
             if found is not None and (value := json.loads(found.group(1))) in pending:
                 return value
+        if _METHOD.search(self.head) and not _ANSWER.search(self.head):
+            return None
         return next(iter(pending)) if len(pending) == 1 else None
 
 
@@ -115,8 +120,7 @@ async def framed(
         async with outgoing_reader:
             try:
                 async for session_message in outgoing_reader:
-                    if isinstance(session_message.message, mcp_types.JSONRPCRequest):
-                        pending.add(session_message.message.id)
+                    _note_sent(session_message.message, pending)
                     text = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await outgoing_bytes.send(text.encode() + b"\n")
             except GONE:  # the source is gone: end the session's input too, so no request waits
@@ -131,6 +135,14 @@ async def framed(
             group.cancel_scope.cancel()
             for stream in (incoming, outgoing):
                 await stream.aclose()
+
+
+def _note_sent(message: mcp_types.JSONRPCMessage, pending: set[Any]) -> None:
+    """A request is pending until answered, or cancelled (a call that timed out): never kept for ever."""
+    if isinstance(message, mcp_types.JSONRPCRequest):
+        pending.add(message.id)
+    elif isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
+        pending.discard((message.params or {}).get("requestId"))
 
 
 def _message(line: bytes | Oversized, pending: set[Any], limit: int) -> SessionMessage | Exception | None:
