@@ -377,7 +377,8 @@ def _from_mcp_error(exc: MCPError, source: str, rules: Iterable[TextRule]) -> Ou
             f"The source's answer was refused: {over}, the limit of one tool result; it was dropped "
             "unread and the session kept. Ask for less: a narrower query or a smaller limit."
         )
-        return _error(ErrorCategory.VALIDATION, description, "answer_too_large")
+        # The source did answer (a write's outcome is known: it ran); its answer was not kept.
+        return replace(_error(ErrorCategory.VALIDATION, description, "answer_too_large"), answered=True)
     if code in _CLIENT_SIDE_CODES:  # our own client's, about the transport: no source's rule may reword those
         error_type, description = _CLIENT_SIDE_CODES[code]
         return _error(
