@@ -14,12 +14,10 @@ Target: under 200 MB with the project's bounds after 10,000 abandoned sessions.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -30,7 +28,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sources.processes.serve import READY_PREFIX  # noqa: E402
+from benchmarks import served_url  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 
 INITIALIZE = {
@@ -46,15 +44,7 @@ def start(settings: SourceSettings, **env: str) -> tuple[subprocess.Popen[str], 
         env={**os.environ, **settings.child_environment(), **env}, stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert server.stderr is not None
-    url = next(
-        json.loads(line.removeprefix(READY_PREFIX))["url"]
-        for line in server.stderr
-        if line.startswith(READY_PREFIX)
-    )
-    # Keep reading its log (each refusal is logged): a full pipe would stall the source.
-    threading.Thread(target=server.stderr.read, daemon=True).start()
-    return server, url
+    return server, served_url(server)  # its log is read on (each refusal is logged)
 
 
 async def abandon(url: str, sessions: int, concurrency: int) -> Counter[int]:

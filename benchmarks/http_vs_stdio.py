@@ -12,7 +12,6 @@ Prints the p50 and p90 of each path and the HTTP/stdio ratio of the p50s (target
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -26,7 +25,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sources.processes.serve import READY_PREFIX  # noqa: E402
+from benchmarks import served_url  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from subagents.broker import CredentialBroker  # noqa: E402
 from subagents.sessions.connection import Connections, http_target, stdio_target  # noqa: E402
@@ -91,12 +90,7 @@ def main() -> None:
             stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
-            assert server.stderr is not None
-            url = next(
-                json.loads(line.removeprefix(READY_PREFIX))["url"]
-                for line in server.stderr
-                if line.startswith(READY_PREFIX)
-            )
+            url = served_url(server)
             samples = anyio.run(measure, settings, url, calls)
         finally:
             server.terminate()

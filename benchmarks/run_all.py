@@ -348,6 +348,28 @@ def parse_batch(text: str) -> list[Row]:
     return rows
 
 
+def parse_oversized_inputs(text: str) -> list[Row]:
+    """A row per case: its peak after, beside the code before when run with ``--before``."""
+    pattern = r"(?P<case>[a-z-]+) +(?P<code>after|before \(\w+\)) +(?P<peak>\d+)  (?P<outcome>.*)"
+    peaks: dict[str, dict[str, str]] = {}
+    for line in matching(text, pattern):
+        peaks.setdefault(line["case"], {})["after" if line["code"] == "after" else "before"] = line["peak"]
+    rows: list[Row] = []
+    for case, peak in peaks.items():
+        before = peak.get("before")
+        ratio = f"{int(peak['after']) / int(before):.2f}" if before else NO
+        rows.append(
+            (
+                f"{case}: peak memory",
+                f"{peak['after']} MB",
+                f"before: {before} MB" if before else NO,
+                ratio,
+                "bounded",
+            )
+        )
+    return rows
+
+
 PARSERS: dict[str, Callable[[str], list[Row]]] = {
     "batch": parse_batch,
     "startup": parse_startup,
@@ -359,6 +381,7 @@ PARSERS: dict[str, Callable[[str], list[Row]]] = {
     "tracing_overhead": parse_tracing_overhead,
     "fanout": parse_fanout,
     "planner": parse_planner,
+    "oversized_inputs": parse_oversized_inputs,
 }
 
 

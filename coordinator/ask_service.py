@@ -73,7 +73,7 @@ def ask(
         )  # fmt: skip
     except urllib.error.HTTPError as exc:
         text = exc.read().decode(errors="replace")
-        if exc.code == 400:
+        if exc.code in (400, 413):  # the query or its size: the asker's usage error
             raise QueryRefused(_error_of(text)) from None
         raise ServiceUnavailable(f"the coordinator service answered {exc.code}: {_error_of(text)}") from None
     except (urllib.error.URLError, TimeoutError, OSError, ValueError, KeyError, TypeError) as exc:

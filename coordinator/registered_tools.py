@@ -25,8 +25,11 @@ from traces.private_files import private_folder, publish_file
 
 if TYPE_CHECKING:
     import mcp
+
+    from subagents.sessions import bounded
 else:
     mcp = deferred("mcp")  # planning reads the tools kept; only listing them again starts a server
+    bounded = deferred("subagents.sessions.bounded")
 
 __all__ = [
     "ListedTool",
@@ -133,7 +136,8 @@ async def list_tools(
 async def tools_at(target: Any, *, timeout_s: float = _LIST_TIMEOUT_S) -> list[ListedTool]:
     """The tools of the server at ``target`` (anything ``mcp.Client`` opens), as it lists them."""
     with anyio.fail_after(timeout_s):
-        async with mcp.Client(target, read_timeout_seconds=timeout_s) as client:
+        # Opened as a session is (each answer bounded): a server's tool list is its answer too.
+        async with mcp.Client(bounded.opened_transport(target), read_timeout_seconds=timeout_s) as client:
             listed = (await client.list_tools()).tools
     return [
         ListedTool(

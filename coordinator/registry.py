@@ -52,6 +52,7 @@ from pydantic import (
 )
 
 from coordinator.registry_trust import fingerprint
+from sources import bounds
 from sources.catalogue import SOURCES, input_schemas
 from sources.contract import ErrorCategory
 from sources.deferred import deferred
@@ -61,7 +62,6 @@ from traces.private_files import open_private_file, private_folder, publish_file
 # Deferred: the registry is read by every command, most of which start no session and write no file.
 if TYPE_CHECKING:
     import mcp
-    import mcp.client.stdio
     import tomli_w
 
     from coordinator import query_chaos
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from subagents import broker, classify
     from subagents.broker import Grant
     from subagents.classify import Classifier
-    from subagents.sessions import client_faults, connection
+    from subagents.sessions import bounded, client_faults, connection
     from subagents.sessions.connection import Target
 else:
     tomli_w = deferred("tomli_w")  # only `sources add` and `remove` write
@@ -82,6 +82,7 @@ else:
     broker = deferred("subagents.broker")
     classify = deferred("subagents.classify")
     client_faults = deferred("subagents.sessions.client_faults")
+    bounded = deferred("subagents.sessions.bounded")  # a spawned server's answers, each bounded
     connection = deferred("subagents.sessions.connection")
 
 __all__ = [
@@ -118,6 +119,7 @@ BUILT_IN_KINDS = frozenset(
     }
 )
 _NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+_MAX_FILE_BYTES = 1024 * 1024  # thousands of entries: a file larger than that is not a registry
 _KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
@@ -311,7 +313,7 @@ def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
     parameters = mcp.StdioServerParameters(command=program, args=arguments, env=environment, cwd=entry.cwd)
     if log_dir is None:
         return parameters
-    return _logged(mcp.client.stdio.stdio_client, parameters, log_dir / f"{entry.name}.log")
+    return _logged(bounded.bounded_stdio, parameters, log_dir / f"{entry.name}.log")
 
 
 @asynccontextmanager
@@ -349,9 +351,14 @@ class Registry:
         registry = cls(path)
         if path is None or not path.exists():
             return registry
-        try:
-            content = path.read_bytes()  # read once: these bytes are parsed, and these are checked
+        try:  # read once: these bytes are parsed, and these are checked
+            content = bounds.read_file_at_most(path, _MAX_FILE_BYTES)
             document = tomllib.loads(content.decode("utf-8"))
+        except bounds.TooLarge:
+            raise RegistryError(
+                f"{path}: larger than {_MAX_FILE_BYTES // 1024} KB; a registry lists sources, "
+                'each a [[source]] table such as name = "docs" and command = "..."'
+            ) from None
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise RegistryError(f"{path}: not a readable TOML file: {exc}") from None
         registry.digest = fingerprint(content)

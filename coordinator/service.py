@@ -11,6 +11,8 @@ comes back; the command imports neither the SDK nor the sources.
     POST /ask     {"query": "...", "deadline_s": 29.6, "seed": null, "grants": [], "approve": [], "output": {...}}
                   200 {"status": "partial", "trace_id": "...", "output": "<the report, as asked>"}
                   400 {"error": "..."}  the query or a field is not usable (the asker's usage error)
+                  413 {"error": "..."}  the body is larger than a query and its options can be; refused
+                                        before it is read whole (Content-Length, or while it streams)
     GET  /health  {"service": "coordinator", "pid": 1234, "queries_in_flight": 0,
                    "sessions_opened": {"customers": 1, ...},
                    "dialled": {"customers": ["http://127.0.0.1:8101/mcp"], ...}}
@@ -49,8 +51,10 @@ from starlette.routing import Route
 from coordinator.ask_service import NAME
 from coordinator.core import Config, Coordinator
 from coordinator.planning.planner import QueryError, plan_query
+from coordinator.planning.reading import MAX_QUERY_CHARS
 from coordinator.reporting.render import print_report, print_task_table
 from coordinator.reporting.report import ResearchReport
+from sources.bounds import MAX_NESTING, TooLarge
 from sources.catalogue import SOURCES
 from sources.processes.control import refuse_unless_trusted
 from sources.processes.serve import READY_PREFIX, BoundedShutdownServer, bind_loopback, log_plainly
@@ -113,8 +117,10 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
         if refused is not None:
             return refused
         try:
-            asked = _Asked.of(_json_body(await request.body()))
+            asked = _Asked.of(_json_body(await _bounded_body(request)))
             plan = plan_query(asked.query)
+        except TooLarge:
+            return JSONResponse({"error": _TOO_LARGE}, status_code=413)
         except (ValueError, QueryError) as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         answered: list[ResearchReport] = []
@@ -159,6 +165,27 @@ async def _cancel_when_gone(request: Request, scope: anyio.CancelScope) -> None:
 
 
 _EXAMPLE = '{"query": "Refund £45 on ORD-10031?", "deadline_s": 30}'
+# A query's most bytes, every character escaped (``\\uXXXX``: 6 bytes), and room for the options.
+_MAX_BODY_BYTES = 6 * MAX_QUERY_CHARS + 64 * 1024
+_TOO_LARGE = (
+    f"the body is larger than {_MAX_BODY_BYTES:,} bytes; a query is at most {MAX_QUERY_CHARS:,} "
+    f"characters, e.g. {_EXAMPLE}"
+)
+
+
+async def _bounded_body(request: Request) -> bytes:
+    """The request's body, refused (``TooLarge``) before it is read whole: at once on a Content-Length
+    over the bound, and while it streams (chunked, or a length that lies) as soon as it passes it.
+    Starlette's ``request.body()`` would hold all of it first, whatever its size."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > _MAX_BODY_BYTES:
+        raise TooLarge(_MAX_BODY_BYTES)
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > _MAX_BODY_BYTES:
+            raise TooLarge(_MAX_BODY_BYTES)
+    return bytes(body)
 
 
 def _json_body(body: bytes) -> Any:
@@ -166,6 +193,10 @@ def _json_body(body: bytes) -> Any:
         return json.loads(body)
     except ValueError as exc:  # not JSON, or not UTF-8
         raise ValueError(f"the body must be a JSON object such as {_EXAMPLE} ({exc})") from None
+    except RecursionError:  # json's decoder recurses per level: past the interpreter's limit it gives up
+        raise ValueError(
+            f"the body nests deeper than {MAX_NESTING} levels; send a flat JSON object such as {_EXAMPLE}"
+        ) from None
 
 
 class _Asked:

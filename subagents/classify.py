@@ -4,6 +4,7 @@
     a per-call timeout       -> transient (timeout)                      session reopened before a retry
     connection refused       -> transient (connection_refused)           reopened
     the source died / closed -> transient (connection_closed)            respawned / reopened
+    an answer over the bound -> validation (answer_too_large), not retried  session kept
     a JSON-RPC error         -> validation for bad requests and params, transient for server-side codes
     unstructured isError     -> classified from its text, default business (never retried blindly)
                                 the source's own rules first (``contract_with_rules``), then the class of
@@ -55,6 +56,7 @@ from sources.contract import (
     result_text,
 )
 from sources.tool_failure import TOOL_FAILURE_KEY, read_failure_meta, to_call_tool_result
+from subagents.answer_limit import ANSWER_TOO_LARGE, too_large
 
 __all__ = [
     "CONTRACT",
@@ -368,6 +370,15 @@ _SECONDS = re.compile(r"\d{1,6}(\.\d+)?")
 def _from_mcp_error(exc: MCPError, source: str, rules: Iterable[TextRule]) -> Outcome:
     code = exc.error.code
     message = exc.error.message
+    over = _over_the_limit(code, message)
+    if over is not None:
+        # Refused while read, the session kept: the same call would answer the same size.
+        description = (
+            f"The source's answer was refused: {over}, the limit of one tool result; it was dropped "
+            "unread and the session kept. Ask for less: a narrower query or a smaller limit."
+        )
+        # The source did answer (a write's outcome is known: it ran); its answer was not kept.
+        return replace(_error(ErrorCategory.VALIDATION, description, "answer_too_large"), answered=True)
     if code in _CLIENT_SIDE_CODES:  # our own client's, about the transport: no source's rule may reword those
         error_type, description = _CLIENT_SIDE_CODES[code]
         return _error(
@@ -387,6 +398,24 @@ def _from_mcp_error(exc: MCPError, source: str, rules: Iterable[TextRule]) -> Ou
     else:
         category, did = ErrorCategory.BUSINESS, "refused"
     return _error(category, f"The source {did} the request (JSON-RPC {code}): {message}", f"jsonrpc_{code}")
+
+
+# An answer over the bound (``subagents.answer_limit``) as each transport reports it: a stdio line
+# with our own code; over HTTP the SDK's words for an SSE event over its bound (a closed stream) and
+# ours for a JSON body cut off (in its "Failed to parse JSON response").
+_SSE_OVER = re.compile(r"Server-sent event exceeded the (\d+) byte limit")
+_BODY_OVER = re.compile(r"the answer was larger than [\d.]+ MB")
+
+
+def _over_the_limit(code: int, message: str) -> str | None:
+    """The words of an answer over the bound ("the answer was larger than 8 MB"), else None."""
+    if code == ANSWER_TOO_LARGE:
+        return message
+    if code == CONNECTION_CLOSED and (sse := _SSE_OVER.search(message)) is not None:
+        return too_large(int(sse.group(1)))
+    if code == PARSE_ERROR and (body := _BODY_OVER.search(message)) is not None:
+        return body.group(0)
+    return None
 
 
 # The codes our own client raises about the transport: (error type, description). Each is transient

@@ -3,8 +3,10 @@ fleet's owner, names what is wrong with a request, and cancels the query of an a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -152,6 +154,7 @@ def test_only_the_fleets_owner_can_ask(
         ('{"query": "refund £45 on ORD-10031", "deadline_s": "soon"}', '"deadline_s"'),
         ('{"query": "refund £45 on ORD-10031", "seed": 1.5}', '"seed"'),
         ('{"query": "what is the weather"}', "names nothing to research"),
+        ('{"query": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests deeper than 64 levels"),
     ],
 )
 def test_a_request_that_cannot_be_served_names_what_is_wrong(
@@ -227,3 +230,51 @@ def test_the_service_writes_only_what_a_question_asks_and_what_was_approved(
         timeout=BOUND_S,
     )
     assert bad.status_code == 400 and '"approve"' in bad.json()["error"], bad.text
+
+
+def _unfinished_post(member: Member, secret: str, framing: str, sent: bytes) -> bytes:
+    """POST /ask on a raw socket with ``framing`` and ``sent`` of a far larger body, the socket left
+    open: what comes back before the body ends (a service reading it whole would wait forever)."""
+    port = int(member.base.rsplit(":", 1)[1])
+    head = (
+        f"POST /ask HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"{FLEET_SECRET_HEADER}: {secret}\r\n{framing}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=BOUND_S) as connection:
+        connection.sendall(head.encode())
+        with contextlib.suppress(OSError):  # the service may answer and close while this is sent
+            connection.sendall(sent)
+        answer = b""
+        try:
+            while not _whole(answer) and (received := connection.recv(65536)):
+                answer += received  # headers and body may come in separate segments
+        except TimeoutError:
+            pytest.fail("the service was still reading the body: it reads to the end, not to its bound")
+        return answer
+
+
+def _whole(answer: bytes) -> bool:
+    """Whether ``answer`` holds a response's headers and all the body its Content-Length says."""
+    head, separator, body = answer.partition(b"\r\n\r\n")
+    lengths = [
+        line.split(b":", 1)[1] for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")
+    ]
+    return bool(separator) and bool(lengths) and len(body) >= int(lengths[0])
+
+
+@pytest.mark.parametrize(
+    ("framing", "sent"),
+    [
+        ("Content-Length: 200000000", b'{"query": "' + b"a" * 100_000),  # 200 MB declared, 100 KB sent
+        # No length: 2 MB of chunks, more to come.
+        ("Transfer-Encoding: chunked", (b"10000\r\n" + b"a" * 0x10000 + b"\r\n") * 32),
+    ],
+)
+def test_a_body_over_the_bound_is_refused_before_it_is_read_whole(
+    settings: SourceSettings, service: Member, framing: str, sent: bytes
+) -> None:
+    answer = _unfinished_post(service, Fleet(settings).secret(), framing, sent)
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:300]
+    error = json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"]
+    assert "the body is larger than" in error and "64,000 characters" in error, error
+    assert health(service)["queries_in_flight"] == 0  # and the service still answers

@@ -20,7 +20,7 @@ from typing import Any
 
 from traces import personal
 
-__all__ = ["for_trace", "redact", "set_full_payloads"]
+__all__ = ["MAX_DEPTH", "for_trace", "redact", "set_full_payloads"]
 
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 _SECRET_KEYS = re.compile(r"credential|token|secret|password|authorization|api[_-]?key|signing", re.I)
@@ -40,17 +40,26 @@ def set_full_payloads(enabled: bool) -> None:
 _CREDENTIAL = "[redacted credential]"
 
 
-def _walk(value: Any, key: str, text: Callable[[str, str], str]) -> Any:
+# How deep a walk goes before what lies deeper becomes one placeholder. A span holds what a person
+# reads; nothing legitimate nests this deep, and a bound keeps the walk (and the JSON encoding of what
+# it returns) far from the interpreter's recursion limit, whatever a caller or a source sends.
+MAX_DEPTH = 64
+_TOO_DEEP = f"[nested deeper than {MAX_DEPTH} levels]"
+
+
+def _walk(value: Any, key: str, text: Callable[[str, str], str], depth: int = 0) -> Any:
     """``value`` with what a secret key holds taken out, and each string (under ``key``) as ``text``
     makes it: the one walk of a span's redaction and a recording's stand-ins."""
     if _secret(key):
         return _CREDENTIAL
     if isinstance(value, str):
         return text(value, key)
+    if depth >= MAX_DEPTH and isinstance(value, Mapping | list | tuple):
+        return _TOO_DEEP
     if isinstance(value, Mapping):
-        return {name: _walk(item, str(name), text) for name, item in value.items()}
+        return {name: _walk(item, str(name), text, depth + 1) for name, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_walk(item, key, text) for item in value]
+        return [_walk(item, key, text, depth + 1) for item in value]
     return value
 
 

@@ -62,7 +62,7 @@ def _json_in(text: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # json's decoder recurses per level: text nested too deep stays text
         return None
 
 
@@ -79,20 +79,22 @@ def _in_json(text: Callable[[str, str], str]) -> Callable[[str, str], str]:
     return each
 
 
-def _collect(value: Any, key: str, into: set[str]) -> None:
+def _collect(value: Any, key: str, into: set[str], depth: int = 0) -> None:
     if isinstance(value, str):
         if (held := _json_in(value)) is not None:  # a text block's JSON: its personal fields count too
-            _collect(held, key, into)
+            _collect(held, key, into, depth + 1)
         if key in _PERSONAL_KEYS and value.strip():  # an identifier too: a replay needs none as it was
             into.add(value.strip())
         into.update(value[found.start : found.end] for found in personal.found_in(value))
+    elif depth >= redaction.MAX_DEPTH:  # deeper than the walk goes: it becomes a placeholder anyway
+        return
     elif isinstance(value, Mapping):
         for name, item in value.items():
             if name != "_meta":
-                _collect(item, str(name), into)
+                _collect(item, str(name), into, depth + 1)
     elif isinstance(value, list | tuple):
         for item in value:
-            _collect(item, key, into)
+            _collect(item, key, into, depth + 1)
 
 
 def _stand_in(text: str, key: bytes) -> str:

@@ -14,9 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["Question", "QuestionsError", "read_questions"]
+from sources.bounds import TooLarge, read_file_at_most
+
+__all__ = ["MAX_FILE_BYTES", "Question", "QuestionsError", "read_questions"]
 
 _ID = r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$"
+# About 100,000 questions of 150 characters: a batch bigger than that is several batches.
+MAX_FILE_BYTES = 16 * 2**20
 _EXAMPLE = '{"id": "case-1", "query": "Orders of CUST-00042?", "deadline": 30, "grant": ["billing:read"]}'
 
 
@@ -36,7 +40,13 @@ class Question(BaseModel):
 def read_questions(path: Path) -> list[Question]:
     """The file's questions in order; ``QuestionsError`` names the first bad line (or a repeated id)."""
     try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is not text
+        # A byte-order mark (Windows editors) is not text.
+        text = read_file_at_most(path, MAX_FILE_BYTES).decode("utf-8-sig")
+    except TooLarge:
+        raise QuestionsError(
+            f"the questions file {path} is larger than {MAX_FILE_BYTES // 2**20} MB; "
+            f"split it into batches, one JSON object a line, e.g. {_EXAMPLE}"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise QuestionsError(f"cannot read the questions file {path}: {exc}") from None
     lines = [(number, line.strip()) for number, line in enumerate(text.splitlines(), 1)]

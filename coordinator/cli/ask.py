@@ -35,6 +35,7 @@ from coordinator.cli.common import (
 )
 from coordinator.cli.params import QueryChaos, SourceFaults, query_chaos
 from coordinator.cli.started import STARTED_AT  # a deadline counts from it
+from sources import bounds
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from coordinator import ask_service, core, registered_tools
     from coordinator import query_chaos as chaos_kills
     from coordinator.planning import plan as planned
-    from coordinator.planning import planner
+    from coordinator.planning import planner, reading
     from coordinator.planning.plan import Plan
     from coordinator.registry import Registry
     from coordinator.reporting import render
@@ -72,6 +73,7 @@ else:
     core = deferred("coordinator.core")
     planned = deferred("coordinator.planning.plan")
     planner = deferred("coordinator.planning.planner")
+    reading = deferred("coordinator.planning.reading")
     source_settings = deferred("sources.settings")
     fleets = deferred("sources.processes.fleet")
     forked = deferred("sources.processes.forked")
@@ -202,8 +204,14 @@ def _query_text(query: str) -> str:
         raise usage_error(
             "`research ask -` reads the query from stdin: pipe it in, e.g. research ask - < email.txt"
         )
-    try:
-        return sys.stdin.read()
+    limit = reading.MAX_QUERY_BYTES
+    try:  # never more than a query's most bytes: 200 MB piped in costs this process those, not 200 MB
+        return bounds.read_at_most(sys.stdin.buffer, limit).decode()
+    except bounds.TooLarge:
+        raise usage_error(
+            f"the query on stdin is longer than {limit:,} bytes; keep it under "
+            f"{reading.MAX_QUERY_CHARS:,} characters, e.g. the email's own text without its attachments"
+        ) from None
     except UnicodeDecodeError:
         raise usage_error("the query on stdin is not UTF-8 text") from None
 

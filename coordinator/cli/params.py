@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import typer
 
+from sources import bounds
 from sources.catalogue import SOURCES
 from sources.deferred import deferred
 
@@ -169,14 +170,22 @@ class JsonObject(dict[str, Any]):
 
 
 def json_object(arguments: str) -> JsonObject:
+    too_deep = typer.BadParameter(
+        f"arguments nest deeper than {bounds.MAX_NESTING} levels of objects and arrays; flatten them, "
+        'e.g. \'{"identifier": "CUST-00042"}\''
+    )
     try:
         parsed: Any = json.loads(arguments)
     except json.JSONDecodeError as exc:
         raise typer.BadParameter(
             f'arguments must be a JSON object, e.g. \'{{"identifier": "CUST-00042"}}\': {exc}'
         ) from None
+    except RecursionError:  # json's decoder recurses per level: past the interpreter's limit it gives up
+        raise too_deep from None
     if not isinstance(parsed, dict):
         raise typer.BadParameter('arguments must be a JSON object, e.g. \'{"identifier": "CUST-00042"}\'')
+    if bounds.deeper_than(parsed):  # checked before anything walks them (hooks, traces, the wire)
+        raise too_deep
     return JsonObject(parsed)
 
 

@@ -77,6 +77,7 @@ else:
 
 __all__ = [
     "EXCLUDABLE",
+    "MAX_QUERY_BYTES",
     "MAX_QUERY_CHARS",
     "DateRange",
     "Mention",
@@ -94,6 +95,9 @@ __all__ = [
 # A pasted customer email, or a whole thread of them, fits; a pasted file does not. Reading 64,000
 # characters takes the planner about a second (linear in the length; benchmarks/planner.py).
 MAX_QUERY_CHARS = 64_000
+# The most bytes such a query takes in UTF-8 (at most 4 a character): what a reader of raw input
+# (standard input, a request's body) may hold before it refuses the rest unread.
+MAX_QUERY_BYTES = 4 * MAX_QUERY_CHARS
 
 # The kinds read in every query: email, customer_id, name, order_id, sku, article_id, amount, dates; and
 # where a registered source takes them, path (a file or a folder) and the kinds its entry defines.

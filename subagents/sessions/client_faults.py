@@ -7,7 +7,8 @@ happen between the ``mcp.Client`` and the transport, on the messages the SDK sen
     targets["files"] = with_client_faults(lambda: files_parameters, FaultSettings.parse("hang=0.1,seed=7"))
 
 The transport underneath is the one ``mcp.Client`` itself would open, from the SDK's own functions:
-``stdio_client`` for ``StdioServerParameters``, ``streamable_http_client`` for a URL, the SDK's
+``stdio_client`` for ``StdioServerParameters``, ``streamable_http_client`` for a URL (each with its
+answers bounded, ``subagents.sessions.bounded``), the SDK's
 in-memory transport for an in-process ``MCPServer`` (JSON-RPC framed, as ``Client(server,
 mode="legacy")`` runs it: the direct dispatcher of the other modes has no streams to fault), and a
 transport context manager as it is.
@@ -54,8 +55,6 @@ from mcp import StdioServerParameters
 from mcp.client import Transport
 from mcp.client._memory import InMemoryTransport  # the SDK's own, as mcp.Client opens it; not re-exported
 from mcp.client._transport import ReadStream, TransportStreams, WriteStream
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server import MCPServer
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
@@ -73,6 +72,7 @@ from pydantic import ValidationError
 
 from sources.faults import OVERSIZE_BYTES, FaultSettings, Roll, rolls, transient_result
 from sources.wire import GARBAGE
+from subagents.sessions.bounded import opened_transport
 from subagents.sessions.connection import Target
 
 __all__ = ["with_client_faults"]
@@ -118,14 +118,12 @@ def with_client_faults(target: Target, faults: FaultSettings, *, source: str | N
 def _transport_of(
     opened: MCPServer | StdioServerParameters | str | AbstractAsyncContextManager[Any],
 ) -> Transport:
-    """The transport ``mcp.Client`` opens on what a target returns, from the SDK's own functions."""
+    """The transport a session opens on what a target returns (``subagents.sessions.bounded``)."""
     if isinstance(opened, MCPServer):
         return InMemoryTransport(opened)
-    if isinstance(opened, StdioServerParameters):
-        return stdio_client(opened)
-    if isinstance(opened, str):
-        return streamable_http_client(opened)
-    return opened
+    transport = opened_transport(opened)
+    assert not isinstance(transport, MCPServer)  # handled above
+    return transport
 
 
 @asynccontextmanager

@@ -27,6 +27,7 @@ from mcp.types import CallToolResult, RequestParamsMeta
 from sources.settings import SourceSettings
 from subagents.classify import SourceUnavailable
 from subagents.hooks import ToolCall
+from subagents.sessions.bounded import opened_transport
 from subagents.sessions.forked_transport import forked_source
 
 __all__ = [
@@ -100,7 +101,7 @@ class SourceConnection:
         try:
             with opening.scope, anyio.fail_after(_OPEN_TIMEOUT_S) as opening_deadline:
                 async with Client(
-                    self._target(), read_timeout_seconds=None, **self._client_options
+                    opened_transport(self._target()), read_timeout_seconds=None, **self._client_options
                 ) as client:
                     opening_deadline.deadline = math.inf  # open: the session lives until it is stopped
                     opening.client = client
