@@ -451,13 +451,31 @@ def test_plan_refuses_in_one_line_what_it_cannot_research(
 
 
 @pytest.mark.parametrize("command", ["plan", "ask"])
-def test_another_currency_is_refused_quoting_the_amount_as_typed(
+def test_another_currency_is_a_gap_quoting_the_amount_as_typed(
     settings: SourceSettings, command: str
 ) -> None:
-    refused = research(settings, command, "refund $450 on ORD-10031", columns=80)
-    assert refused.returncode == 2 and refused.stdout == ""
-    (line,) = refused.stderr.strip().splitlines()
-    assert line.startswith("error: '$450' is not an amount in pounds: billing works in GBP only"), line
+    done = research(settings, command, "refund $450 on ORD-10031", "--json", columns=80)
+    assert done.returncode == 3, done.stderr  # partial: researched, but for that amount
+    output = json.loads(done.stdout)
+    unplanned = output["unplanned"]
+    assert {
+        "what": "the amount '$450'",
+        "why": "it is not an amount in pounds: billing works in GBP only",
+        "next_step": "give the amount in pounds, e.g. £45 or 45 GBP",
+    } in unplanned
+
+
+def test_a_pasted_email_with_an_amount_in_euros_is_researched_and_the_amount_named_a_gap(
+    settings: SourceSettings,
+) -> None:
+    query = (
+        "Investigate jane.doe@example.com: recent orders. Her email: I paid 129 Euro for the kettle on "
+        "ORD-10023 and it came broken."
+    )
+    done = research(settings, "ask", query, "--llm", "none", columns=200)
+    assert done.returncode == 3, done.stderr
+    assert "GAP not researched: the amount '129 Euro': it is not an amount in pounds" in done.stdout
+    assert "jane.doe@example.com" in done.stdout and "Traceback" not in done.stderr
 
 
 def test_claude_mode_without_a_key_says_so_and_the_report_says_the_run_was_deterministic(
