@@ -438,7 +438,7 @@ def test_ask_shows_a_bidi_override_in_the_query_escaped(settings: SourceSettings
     ("query", "fragment"),
     [
         ("hello, how are you?", "names nothing to research"),
-        ("refund $45 on ORD-10031", "billing works in GBP"),
+        ("€45??", "the amount '€45', but it is not an amount in pounds: billing works in GBP only"),
         ("refund £45", "no order was named"),
     ],
 )
@@ -448,6 +448,37 @@ def test_plan_refuses_in_one_line_what_it_cannot_research(
     refused = research(settings, "plan", query)
     assert refused.returncode == 2 and fragment in refused.stderr
     assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+
+
+FORWARDED = "---------- Forwarded message ---------\nFrom: jane.doe@example.com\nWhat are my recent orders?"
+
+
+@pytest.mark.parametrize(
+    ("command", "stdin"),
+    [("ask", ", or on standard input with `research ask -`"), ("plan", "")],
+)
+def test_a_question_beginning_with_dashes_is_told_where_it_goes_and_is_read_there(
+    settings: SourceSettings, command: str, stdin: str
+) -> None:
+    refused = research(settings, command, FORWARDED)
+    assert refused.returncode == 2 and refused.stdout == ""
+    (line,) = refused.stderr.strip().splitlines()  # one line: the pasted text is not echoed whole
+    assert line == (
+        "error: No such option: ---------- Forwarded message ---------...; a question that "
+        f"begins with '-' goes after `--` (research {command} [OPTIONS] -- \"-...\"){stdin}"
+    )
+    # As the hint says: after `--`, and for `ask` on standard input.
+    options = ["--json", "--llm", "none"] if command == "ask" else ["--json"]
+    environment = {**os.environ, **settings.child_environment()}
+    for args, given in [([*options, "--", FORWARDED], None), ([*options, "-"], FORWARDED)][
+        : 2 if stdin else 1
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-c", "from coordinator.cli import app; app()", command, *args],
+            input=given, env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["query"] == FORWARDED
 
 
 @pytest.mark.parametrize("command", ["plan", "ask"])
