@@ -31,7 +31,7 @@ from sources.catalogue import SOURCES
 from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from subagents.guard import Bulkheads
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, RESEARCH_INTERRUPTIBLE
 from tests.fake_messages_api import Conversations, FakeMessagesApi
 
 QUESTIONS = [
@@ -55,7 +55,7 @@ def batch_command(
     settings: SourceSettings, *args: str, environment: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", "from coordinator.cli import app; app()", "batch", *args],
+        [*RESEARCH_INTERRUPTIBLE, "batch", *args],
         env={**os.environ, **settings.child_environment(), "COLUMNS": "200", **(environment or {})},
         cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -18,7 +18,7 @@ import pytest
 from sources.catalogue import input_schemas
 from sources.settings import SourceSettings
 from sources.world import world_path
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, RESEARCH_INTERRUPTIBLE
 
 pytestmark = pytest.mark.subprocess
 
@@ -39,7 +39,7 @@ def research_process(settings: SourceSettings, *args: str) -> subprocess.Popen[s
     """Start `research ARGS...` and return at once: for a test that interrupts it."""
     environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
     return subprocess.Popen(
-        [sys.executable, "-c", "from coordinator.cli import app; app()", *args],
+        [*RESEARCH_INTERRUPTIBLE, *args],
         env=environment, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
