@@ -4,9 +4,16 @@ Tool bodies are plain functions, run on the event loop, or on a worker thread fo
 (``sources.toolkit.Source``). Each thread keeps its own connections (one read-only, one for writes),
 opened on its first query: opening one costs about ten times the query it serves (about 0.1 ms
 against 0.01 ms, with the schema read again each time), and a tool may run several queries. A
-connection never crosses threads (SQLite's own check stays on) nor a fork: a process forked with a
-connection open opens its own, as SQLite requires. The data files are never replaced once written
-(``sources.world`` renames a finished folder into place), so a kept connection never reads a stale file.
+connection is used by one thread only (the thread's own, through ``threading.local``) and never
+across a fork: a process forked with a connection open opens its own, as SQLite requires. The data
+files are never replaced once written (``sources.world`` renames a finished folder into place), so a
+kept connection never reads a stale file.
+
+Every connection is closed, never left to the garbage collector (Python 3.13 warns of each one, a
+``ResourceWarning``): a thread's when a later connection is opened after that thread has ended, all
+of them when the store is closed or dropped. So SQLite's same-thread check is off, to let the store
+close a connection from a thread other than the one that used it; the thread-local still keeps each
+thread to its own.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import os
 import re
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +46,14 @@ class Store:
             )
         self.path = path
         self._threads = threading.local()  # this thread's connections, and the process they belong to
+        self._opened = _Opened()
+        # A store dropped unclosed (an in-memory server at a test's end) or alive at exit closes its own.
+        weakref.finalize(self, self._opened.close_all)
+
+    def close(self) -> None:
+        """Close every connection; a later query opens new ones."""
+        self._threads = threading.local()
+        self._opened.close_all()
 
     def _connection(self, *, write: bool) -> sqlite3.Connection:
         kept: dict[str, sqlite3.Connection] | None = getattr(self._threads, "connections", None)
@@ -46,11 +62,14 @@ class Store:
             self._threads.pid = os.getpid()
         mode = "rw" if write else "ro"
         if mode not in kept:
-            kept[mode] = sqlite3.connect(
-                f"file:{self.path}?mode={mode}",
-                uri=True,
-                timeout=WRITE_WAIT_S if write else READ_WAIT_S,
-                isolation_level=None,
+            kept[mode] = self._opened.add(
+                sqlite3.connect(
+                    f"file:{self.path}?mode={mode}",
+                    uri=True,
+                    timeout=WRITE_WAIT_S if write else READ_WAIT_S,
+                    isolation_level=None,
+                    check_same_thread=False,  # closed by the store, from any thread (the module's docstring)
+                )
             )
             kept[mode].row_factory = sqlite3.Row
         return kept[mode]
@@ -73,6 +92,40 @@ class Store:
             connection.execute("ROLLBACK")
             raise
         connection.execute("COMMIT")
+
+
+class _Opened:
+    """Every connection a store opened in this process, with the thread that uses it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # threads open connections at once; the store closes them
+        self._pid = os.getpid()
+        self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        # A forked child's copies of its parent's connections: SQLite forbids using or closing them
+        # there, so they are kept, never finalized, and never touched.
+        self._inherited: list[sqlite3.Connection] = []
+
+    def add(self, connection: sqlite3.Connection) -> sqlite3.Connection:
+        with self._lock:
+            self._leave_the_parents()
+            ended = [pair for pair in self._connections if not pair[0].is_alive()]
+            self._connections = [pair for pair in self._connections if pair[0].is_alive()]
+            self._connections.append((threading.current_thread(), connection))
+        for _, old in ended:
+            old.close()
+        return connection
+
+    def close_all(self) -> None:
+        with self._lock:
+            self._leave_the_parents()
+            closing, self._connections = self._connections, []
+        for _, connection in closing:
+            connection.close()
+
+    def _leave_the_parents(self) -> None:
+        if self._pid != os.getpid():
+            self._inherited.extend(connection for _, connection in self._connections)
+            self._connections, self._pid = [], os.getpid()
 
 
 def match_any_word(text: str) -> str:

@@ -44,6 +44,18 @@ TEST_KEY = Ed25519PrivateKey.generate()
 MODULES = {"customers": customers, "orders": orders, "billing": billing, "tickets": tickets, "kb": kb}
 CALL_TIMEOUT = 10.0
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+# `research ARGS...` as a process that a test interrupts with SIGINT (Ctrl-C), started with SIGINT at
+# its default. A shell that starts the suite as a background job (`make test &` in a script) ignores
+# SIGINT in it, and every child inherits that; `research`, like any program, keeps an ignored SIGINT
+# ignored (the shell's choice: a background job is not stopped by the terminal's Ctrl-C), so the test
+# resets it in the one process it means to interrupt: a launcher that execs the command (the same
+# pid), not `preexec_fn`, which is unsafe in a process with threads.
+RESEARCH_INTERRUPTIBLE = [
+    sys.executable, "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
+    sys.executable, "-c", "from coordinator.cli import app; app()",
+]  # fmt: skip
 # The fleet's default ports: the coordinator service's and the five sources' (8100-8105).
 DEFAULT_FLEET_PORTS = (SERVICE_PORT, *DEFAULT_PORTS.values())
 

@@ -203,6 +203,11 @@ def test_the_words_that_asked_are_kept() -> None:
     assert write.asked == "Refund ORD-10031, £45"
 
 
+def test_an_amount_in_another_currency_is_never_refunded() -> None:
+    asked = asked_writes("please issue a refund of $45 on ORD-10031")
+    assert asked.writes == () and "says no amount" in asked.unclear[0]
+
+
 def test_a_query_that_cannot_be_read_asks_for_nothing() -> None:
     assert asked_writes("refund $45 on ORD-10031") == AskedWrites()
     assert asked_writes("refund £45 on ORD-10031\x00") == AskedWrites()

@@ -32,7 +32,7 @@ from sources.catalogue import SOURCES
 from sources.processes.fleet import Fleet
 from sources.settings import SourceSettings
 from subagents.guard import Bulkheads
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, RESEARCH_INTERRUPTIBLE
 from tests.fake_messages_api import Conversations, FakeMessagesApi
 
 QUESTIONS = [
@@ -60,7 +60,7 @@ def batch_command(
 ) -> subprocess.Popen[str]:
     """`research batch ARGS`, started as a user starts it (``prefix``: a command that runs it, as ``nsenter``)."""
     return subprocess.Popen(
-        [*prefix, sys.executable, "-c", "from coordinator.cli import app; app()", "batch", *args],
+        [*prefix, *RESEARCH_INTERRUPTIBLE, "batch", *args],
         env={**os.environ, **settings.child_environment(), "COLUMNS": "200", **(environment or {})},
         cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -156,7 +156,16 @@ def test_every_data_file_of_the_sources_is_shipped_in_the_wheel() -> None:
 
     from tests.conftest import PROJECT_ROOT
 
+    # The package data is given by kind, for every package (tests/test_wheel.py builds the wheel and
+    # looks in it): each data file of the four packages must be of a kind it names.
     shipped = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
         "setuptools"
-    ]["package-data"]["sources"]
-    assert sorted(shipped) == sorted(path.name for path in (PROJECT_ROOT / "sources").glob("*.json"))
+    ]["package-data"]["*"]
+    data_files = [
+        path
+        for package in ("coordinator", "sources", "subagents", "traces")
+        for path in (PROJECT_ROOT / package).rglob("*")
+        if path.is_file() and path.suffix not in (".py", ".pyc")
+    ]
+    assert {"tools.json", "records.json", "annotations.json"} <= {path.name for path in data_files}
+    assert [path for path in data_files if not any(path.match(kind) for kind in shipped)] == []

@@ -18,7 +18,7 @@ import pytest
 from sources.catalogue import input_schemas
 from sources.settings import SourceSettings
 from sources.world import world_path
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, RESEARCH_INTERRUPTIBLE
 
 pytestmark = pytest.mark.subprocess
 
@@ -39,7 +39,7 @@ def research_process(settings: SourceSettings, *args: str) -> subprocess.Popen[s
     """Start `research ARGS...` and return at once: for a test that interrupts it."""
     environment = {**os.environ, **settings.child_environment(), "COLUMNS": "200"}
     return subprocess.Popen(
-        [sys.executable, "-c", "from coordinator.cli import app; app()", *args],
+        [*RESEARCH_INTERRUPTIBLE, *args],
         env=environment, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 
@@ -438,7 +438,7 @@ def test_ask_shows_a_bidi_override_in_the_query_escaped(settings: SourceSettings
     ("query", "fragment"),
     [
         ("hello, how are you?", "names nothing to research"),
-        ("refund $45 on ORD-10031", "billing works in GBP"),
+        ("€45??", "the amount '€45', but it is not an amount in pounds: billing works in GBP only"),
         ("refund £45", "no order was named"),
     ],
 )
@@ -450,14 +450,63 @@ def test_plan_refuses_in_one_line_what_it_cannot_research(
     assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
 
 
+FORWARDED = "---------- Forwarded message ---------\nFrom: jane.doe@example.com\nWhat are my recent orders?"
+
+
+@pytest.mark.parametrize(
+    ("command", "stdin"),
+    [("ask", ", or on standard input with `research ask -`"), ("plan", "")],
+)
+def test_a_question_beginning_with_dashes_is_told_where_it_goes_and_is_read_there(
+    settings: SourceSettings, command: str, stdin: str
+) -> None:
+    refused = research(settings, command, FORWARDED)
+    assert refused.returncode == 2 and refused.stdout == ""
+    (line,) = refused.stderr.strip().splitlines()  # one line: the pasted text is not echoed whole
+    assert line == (
+        "error: No such option: ---------- Forwarded message ---------...; a question that "
+        f"begins with '-' goes after `--` (research {command} [OPTIONS] -- \"-...\"){stdin}"
+    )
+    # As the hint says: after `--`, and for `ask` on standard input.
+    options = ["--json", "--llm", "none"] if command == "ask" else ["--json"]
+    environment = {**os.environ, **settings.child_environment()}
+    for args, given in [([*options, "--", FORWARDED], None), ([*options, "-"], FORWARDED)][
+        : 2 if stdin else 1
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-c", "from coordinator.cli import app; app()", command, *args],
+            input=given, env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["query"] == FORWARDED
+
+
 @pytest.mark.parametrize("command", ["plan", "ask"])
-def test_another_currency_is_refused_quoting_the_amount_as_typed(
+def test_another_currency_is_a_gap_quoting_the_amount_as_typed(
     settings: SourceSettings, command: str
 ) -> None:
-    refused = research(settings, command, "refund $450 on ORD-10031", columns=80)
-    assert refused.returncode == 2 and refused.stdout == ""
-    (line,) = refused.stderr.strip().splitlines()
-    assert line.startswith("error: '$450' is not an amount in pounds: billing works in GBP only"), line
+    done = research(settings, command, "refund $450 on ORD-10031", "--json", columns=80)
+    assert done.returncode == 3, done.stderr  # partial: researched, but for that amount
+    output = json.loads(done.stdout)
+    unplanned = output["unplanned"]
+    assert {
+        "what": "the amount '$450'",
+        "why": "it is not an amount in pounds: billing works in GBP only",
+        "next_step": "give the amount in pounds, e.g. £45 or 45 GBP",
+    } in unplanned
+
+
+def test_a_pasted_email_with_an_amount_in_euros_is_researched_and_the_amount_named_a_gap(
+    settings: SourceSettings,
+) -> None:
+    query = (
+        "Investigate jane.doe@example.com: recent orders. Her email: I paid 129 Euro for the kettle on "
+        "ORD-10023 and it came broken."
+    )
+    done = research(settings, "ask", query, "--llm", "none", columns=200)
+    assert done.returncode == 3, done.stderr
+    assert "GAP not researched: the amount '129 Euro': it is not an amount in pounds" in done.stdout
+    assert "jane.doe@example.com" in done.stdout and "Traceback" not in done.stderr
 
 
 def test_claude_mode_without_a_key_says_so_and_the_report_says_the_run_was_deterministic(

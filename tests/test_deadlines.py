@@ -156,21 +156,38 @@ def test_ask_with_a_hung_source_prints_its_report_by_the_deadline(settings: Sour
 
 
 @pytest.mark.subprocess
-def test_ctrl_c_says_what_was_still_running_and_leaves_no_source(settings: SourceSettings) -> None:
-    command = research_process(
-        settings, "ask", STORY, "--llm", "none", "--deadline", "60", "--chaos", "hang:tickets"
-    )
-    parent = psutil.Process(command.pid)
-    sources: list[psutil.Process] = []
-    waiting_until = time.monotonic() + 60
-    while len(sources) < 5:  # every source spawned before the interrupt
-        assert time.monotonic() < waiting_until and command.poll() is None, command.stderr
-        sources = [
-            child for child in parent.children(recursive=True) if "sources." in " ".join(_cmdline(child))
-        ]
-        time.sleep(0.05)
-    command.send_signal(signal.SIGINT)
-    _, err = command.communicate(timeout=30)
+@pytest.mark.parametrize(
+    "tests_sigint",
+    # As a terminal starts the suite, and as a script's background job does (`make test &`: the shell
+    # ignores SIGINT in it, and every child inherits that unless it is reset).
+    [signal.default_int_handler, signal.SIG_IGN],
+    ids=["sigint-default", "sigint-ignored-by-the-suite"],
+)
+def test_ctrl_c_says_what_was_still_running_and_leaves_no_source(
+    settings: SourceSettings, tests_sigint: Any
+) -> None:
+    before = signal.signal(signal.SIGINT, tests_sigint)
+    try:
+        command = research_process(
+            settings, "ask", STORY, "--llm", "none", "--deadline", "60", "--chaos", "hang:tickets"
+        )
+    finally:
+        signal.signal(signal.SIGINT, before)
+    try:
+        parent = psutil.Process(command.pid)
+        sources: list[psutil.Process] = []
+        waiting_until = time.monotonic() + 60
+        while len(sources) < 5:  # every source spawned before the interrupt
+            assert time.monotonic() < waiting_until and command.poll() is None, command.stderr
+            sources = [
+                child for child in parent.children(recursive=True) if "sources." in " ".join(_cmdline(child))
+            ]
+            time.sleep(0.05)
+        command.send_signal(signal.SIGINT)
+        _, err = command.communicate(timeout=30)
+    finally:
+        if command.poll() is None:
+            command.kill()
     assert command.returncode == 130, err
     assert "interrupted:" in err and "tickets" in err.split("interrupted:")[1]
     assert "Traceback" not in err

@@ -2,9 +2,9 @@
 
 The docs are the README, CONTRIBUTING.md and the pages of `docs/`. Their shell blocks (```sh) and their
 transcripts (``` blocks whose lines start with `$ `) are read from the files themselves, in that order;
-each command is run through `sh` from the project root with `.venv/bin` first on PATH (the README's "put
-the venv on PATH"), in the tests' private data folder, on a terminal 80 columns wide (a newcomer's: the
-docs show output wrapped as it is there). Which commands run is decided by an explicit allow-list of
+each command is run through `sh` from the project root with the bin folder of the venv running the
+suite (`.venv/bin`) first on PATH (the README's "put the venv on PATH"), in the tests' private data
+folder, on a terminal 80 columns wide (a newcomer's: the docs show output wrapped as it is there). Which commands run is decided by an explicit allow-list of
 prefixes: read-only or self-contained commands run; a fleet runs on free ports and is stopped at the
 end; a server (`python -m sources.NAME`) is started, seen ready and stopped; anything else (`make`,
 `docker`, long runs) is listed as skipped. Each command must exit with the status the docs give it, with
@@ -23,6 +23,7 @@ import re
 import shlex
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -41,7 +42,8 @@ pytestmark = pytest.mark.subprocess
 
 README = PROJECT_ROOT / "README.md"
 DOCUMENTS = (README, PROJECT_ROOT / "CONTRIBUTING.md", *sorted((PROJECT_ROOT / "docs").rglob("*.md")))
-VENV_BIN = PROJECT_ROOT / ".venv" / "bin"
+# The venv running the suite (`.venv`; `.venv-3.13` under `make test-3.13`): the README puts it on PATH.
+VENV_BIN = Path(sys.executable).parent
 SH = "/bin/sh"  # each command line runs as a shell reads it: quotes, comments
 TIMEOUT = 60.0  # seconds for any one command; the slowest (a source crashing 4 times) takes 8 to 15 s
 
@@ -263,7 +265,7 @@ def settings(settings: SourceSettings, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(scope="module")
 def session(settings: SourceSettings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
-    assert (VENV_BIN / "research").exists(), "run `make` first: the docs' commands need .venv"
+    assert (VENV_BIN / "research").exists(), f"run `make` first: the docs' commands need {VENV_BIN}/research"
     environment = {
         **os.environ,
         **settings.child_environment(),

@@ -89,10 +89,14 @@ def test_bad_queries_say_what_to_do(query: str, fragment: str) -> None:
         ("refund ORD-10031 $45.", "$45"),
     ],
 )
-def test_another_currency_is_refused_quoting_the_amount_as_typed(query: str, typed: str) -> None:
-    with pytest.raises(QueryError) as caught:
-        plan_query(query)
-    assert str(caught.value).startswith(f"'{typed}' is not an amount in pounds: billing works in GBP only")
+def test_another_currency_is_a_gap_quoting_the_amount_as_typed_and_the_rest_is_researched(
+    query: str, typed: str
+) -> None:
+    plan = plan_query(query)
+    assert plan.tasks["order"].arguments == {"order_id": "ORD-10031"}
+    (gap,) = [item for item in plan.unplanned if item.what == f"the amount '{typed}'"]
+    assert gap.why == "it is not an amount in pounds: billing works in GBP only"
+    assert gap.next_step == "give the amount in pounds, e.g. £45 or 45 GBP"
 
 
 def _task(task_id: str, depends_on: tuple[str, ...] = (), **fields: object) -> PlannedTask:
@@ -166,9 +170,21 @@ def test_the_reader_reads_what_people_write(written: str, kind: str, value: obje
 
 
 @pytest.mark.parametrize("written", ["$45", "45 USD", "€45", "45 euros", "45 dollars", "EUR 45"])
-def test_another_currency_is_a_usage_error(written: str) -> None:
-    with pytest.raises(QueryError, match="billing works in GBP"):
-        plan_query(f"refund {written} on ORD-10031")
+def test_another_currency_is_never_read_as_pounds(written: str) -> None:
+    plan = plan_query(f"refund {written} on ORD-10031")
+    assert [task.arguments for task in plan.tasks.values() if "amount" in task.arguments] == []
+    assert f"the amount '{written}'" in [item.what for item in plan.unplanned]
+
+
+def test_a_pasted_email_naming_an_amount_in_euros_is_researched_all_but_that_amount() -> None:
+    plan = plan_query(
+        "Investigate jane.doe@example.com: recent orders and open tickets. Her email says: "
+        "I paid 129 Euro for the kettle on ORD-10023 and it arrived broken."
+    )
+    assert plan.tasks["customer"].arguments == {"identifier": "jane.doe@example.com"}
+    assert {"orders", "tickets"} <= set(plan.tasks)
+    assert "the amount '129 Euro'" in [item.what for item in plan.unplanned]
+    assert [task.arguments for task in plan.tasks.values() if "amount" in task.arguments] == []
 
 
 def test_typos_in_words_are_corrected_and_said_but_identifiers_never_are() -> None:

@@ -116,14 +116,15 @@ class _OneLineUsageErrors(_Commands):
     choices) is one line on stderr and exit 2, like the usage errors the commands find themselves."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # The program's name in usage lines and hints, however it was started (`python -c`, `-m`).
+        kwargs.setdefault("prog_name", "research")
         try:
             status = super().__call__(*args, standalone_mode=False, **kwargs)
         except parser_errors.NoArgsIsHelpError as asked:  # `research sources`: the help it asks for
             asked.show()
             sys.exit(asked.exit_code)
         except parser_errors.UsageError as exc:
-            where = f"; see `{exc.ctx.command_path} --help`" if exc.ctx is not None else ""
-            typer.echo(f"error: {_usage_message(exc)}{where}", err=True)
+            typer.echo(f"error: {_usage_message(exc)}{_way_on(exc)}", err=True)
             sys.exit(EXIT_USAGE)
         # Ctrl-C while the parser or a prompt waits; typer's own click has no Abort of its own, an
         # older typer's click has (an except clause naming a missing one would fail on any exception).
@@ -135,15 +136,37 @@ class _OneLineUsageErrors(_Commands):
         sys.exit(status if isinstance(status, int) else 0)
 
 
+# The commands whose question may come on standard input as `-` (`research ask - < email.txt`).
+QUERY_ON_STDIN = ("ask",)
+_OPTION_SHOWN = 40  # characters of an unknown option's first line quoted: a pasted email is not echoed
+
+
 def _usage_message(exc: Any) -> str:
     """A usage error's message. A converter's (``coordinator.cli.params``) that names its option
     already (``--url must be an http(s) URL ...``) stands alone, without typer's "Invalid value for
     '--url': " before it."""
+    if isinstance(exc, parser_errors.NoSuchOption):
+        shown = exc.option_name.splitlines()[0][:_OPTION_SHOWN]
+        if shown != exc.option_name:  # one line, whatever was pasted
+            return f"No such option: {shown}..."
     param = getattr(exc, "param", None)
     if param is not None and any(exc.message.startswith(f"{name} ") for name in param.opts):
         return str(exc.message)
     # typer checks choices through pydantic, whose "Value error, " adds nothing for a reader
     return str(exc.format_message()).replace("Value error, ", "").rstrip(".")
+
+
+def _way_on(exc: Any) -> str:
+    """What to do after a usage error: the command's help; for an unknown option given to a command
+    that takes a question, how to give a question that begins with '-' (a pasted email's
+    "---------- Forwarded message"), which the parser reads as an option."""
+    if exc.ctx is None:
+        return ""
+    command, path = exc.ctx.command, exc.ctx.command_path
+    if isinstance(exc, parser_errors.NoSuchOption) and any(param.name == "query" for param in command.params):
+        stdin = f", or on standard input with `{path} -`" if command.name in QUERY_ON_STDIN else ""
+        return f"; a question that begins with '-' goes after `--` ({path} [OPTIONS] -- \"-...\"){stdin}"
+    return f"; see `{path} --help`"
 
 
 app = _OneLineUsageErrors(

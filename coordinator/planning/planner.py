@@ -607,6 +607,11 @@ def _unaccounted(
                 ))  # fmt: skip
         elif str(mention.value) not in used and mention.describe() not in listed:
             found.append(_unused(mention, catalog or demo_catalog()))
+    for typed in reading.other_currency:
+        found.append(Unplanned(
+            f"the amount '{typed}'", "it is not an amount in pounds: billing works in GBP only",
+            "give the amount in pounds, e.g. £45 or 45 GBP",
+        ))  # fmt: skip
     # Named only to be left out ("not about ORD-10134"): not researched, and no action offered on it.
     first: dict[object, Mention] = {}
     for mention in reading.excluded:

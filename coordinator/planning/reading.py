@@ -17,8 +17,11 @@ ordinary words corrected against the intents' vocabulary (rapidfuzz); identifier
 corrected. Dates are read relative to the demo world's calendar (``sources.domain.TODAY``), with
 dateparser for the phrases people write.
 
-An amount in another currency, a date that does not exist, an empty or oversized query, or one with
-control characters is a ``QueryError`` whose message says what to write instead.
+An amount in another currency ("129 Euro" in a pasted email) is set aside, whole as it was typed
+(``Reading.other_currency``): no number of it is read as pounds, and the planner lists it as not
+researched, saying to give it in pounds, while the rest of the query is researched. A date that does
+not exist, an empty or oversized query, or one with control characters is a ``QueryError`` whose
+message says what to write instead.
 """
 
 from __future__ import annotations
@@ -158,6 +161,8 @@ class Reading:
     # Named only to be left out: negated, excluded, contrasted or quoted ("not about ORD-10134",
     # 'unlike "ORD-10134"'); never researched, never acted on (``excluded``).
     excluded: tuple[Mention, ...] = ()
+    # Each amount in another currency, as typed ("129 Euro"): billing works in pounds, so none is read.
+    other_currency: tuple[str, ...] = ()
 
     @functools.cached_property
     def quoted(self) -> list[tuple[int, int]]:
@@ -390,7 +395,7 @@ def _links(match: re.Match[str]) -> int:
     return _count(match["count"] or match["depth"])
 
 
-# An amount in another currency, whole as it was typed (what the refusal quotes): "$450", "US$1,250.50",
+# An amount in another currency, whole as it was typed (what the gap quotes): "$450", "US$1,250.50",
 # "€12,50", "USD 45", "450 €", "45 dollars", "$5k". A number ends on a digit: "$450." quotes "$450". The
 # number before a symbol or word starts a number ("10031 $" of "ORD-10031 $45" is none).
 _NUMBER = r"\d(?:[\d,.]*\d)?"
@@ -478,6 +483,7 @@ class _Scanner:
         self.text = text
         self.left = text
         self.mentions: list[Mention] = []
+        self.set_aside: list[str] = []
 
     def take(self, pattern: re.Pattern[str], kind: MentionKind, value: Any) -> None:
         """Read every match of ``pattern`` (only its ``span`` group, where it has one) as a mention."""
@@ -488,6 +494,12 @@ class _Scanner:
             start, end = match.span("span") if "span" in pattern.groupindex else match.span()
             self.mentions.append(Mention(kind, normalized, self.text[start:end].strip(), start))
             self.blank(start, end)
+
+    def set_aside_every(self, pattern: re.Pattern[str]) -> None:
+        """Blank every match of ``pattern``, read as nothing, and keep it as typed (``set_aside``)."""
+        for match in list(pattern.finditer(self.left)):
+            self.set_aside.append(match[0].strip())
+            self.blank(*match.span())
 
     def blank(self, start: int, end: int) -> None:
         self.left = self.left[:start] + " " * (end - start) + self.left[end:]
@@ -684,12 +696,6 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
     paths: both only where a registered tool takes them, so that other queries read as they always have.
     """
     text = _check(query)
-    other = _OTHER_CURRENCY.search(text)
-    if other is not None:
-        raise QueryError(
-            f"'{other[0].strip()}' is not an amount in pounds: billing works in GBP only; "
-            "give the amount in pounds, e.g. £45 or 45 GBP"
-        )
     scanner, aliases = _scan(text, entities, paths=paths)
     # "in full", "the whole order": an amount the order's own record holds.
     full = _FULL_AMOUNT.search(scanner.left)
@@ -717,6 +723,7 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         full_amount=full[0] if full is not None else "",
         inferred=intents - keyword_intents,
         excluded=tuple(excluded),
+        other_currency=tuple(scanner.set_aside),
     )
 
 
@@ -734,6 +741,9 @@ def _scan(text: str, entities: Mapping[str, str] | None, *, paths: bool) -> tupl
         scanner.take(pattern, "customer_id", lambda m: CUSTOMER_ID.from_match(m) if int(m[1]) else None)
     for pattern in _ORDER_IDS:
         scanner.take(pattern, "order_id", lambda m: ORDER_ID.from_match(m) if int(m[1]) else None)
+    # Before any amount: none of another currency's numbers is pounds ("refund 45 USD" is no refund
+    # of 45); after the identifiers, which may hold one's letters ("1usd@example.com", "KB-1EUR").
+    scanner.set_aside_every(_OTHER_CURRENCY)
     for pattern in _POUNDS:
         scanner.take(pattern, "amount", _amount)
     scanner.take(_POUNDS_IN_WORDS, "amount", _pounds_in_words)

@@ -46,7 +46,8 @@ with their words as data (``coordinator.planning.intents``):
   the one id its clause names, if any (``target`` None otherwise; never an amount: such a tool's
   arguments are its own). Two ids for one call: unclear.
 
-A query the reader refuses (``QueryError``: another currency, a control character) asks for nothing.
+A query the reader refuses (``QueryError``: a control character, a date that does not exist) asks for
+nothing; an amount in another currency is no amount, so no refund of it is asked.
 """
 
 from __future__ import annotations
