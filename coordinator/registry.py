@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from subagents import broker, classify
     from subagents.broker import Grant
     from subagents.classify import Classifier
-    from subagents.sessions import client_faults, connection
+    from subagents.sessions import bearer, client_faults, connection
     from subagents.sessions.connection import Target
 else:
     tomli_w = deferred("tomli_w")  # only `sources add` and `remove` write
@@ -83,6 +83,7 @@ else:
     classify = deferred("subagents.classify")
     client_faults = deferred("subagents.sessions.client_faults")
     connection = deferred("subagents.sessions.connection")
+    bearer = deferred("subagents.sessions.bearer")
 
 __all__ = [
     "BUILT_IN_KINDS",
@@ -271,8 +272,9 @@ class DemoSource(SourceEntry):
         one source for one task, where starting the fork server costs more), or dialled over HTTP at
         ``url``, else where the fleet of the settings' data folder has it each time a session opens
         (never on a default port)."""
-        if over == "http":
-            return connection.http_target(url) if url else fleet_target(fleets.Fleet(settings), self.name)
+        if over == "http":  # with the bearer token a source off loopback requires
+            where = url if url else fleet_target(fleets.Fleet(settings), self.name)
+            return connection.http_target(where, bearer.BearerCredential(settings.signing_key(), self.name))
         if over == "spawn":
             return connection.stdio_target(self.name, settings.with_faults(faults))
         return connection.forked_target(self.name, settings.with_faults(faults))

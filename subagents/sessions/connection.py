@@ -19,9 +19,12 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, cast
 
 import anyio
+import httpx2
 from anyio.abc import TaskGroup
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server import MCPServer
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult, RequestParamsMeta
 
 from sources.settings import SourceSettings
@@ -69,8 +72,23 @@ def forked_target(source: str, settings: SourceSettings) -> Target:
     return lambda: forked_source(source, settings.child_environment())
 
 
-def http_target(url: str) -> Target:
-    return lambda: url
+def http_target(url: str | Callable[[], str], auth: httpx2.Auth | None = None) -> Target:
+    """A source over streamable HTTP at ``url`` (or where ``url()`` says when a session opens), each
+    request authorized by ``auth`` when given (``subagents.sessions.bearer``)."""
+    where = url if callable(url) else (lambda: url)
+    if auth is None:
+        return where
+    return lambda: _authorized(where(), auth)
+
+
+@asynccontextmanager
+async def _authorized(url: str, auth: httpx2.Auth) -> AsyncIterator[Any]:
+    """The SDK's streamable HTTP transport on the SDK's own HTTP client (its timeouts), with ``auth``."""
+    async with (
+        create_mcp_http_client(auth=auth) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 class SourceConnection:
