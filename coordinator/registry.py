@@ -272,12 +272,16 @@ class DemoSource(SourceEntry):
         one source for one task, where starting the fork server costs more), or dialled over HTTP at
         ``url``, else where the fleet of the settings' data folder has it each time a session opens
         (never on a default port)."""
-        if over == "http":  # with the bearer token a source off loopback requires
-            where = url if url else fleet_target(fleets.Fleet(settings), self.name)
-            return connection.http_target(where, bearer.BearerCredential(settings.signing_key(), self.name))
+        if over == "http":
+            return self.over_http(settings, url if url else fleet_target(fleets.Fleet(settings), self.name))
         if over == "spawn":
             return connection.stdio_target(self.name, settings.with_faults(faults))
         return connection.forked_target(self.name, settings.with_faults(faults))
+
+    def over_http(self, settings: SourceSettings, where: str | Callable[[], str]) -> Target:
+        """Dialled over HTTP at ``where`` (or where ``where()`` says when a session opens), with the
+        bearer token a source off loopback requires (``subagents.sessions.bearer``)."""
+        return connection.http_target(where, bearer.BearerCredential(settings.signing_key(), self.name))
 
 
 def fleet_target(fleet: Fleet, source: str) -> Callable[[], str]:

@@ -23,6 +23,7 @@ import pytest
 __all__ = ["Host", "TwoHosts", "namespaces_left", "two_hosts"]
 
 RANGE = ipaddress.ip_network("10.231.0.0/16")
+RAY_PERSPECTIVE = "8.8.8.8/32"  # ray._private.services.node_ip_address_from_perspective's default
 _IP_S = 10.0
 
 
@@ -45,6 +46,9 @@ class TwoHosts:
 
     def addresses(self) -> set[str]:
         return {self.a.address, self.b.address}
+
+    def links(self) -> set[str]:
+        return {self.a.link, self.b.link}
 
     def cut(self, host: Host) -> None:
         """The host's cable pulled out: its end of the pair down."""
@@ -95,6 +99,12 @@ def two_hosts() -> Iterator[TwoHosts]:
         for host in (a, b):
             _ip("-n", host.name, "addr", "add", f"{host.address}/{network.prefixlen}", "dev", host.link)
             _ip("-n", host.name, "link", "set", host.link, "up")
+            # Ray finds a process's node address by the route to 8.8.8.8 (a UDP socket "connected" to
+            # 8.8.8.8:53 and closed: no packet sent); without one it takes loopback's, which no node of
+            # these hosts has. A route to that one address only, not a default route: with one, Ray's
+            # agents' DNS lookups went out over the pair towards the machine's nameserver (the socket
+            # check caught them); without, they fail at once, and nothing tries to leave.
+            _ip("-n", host.name, "route", "add", RAY_PERSPECTIVE, "dev", host.link)
         yield TwoHosts(a, b)
     finally:
         for name in made:  # the pair goes with them

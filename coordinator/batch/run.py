@@ -265,6 +265,7 @@ async def _ask_all(
         tally.worker_nodes = list(getattr(engine, "worker_nodes", []))
         tally.questions_by_node = dict(getattr(engine, "questions_by_node", {}))
         tally.asked_again = int(getattr(engine, "asked_again", 0))
+        tally.questions_asked_again = list(getattr(engine, "questions_asked_again", []))
 
 
 def _keep(folder: BatchDir, answer: Answer) -> None:
