@@ -4,7 +4,8 @@ Each namespace has its own loopback, one end of the pair and one address of a /3
 (a private range this machine's own network does not use: checked before the namespaces are made);
 ``cut`` sets host B's end down, a cable pulled out: B's processes live on, and reach nothing of A.
 Everything is undone on the way out, on failure too: the namespaces deleted (which deletes the pair).
-Made with ``ip`` (iproute2) as root; where that cannot be done the test skips and says why.
+Made with ``ip`` (iproute2) as root; where that cannot be done a test skips and says why
+(``two_hosts``), a benchmark says so (``joined_hosts`` raises ``HostsUnavailable``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,17 @@ from dataclasses import dataclass
 
 import pytest
 
-__all__ = ["Host", "TwoHosts", "namespaces_left", "two_hosts"]
+__all__ = [
+    "Host",
+    "HostsUnavailable",
+    "TwoHosts",
+    "joined_hosts",
+    "namespaces_left",
+    "two_hosts",
+    "unavailable",
+]
 
-RANGE = ipaddress.ip_network("10.231.0.0/16")
+RANGE = ipaddress.IPv4Network("10.231.0.0/16")
 RAY_PERSPECTIVE = "8.8.8.8/32"  # ray._private.services.node_ip_address_from_perspective's default
 _IP_S = 10.0
 
@@ -55,6 +64,10 @@ class TwoHosts:
         _ip("-n", host.name, "link", "set", host.link, "down")
 
 
+class HostsUnavailable(RuntimeError):
+    """Two hosts cannot be made here; the message says why."""
+
+
 def _ip(*args: str) -> str:
     done = subprocess.run([_tool("ip"), *args], capture_output=True, text=True, timeout=_IP_S, check=False)
     if done.returncode != 0:
@@ -72,18 +85,36 @@ def _unused_network() -> ipaddress.IPv4Network:
     for word in routes.split():
         with contextlib.suppress(ValueError):
             if ipaddress.ip_network(word, strict=False).overlaps(RANGE):
-                pytest.skip(f"{RANGE} is in use on this machine ({word}); the test's hosts need it free")
+                raise HostsUnavailable(f"{RANGE} is in use on this machine ({word}); the hosts need it free")
     chosen = secrets.randbelow(RANGE.num_addresses // 4)
-    return ipaddress.ip_network(f"{RANGE.network_address + chosen * 4}/30")
+    return ipaddress.IPv4Network(f"{RANGE.network_address + chosen * 4}/30")
+
+
+def unavailable() -> str | None:
+    """Why two hosts cannot be made here, or None."""
+    if os.geteuid() != 0:
+        return "network namespaces need root: two hosts are made where this runs as root"
+    if shutil.which("ip") is None or shutil.which("nsenter") is None:
+        return "network namespaces need `ip` (iproute2) and `nsenter` (util-linux)"
+    return None
 
 
 @contextlib.contextmanager
 def two_hosts() -> Iterator[TwoHosts]:
+    """``joined_hosts`` for a test: skipped, saying why, where they cannot be made."""
+    why = unavailable()
+    if why is not None:
+        pytest.skip(why)
+    with joined_hosts() as hosts:
+        yield hosts
+
+
+@contextlib.contextmanager
+def joined_hosts() -> Iterator[TwoHosts]:
     """Host A and host B, joined; loopback up in both. Deleted on the way out, whatever happened."""
-    if os.geteuid() != 0:
-        pytest.skip("network namespaces need root: the two-host test runs where it is root")
-    if shutil.which("ip") is None or shutil.which("nsenter") is None:
-        pytest.skip("network namespaces need `ip` (iproute2) and `nsenter` (util-linux)")
+    why = unavailable()
+    if why is not None:
+        raise HostsUnavailable(why)
     network = _unused_network()
     first, second = list(network.hosts())
     tag = secrets.token_hex(3)

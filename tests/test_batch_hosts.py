@@ -9,12 +9,15 @@ engine asks B's questions in flight again on A's worker. Skipped where namespace
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -26,7 +29,7 @@ from coordinator.reporting.report import ResearchReport  # noqa: E402
 from sources.processes.fleet import Fleet  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from tests.conftest import free_ports  # noqa: E402
-from tests.hosts import namespaces_left, two_hosts  # noqa: E402
+from tests.hosts import TwoHosts, namespaces_left, two_hosts  # noqa: E402
 from tests.sockets import batch_processes, off_loopback, sockets_of  # noqa: E402
 from tests.test_batch import QUESTIONS, batch_command, write_questions  # noqa: E402
 from tests.test_batch_ray import Node, researched_on, start_node  # noqa: E402
@@ -42,6 +45,48 @@ HEALTH_CHECKS = {
 }
 
 
+@dataclass
+class HostsCluster:
+    """Ray across two hosts: the head on A, a second node on B, one CPU each."""
+
+    address: str  # the head's, as `--address` takes it
+    nodes: list[Node]  # the head, then B's node
+    environment: dict[str, str]  # what joins it: its token, and the health checks
+
+
+@contextlib.contextmanager
+def ray_across(hosts: TwoHosts, until: float, cpus: int = 1) -> Iterator[HostsCluster]:
+    """`ray start --head` on host A and `ray start --address` on host B, each at its own address (as
+    "On a cluster" in docs/guides/batch.md shows); every process of both ended on the way out."""
+    temp = Path(tempfile.mkdtemp(prefix="rc-hosts-"))  # short: Ray's socket paths are under it
+    joining = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), **HEALTH_CHECKS}
+    environment = {**os.environ, **joining}
+    cluster = HostsCluster("", [], joining)
+    try:
+        port, head_agent, second_agent = free_ports(3)  # free on either host: the namespaces are new
+        head = [
+            "--head", f"--port={port}", f"--node-ip-address={hosts.a.address}", f"--num-cpus={cpus}",
+            "--include-dashboard=false", f"--temp-dir={temp}",
+        ]  # fmt: skip
+        cluster.nodes.append(
+            start_node(head, temp / "head.log", environment, until, head_agent, hosts.a.prefix)
+        )
+        cluster.address = f"{hosts.a.address}:{port}"
+        second = [
+            f"--address={cluster.address}",
+            f"--node-ip-address={hosts.b.address}",
+            f"--num-cpus={cpus}",
+        ]
+        cluster.nodes.append(
+            start_node(second, temp / "second.log", environment, until, second_agent, hosts.b.prefix)
+        )
+        yield cluster
+    finally:
+        for node in reversed(cluster.nodes):
+            node.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
 def test_a_batch_across_two_hosts_loses_no_question_when_the_second_is_cut_off(
     settings: SourceSettings, tmp_path: Path
 ) -> None:
@@ -49,54 +94,37 @@ def test_a_batch_across_two_hosts_loses_no_question_when_the_second_is_cut_off(
     queries = [QUESTIONS[number % 3] for number in range(40)]
     questions = write_questions(tmp_path, queries)
     out = tmp_path / "out"
-    temp = Path(tempfile.mkdtemp(prefix="rc-hosts-"))  # short: Ray's socket paths are under it
-    cluster = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), **HEALTH_CHECKS}
-    environment = {**os.environ, **cluster}
-    nodes: list[Node] = []
-    with two_hosts() as hosts:
-        a, b = hosts.a, hosts.b
+    with two_hosts() as hosts, ray_across(hosts, until) as cluster:
+        a, b, nodes = hosts.a, hosts.b, cluster.nodes
+        command = (
+            str(questions), "--out", str(out), "--engine", "ray", "--workers", "2",
+            "--address", cluster.address, "--fleet-host", a.address,
+            "--concurrency", "4", "--faults", "customers:latency=150ms,seed=1",
+        )  # fmt: skip
+        process = batch_command(settings, *command, environment=cluster.environment, prefix=a.prefix)
         try:
-            port, head_agent, second_agent = free_ports(3)  # free on any host: the namespaces are new
-            head = [
-                "--head", f"--port={port}", f"--node-ip-address={a.address}", "--num-cpus=1",
-                "--include-dashboard=false", f"--temp-dir={temp}",
-            ]  # fmt: skip
-            nodes.append(start_node(head, temp / "head.log", environment, until, head_agent, a.prefix))
-            second = [f"--address={a.address}:{port}", f"--node-ip-address={b.address}", "--num-cpus=1"]
-            nodes.append(start_node(second, temp / "second.log", environment, until, second_agent, b.prefix))
-            command = (
-                str(questions), "--out", str(out), "--engine", "ray", "--workers", "2",
-                "--address", f"{a.address}:{port}", "--fleet-host", a.address,
-                "--concurrency", "4", "--faults", "customers:latency=150ms,seed=1",
-            )  # fmt: skip
-            process = batch_command(settings, *command, environment=cluster, prefix=a.prefix)
-            try:
-                while not nodes[1].workers():  # host B's worker, started for the batch
-                    assert process.poll() is None, process.communicate()[1]
-                    assert time.monotonic() < until, "no worker started on host B"
-                    time.sleep(0.1)
-                (worker,) = nodes[1].workers()
-                while not researched_on(out, worker):  # B answered a question over the pair
-                    assert process.poll() is None, process.communicate()[1]
-                    assert time.monotonic() < until, "host B answered no question in time"
-                    time.sleep(0.05)
-                # Every socket of both hosts' processes, as the batch runs across them.
-                processes = {each.pid: each for each in batch_processes(process.pid)}
-                processes.update((each.pid, each) for node in nodes for each in node.processes())
-                sockets = sockets_of(processes.values())
-                fleet = Fleet(settings).urls()  # the batch's own, as it advertises them
-                hosts.cut(b)  # mid-batch: B's processes live on, cut off
-                at_cut = len(list((out / "reports").glob("*.json")))
-                alive_after_cut = [each.pid for each in nodes[1].processes()]
-                stdout, stderr = process.communicate(timeout=max(1.0, until - time.monotonic()))
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                Fleet(settings).down()
+            while not nodes[1].workers():  # host B's worker, started for the batch
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < until, "no worker started on host B"
+                time.sleep(0.1)
+            (worker,) = nodes[1].workers()
+            while not researched_on(out, worker):  # B answered a question over the pair
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < until, "host B answered no question in time"
+                time.sleep(0.05)
+            # Every socket of both hosts' processes, as the batch runs across them.
+            processes = {each.pid: each for each in batch_processes(process.pid)}
+            processes.update((each.pid, each) for node in nodes for each in node.processes())
+            sockets = sockets_of(processes.values())
+            fleet = Fleet(settings).urls()  # the batch's own, as it advertises them
+            hosts.cut(b)  # mid-batch: B's processes live on, cut off
+            at_cut = len(list((out / "reports").glob("*.json")))
+            alive_after_cut = [each.pid for each in nodes[1].processes()]
+            stdout, stderr = process.communicate(timeout=max(1.0, until - time.monotonic()))
         finally:
-            for node in reversed(nodes):
-                node.kill()
-            shutil.rmtree(temp, ignore_errors=True)
+            if process.poll() is None:
+                process.kill()
+            Fleet(settings).down()
     assert namespaces_left(hosts) == []  # nothing of either host is left
     assert all(node.gone() for node in nodes)
     assert worker in alive_after_cut  # cut off, not killed
