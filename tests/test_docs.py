@@ -90,7 +90,6 @@ NOT_RUN = {
     "--engine ray": "a batch on Ray workers: tests/test_batch_ray.py runs batches on Ray",
     "ray start": "a Ray cluster's own commands: tests/test_batch_ray.py starts such a cluster",
     "ray get-auth-token": "a Ray cluster's own commands: tests/test_batch_ray.py starts such a cluster",
-    "--host 10.0.0.5": "a cluster machine's address: tests/test_fleet_hosts.py runs a fleet on one of its own hosts",
 }
 
 # The exit status the docs imply. Where it shows a command's output, the output says it: a
