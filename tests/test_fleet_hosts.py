@@ -30,7 +30,7 @@ import anyio, httpx2
 from mcp import Client
 from sources.settings import SourceSettings
 from subagents.sessions.bearer import BearerCredential
-from subagents.sessions.connection import http_target
+from subagents.sessions.connection import http_target, opened
 
 url, base = sys.argv[1], sys.argv[1].removesuffix("/mcp")
 initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -49,7 +49,7 @@ async def main():
         seen["health"] = (await http.get(base + "/health")).status_code
         seen["health_foreign_host"] = (await http.get(base + "/health", headers={"Host": "rebound.example"})).status_code
     with anyio.fail_after(20):
-        async with Client(http_target(url, credential)()) as client:
+        async with Client(opened(http_target(url, credential)())) as client:
             result = await client.call_tool("search_orders", {"customer_id": "CUST-00042"})
     seen["with_token"] = [result.is_error, json.loads(result.content[0].text)["resultCount"]]
     print(json.dumps(seen))

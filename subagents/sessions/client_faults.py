@@ -73,7 +73,7 @@ from pydantic import ValidationError
 
 from sources.faults import OVERSIZE_BYTES, FaultSettings, Roll, rolls, transient_result
 from sources.wire import GARBAGE
-from subagents.sessions.connection import Target
+from subagents.sessions.connection import AuthorizedUrl, Target
 
 __all__ = ["with_client_faults"]
 
@@ -123,6 +123,8 @@ def _transport_of(
         return InMemoryTransport(opened)
     if isinstance(opened, StdioServerParameters):
         return stdio_client(opened)
+    if isinstance(opened, AuthorizedUrl):  # a URL whose requests carry a token
+        return opened.transport()
     if isinstance(opened, str):
         return streamable_http_client(opened)
     return opened

@@ -33,6 +33,7 @@ from subagents.hooks import ToolCall
 from subagents.sessions.forked_transport import forked_source
 
 __all__ = [
+    "AuthorizedUrl",
     "Connections",
     "SourceConnection",
     "Target",
@@ -78,17 +79,33 @@ def http_target(url: str | Callable[[], str], auth: httpx2.Auth | None = None) -
     where = url if callable(url) else (lambda: url)
     if auth is None:
         return where
-    return lambda: _authorized(where(), auth)
+    return lambda: AuthorizedUrl(where(), auth)
 
 
-@asynccontextmanager
-async def _authorized(url: str, auth: httpx2.Auth) -> AsyncIterator[Any]:
-    """The SDK's streamable HTTP transport on the SDK's own HTTP client (its timeouts), with ``auth``."""
-    async with (
-        create_mcp_http_client(auth=auth) as http,
-        streamable_http_client(url, http_client=http) as streams,
-    ):
-        yield streams
+class AuthorizedUrl(str):
+    """A source's URL, and how each request to it is authorized: still the URL (compared, shown and
+    logged as one), opened by ``opened`` rather than as a bare URL, which would send no token."""
+
+    auth: httpx2.Auth
+
+    def __new__(cls, url: str, auth: httpx2.Auth) -> AuthorizedUrl:
+        made = super().__new__(cls, url)
+        made.auth = auth
+        return made
+
+    @asynccontextmanager
+    async def transport(self) -> AsyncIterator[Any]:
+        """The SDK's streamable HTTP transport on the SDK's own HTTP client (its timeouts), with ``auth``."""
+        async with (
+            create_mcp_http_client(auth=self.auth) as http,
+            streamable_http_client(str(self), http_client=http) as streams,
+        ):
+            yield streams
+
+
+def opened(target: Any) -> Any:
+    """What ``mcp.Client`` is given for what a target returned: an authorized URL as its transport."""
+    return target.transport() if isinstance(target, AuthorizedUrl) else target
 
 
 class SourceConnection:
@@ -118,7 +135,7 @@ class SourceConnection:
         try:
             with opening.scope, anyio.fail_after(_OPEN_TIMEOUT_S) as opening_deadline:
                 async with Client(
-                    self._target(), read_timeout_seconds=None, **self._client_options
+                    opened(self._target()), read_timeout_seconds=None, **self._client_options
                 ) as client:
                     opening_deadline.deadline = math.inf  # open: the session lives until it is stopped
                     opening.client = client
