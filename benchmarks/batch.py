@@ -32,6 +32,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,15 +177,24 @@ def _on_sample(out: Path, sample: int) -> tuple[int, int, int]:
 
 
 def batch_run(
-    workers: int, questions: Path, out: Path, env: dict[str, str], options: argparse.Namespace
+    workers: int,
+    questions: Path,
+    out: Path,
+    env: dict[str, str],
+    options: argparse.Namespace,
+    *,
+    name: str = "",
+    prefix: Sequence[str] = (),
+    extra: Sequence[str] = (),
 ) -> Run:
-    """One ``research batch`` into the fresh folder ``out``, and the figures of its summary.json."""
-    name = f"{options.engine} {plural(workers, 'worker')}"
+    """One ``research batch`` into the fresh folder ``out``, and the figures of its summary.json
+    (``prefix``: a command that runs it, as ``nsenter``; ``extra``: its options beyond these)."""
+    name = name or f"{options.engine} {plural(workers, 'worker')}"
     argv = [
-        *RESEARCH, "batch", str(questions), "--out", str(out), "--engine", options.engine,
+        *prefix, *RESEARCH, "batch", str(questions), "--out", str(out), "--engine", options.engine,
         "--workers", str(workers), "--concurrency", str(workers * options.concurrency_per_worker),
         "--deadline", str(DEADLINE_S), "--seed", str(options.seed), "--llm", "none",
-        *chaos_options(options.seed),
+        *chaos_options(options.seed), *extra,
     ]  # fmt: skip
     say(f"[batch] {name}: research batch, {plural(options.questions, 'question')}")
     status, _, stderr, seconds = execute(argv, env, BATCH_TIMEOUT_S)

@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from subagents import broker, classify
     from subagents.broker import Grant
     from subagents.classify import Classifier
-    from subagents.sessions import bounded, client_faults, connection
+    from subagents.sessions import bearer, bounded, client_faults, connection
     from subagents.sessions.connection import Target
 else:
     tomli_w = deferred("tomli_w")  # only `sources add` and `remove` write
@@ -84,6 +84,7 @@ else:
     client_faults = deferred("subagents.sessions.client_faults")
     bounded = deferred("subagents.sessions.bounded")  # a spawned server's answers, each bounded
     connection = deferred("subagents.sessions.connection")
+    bearer = deferred("subagents.sessions.bearer")
 
 __all__ = [
     "BUILT_IN_KINDS",
@@ -274,10 +275,15 @@ class DemoSource(SourceEntry):
         ``url``, else where the fleet of the settings' data folder has it each time a session opens
         (never on a default port)."""
         if over == "http":
-            return connection.http_target(url) if url else fleet_target(fleets.Fleet(settings), self.name)
+            return self.over_http(settings, url if url else fleet_target(fleets.Fleet(settings), self.name))
         if over == "spawn":
             return connection.stdio_target(self.name, settings.with_faults(faults))
         return connection.forked_target(self.name, settings.with_faults(faults))
+
+    def over_http(self, settings: SourceSettings, where: str | Callable[[], str]) -> Target:
+        """Dialled over HTTP at ``where`` (or where ``where()`` says when a session opens), with the
+        bearer token a source off loopback requires (``subagents.sessions.bearer``)."""
+        return connection.http_target(where, bearer.BearerCredential(settings.signing_key(), self.name))
 
 
 def fleet_target(fleet: Fleet, source: str) -> Callable[[], str]:

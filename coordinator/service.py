@@ -52,11 +52,13 @@ from coordinator.ask_service import NAME
 from coordinator.core import Config, Coordinator
 from coordinator.planning.planner import QueryError, plan_query
 from coordinator.planning.reading import MAX_QUERY_CHARS
+from coordinator.registry import DemoSource, fleet_target
 from coordinator.reporting.render import print_report, print_task_table
 from coordinator.reporting.report import ResearchReport
 from sources.bounds import MAX_NESTING, TooLarge
 from sources.catalogue import SOURCES
 from sources.processes.control import refuse_unless_trusted
+from sources.processes.fleet import Fleet
 from sources.processes.serve import READY_PREFIX, BoundedShutdownServer, bind_loopback, log_plainly
 from sources.security.fleet_secret import FLEET_SECRET_ENV
 from sources.settings import SourceSettings
@@ -79,18 +81,26 @@ def create_app(settings: SourceSettings, secret: str) -> Starlette:
     in_flight: set[anyio.CancelScope] = set()
     dialled: dict[str, list[str]] = {source: [] for source in SOURCES}  # the URLs each session opened on
 
-    def noted(source: str, find: Target) -> Target:
+    def noted(entry: DemoSource) -> Target:
+        source = entry.name
+        find = fleet_target(Fleet(settings), source)
+
         def dial() -> str:
-            url = str(find())  # a source of the fleet is found at a URL
+            url = find()  # a source of the fleet is found at a URL
             if url not in dialled[source]:
                 dialled[source].append(url)
             return url
 
-        return dial
+        return entry.over_http(settings, dial)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        targets = {source: noted(source, find) for source, find in config.targets().items()}
+        targets = config.targets()  # the demo sources' noted as they are dialled
+        targets.update(
+            (name, noted(entry))
+            for name, entry in config.registry.sources().items()
+            if isinstance(entry, DemoSource)
+        )
         async with Coordinator(config, targets=targets, guard=guard) as coordinator:
             held["coordinator"] = coordinator
             coordinator.open_soon(SOURCES)  # the first query finds its sessions open, as every later one does

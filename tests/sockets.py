@@ -104,15 +104,19 @@ def _address(pair: list[object] | None) -> tuple[str, int] | None:
     return None if not pair else (str(pair[0]), int(str(pair[1])))
 
 
-def off_loopback(sockets: Iterable[Socket]) -> list[Socket]:
-    """The sockets that listen on or connect to an address other than loopback's."""
+def off_loopback(
+    sockets: Iterable[Socket], *, hosts: Iterable[str] = (), links: Iterable[str] = ()
+) -> list[Socket]:
+    """The sockets that listen on or connect to an address other than loopback's (and ``hosts``': the
+    addresses of a test's own namespaces, joined by the interfaces ``links``, ``tests.hosts``)."""
+    allowed, inside = LOOPBACK | set(hosts), {"lo", *links}
     wrong = []
     for each in sockets:
         for address in (each.local, each.remote):
-            if address is None or address[0] in LOOPBACK:
+            if address is None or address[0].removeprefix("::ffff:") in allowed:  # IPv4 as IPv6 writes it too
                 continue
-            if address is each.local and address[0] in EVERY_INTERFACE and each.interfaces == {"lo"}:
-                continue  # every interface of a namespace whose only one is loopback
+            if address is each.local and address[0] in EVERY_INTERFACE and each.interfaces <= inside:
+                continue  # every interface of a namespace whose only ones are loopback and the test's links
             wrong.append(each)
             break
     return wrong

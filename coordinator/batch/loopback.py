@@ -27,6 +27,7 @@ import sys
 from typing import TYPE_CHECKING, NoReturn
 
 from sources.processes.fleet import Fleet
+from sources.security.listen import LOOPBACK
 
 if TYPE_CHECKING:
     from coordinator.batch.run import Batch
@@ -60,6 +61,8 @@ def obstacle(batch: Batch, settings: SourceSettings, argv: list[str]) -> str | N
     """Why this batch cannot run in a namespace of loopback alone, or None when it can."""
     if batch.urls:
         return "the sources given by --url are outside it"
+    if batch.fleet_host != LOOPBACK:
+        return f"its fleet listens on {batch.fleet_host} (--fleet-host), an address outside it"
     if any(member.alive() for member in Fleet(settings).members().values()):
         return "the running fleet it uses is outside it"
     if batch.claude is not None:

@@ -169,6 +169,7 @@ class RayEngine:
         self.worker_nodes: list[str | None] = [None] * workers  # where each worker last answered
         self.questions_by_node: dict[str, int] = {}  # the answers each node's workers gave
         self.asked_again = 0  # questions asked once more because their worker died under them
+        self.questions_asked_again: list[str] = []  # their ids
         self._started_ray = False
         self._pool: list[Any] = []
         self._busy: list[int] = []
@@ -246,6 +247,7 @@ class RayEngine:
                 if len(tried) == attempts:
                     return _failed(question, exc)
                 self.asked_again += 1
+                self.questions_asked_again.append(question.id)
                 continue
             except ray.exceptions.RayError as exc:  # our code raised in the worker: a bug, said in one line
                 return _failed(question, exc)

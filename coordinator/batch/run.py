@@ -63,6 +63,7 @@ class Batch:
     approvals: tuple[Approval, ...] = ()  # --approve: the only writes any question may make (no prompt)
     registry: Registry = field(default_factory=lambda: Registry(None))  # the sources in effect
     resume: bool = False  # --resume: carry on with the batch whose files --out holds
+    fleet_host: str = "127.0.0.1"  # --fleet-host: the address the batch's own fleet listens on
 
 
 class Engine(Protocol):
@@ -118,12 +119,13 @@ class TokenPool:
             self._settled = None
 
 
-def _free_ports(count: int) -> list[int]:
-    """Ports nothing listens on now, for a fleet of the batch's own beside any other on this machine."""
+def _free_ports(count: int, host: str) -> list[int]:
+    """Ports nothing listens on now at ``host``, for a fleet of the batch's own beside any other on this machine."""
     with contextlib.ExitStack() as held:
-        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sockets = [held.enter_context(socket.socket(family)) for _ in range(count)]
         for each in sockets:
-            each.bind(("127.0.0.1", 0))
+            each.bind((host, 0))
         return [int(each.getsockname()[1]) for each in sockets]
 
 
@@ -150,7 +152,8 @@ def batch_fleet(settings: SourceSettings, batch: Batch) -> Iterator[dict[str, st
     fleet = Fleet(settings)
     running = any(member.alive() for member in fleet.members().values())
     if not running:
-        fleet.up(dict(zip(SOURCES, _free_ports(len(SOURCES)), strict=True)), chaos_control=bool(batch.faults))
+        ports = dict(zip(SOURCES, _free_ports(len(SOURCES), batch.fleet_host), strict=True))
+        fleet.up(ports, chaos_control=bool(batch.faults), host=batch.fleet_host)
     try:
         for source, faults in batch.faults.items():
             fleet.set_faults(source, faults)
@@ -262,6 +265,7 @@ async def _ask_all(
         tally.worker_nodes = list(getattr(engine, "worker_nodes", []))
         tally.questions_by_node = dict(getattr(engine, "questions_by_node", {}))
         tally.asked_again = int(getattr(engine, "asked_again", 0))
+        tally.questions_asked_again = list(getattr(engine, "questions_asked_again", []))
 
 
 def _keep(folder: BatchDir, answer: Answer) -> None:

@@ -39,6 +39,7 @@ class Tally:
     worker_nodes: list[str | None] = field(default_factory=list)
     questions_by_node: dict[str, int] = field(default_factory=dict)
     asked_again: int = 0
+    questions_asked_again: list[str] = field(default_factory=list)  # their ids, in the order asked again
 
     def add(self, status: str, violations: int) -> None:
         self.counts[status] = self.counts.get(status, 0) + 1
@@ -93,6 +94,7 @@ def summarize(
             "worker_nodes": list(tally.worker_nodes),
             "questions_by_node": dict(sorted(tally.questions_by_node.items())),
             "asked_again": tally.asked_again,
+            "questions_asked_again": sorted(set(tally.questions_asked_again)),
         },
         "retry_budget": {
             "first_attempts": tally.spent("first_attempts"),
@@ -146,7 +148,13 @@ def summary_table(summary: dict[str, Any]) -> Table:
     if run["questions_by_node"]:
         on_ray.append(("questions by node", _by_node(run["questions_by_node"])))
     if run["asked_again"]:
-        on_ray.append(("asked again (worker died)", str(run["asked_again"])))
+        named = ", ".join(run.get("questions_asked_again", []))  # a summary from before it had the ids: none
+        on_ray.append(
+            (
+                "asked again (worker died)",
+                f"{run['asked_again']} ({named})" if named else str(run["asked_again"]),
+            )
+        )
     rows[7:7] = on_ray
     if summary["resumed"]:
         rows[3:3] = [("resumed (reports of an earlier run)", str(summary["resumed"]))]

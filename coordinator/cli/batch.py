@@ -30,7 +30,7 @@ from coordinator.cli.common import (
     load_registry,
     usage_error,
 )
-from coordinator.cli.params import SourceUrl, source_url
+from coordinator.cli.params import SourceUrl, listen_address, source_url
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ def batch(
     bulkhead: Annotated[int, typer.Option("--bulkhead", min=1, metavar="N", help="Concurrent calls per source, fleet-wide.")] = 8,
     faults: FaultsOption = None,
     url: Annotated[list[SourceUrl] | None, typer.Option("--url", parser=source_url, metavar="SOURCE=URL", help="SOURCE=URL of a running source (all five); by default the running fleet, or one started for the batch.")] = None,
+    fleet_host: Annotated[str, typer.Option("--fleet-host", parser=listen_address, metavar="ADDRESS", help="The address the batch's own fleet listens on, one every node of the cluster reaches, e.g. 10.0.0.5; every request then needs a bearer token, which the workers send.")] = "127.0.0.1",
     llm: LlmOption = Llm.none,
     total_tokens: Annotated[int | None, typer.Option("--total-tokens", min=1, metavar="TOKENS", help="Claude mode: the whole batch's token budget.")] = None,
     approve: ApproveOption = None,
@@ -94,6 +95,7 @@ def batch(
         questions, out, engine, address, concurrency, workers, deadline, seed, retry_budget, bulkhead,
         {each.source: each.settings for each in faults or []}, dict(url or []), claude=claude_or_deterministic(llm),
         total_tokens=total_tokens, approvals=approvals_given(approve), registry=load_registry(), resume=resume,
+        fleet_host=fleet_host,
     )  # fmt: skip
     if engine == "ray" and address is None:
         _on_loopback(asked)

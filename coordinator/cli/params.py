@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from sources import faults as fault_settings
     from sources import settings as source_settings
     from sources.faults import FaultSettings
+    from sources.security import listen
 else:
     ask_service = deferred("coordinator.ask_service")
     registry_trust = deferred("coordinator.registry_trust")
@@ -48,6 +49,7 @@ else:
     registries = deferred("coordinator.registry")
     fault_settings = deferred("sources.faults")  # it imports pydantic
     source_settings = deferred("sources.settings")
+    listen = deferred("sources.security.listen")  # it imports the mcp SDK's request checks
 
 __all__ = [
     "TRACE_KINDS",
@@ -121,6 +123,14 @@ def member_port(value: str) -> MemberPort:
             f"--port takes NAME=PORT with a name among {', '.join(members)}, e.g. kb=9105; got {value!r}"
         )
     return MemberPort(name, int(port))
+
+
+def listen_address(value: str) -> str:
+    """``--host``: one IP address to listen on, never every interface."""
+    try:
+        return listen.checked_address(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("--host ")) from None
 
 
 def http_url(value: str) -> str:

@@ -22,7 +22,7 @@ from coordinator.cli.common import (
     start_tracing,
     usage_error,
 )
-from coordinator.cli.params import MemberPort, http_url, member_port
+from coordinator.cli.params import MemberPort, http_url, listen_address, member_port
 from coordinator.cli.task import approvals_for_task, run_one
 from sources.catalogue import SOURCES, input_schemas
 from sources.deferred import deferred
@@ -199,8 +199,20 @@ class _WarmingUp:
 def fleet_up(
     chaos: Annotated[
         bool,
-        typer.Option("--chaos", help="Accept run-time faults (hang, slow, flaky, garbage) on 127.0.0.1."),
+        typer.Option(
+            "--chaos", help="Accept run-time faults (hang, slow, flaky, garbage), with the fleet's secret."
+        ),
     ] = False,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            parser=listen_address,
+            metavar="ADDRESS",
+            help="The one address the sources listen on, e.g. 10.0.0.5 for a cluster's workers; off "
+            "loopback every request needs a bearer token. The coordinator service stays on 127.0.0.1.",
+        ),
+    ] = "127.0.0.1",
     port: Annotated[
         list[MemberPort] | None,
         typer.Option(
@@ -218,7 +230,7 @@ def fleet_up(
     """
     ports = {given.name: given.port for given in port or []}
     service = {ask_service.NAME: (ask_service.MODULE, ports.pop(ask_service.NAME, ask_service.DEFAULT_PORT))}
-    members = fleet_call(lambda: fleet().up(ports, chaos_control=chaos, services=service))
+    members = fleet_call(lambda: fleet().up(ports, chaos_control=chaos, services=service, host=host))
     for member in members.values():
         typer.echo(f"{member.source:10} pid {member.pid:<7} {member.url}")
 

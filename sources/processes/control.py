@@ -10,10 +10,10 @@
 Chaos control is off unless the source was started with ``--chaos-control``. What protects it, in
 layers, so that nothing a web page can send reaches it:
 
-* it listens on 127.0.0.1 only;
+* it listens on 127.0.0.1, or on the one address the fleet was given (``sources.security.listen``);
 * the MCP endpoint's own request checks (the SDK's, with the SDK's defaults for a loopback server):
   a POST must be ``application/json`` (a cross-site form or ``text/plain`` "simple request" is not),
-  the Host must be a loopback name (DNS rebinding), an Origin, if sent, a loopback origin;
+  the Host must be a loopback name or that address (DNS rebinding), an Origin, if sent, the same;
 * a per-fleet secret: ``research sources up`` makes one, keeps it in a 0600 file beside the
   fleet's state, passes it to each source (``RESEARCH_FLEET_SECRET``), and ``research chaos ...``
   sends it in ``X-Research-Fleet-Secret``. A browser can neither read the file nor, cross-site, set
@@ -27,30 +27,26 @@ import os
 from typing import Any
 
 from mcp.server import MCPServer
-from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from sources.faults import FaultLayer, FaultSettings
 from sources.security.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER
+from sources.security.listen import LOOPBACK, transport_security
 
 __all__ = ["add_control_routes", "refuse_unless_trusted"]
 
-# The checks the SDK applies to the MCP endpoint of a server bound to loopback, with its own defaults.
-_LOOPBACK_ONLY = TransportSecurityMiddleware(
-    TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-    )
-)
 
-
-async def refuse_unless_trusted(request: Request, *, secret: str | None) -> Response | None:
+async def refuse_unless_trusted(
+    request: Request, *, secret: str | None, host: str = LOOPBACK
+) -> Response | None:
     """The refusal for a request that a web page could have sent, or that lacks the fleet's secret
     (when ``secret`` is given); None for a request to serve. Every route beside an MCP endpoint, a
-    source's or the coordinator service's, goes through here."""
-    refused = await _LOOPBACK_ONLY.validate_request(request, is_post=request.method == "POST")
+    source's (listening on ``host``) or the coordinator service's, goes through here."""
+    # The checks the SDK applies to the MCP endpoint itself (sources.security.listen).
+    checks = TransportSecurityMiddleware(transport_security(host))
+    refused = await checks.validate_request(request, is_post=request.method == "POST")
     if refused is not None or secret is None:
         return refused
     if not hmac.compare_digest(request.headers.get(FLEET_SECRET_HEADER, "").encode(), secret.encode()):
@@ -61,7 +57,7 @@ async def refuse_unless_trusted(request: Request, *, secret: str | None) -> Resp
     return None
 
 
-def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> None:
+def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool, host: str = LOOPBACK) -> None:
     """Add /health, and /chaos when ``chaos_control``; chaos control needs ``RESEARCH_FLEET_SECRET``."""
     layer = next(layer for layer in server.middleware if isinstance(layer, FaultLayer))
     secret = os.environ.get(FLEET_SECRET_ENV, "")
@@ -82,7 +78,7 @@ def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> 
     # The SDK's route decorator has no return type: decorating with it would leave the handlers
     # untyped, so it is called on them instead.
     async def health(request: Request) -> Response:
-        refused = await refuse_unless_trusted(request, secret=None)
+        refused = await refuse_unless_trusted(request, secret=None, host=host)
         return refused or JSONResponse(state())
 
     server.custom_route("/health", methods=["GET"])(health)
@@ -90,7 +86,7 @@ def add_control_routes(server: MCPServer, name: str, *, chaos_control: bool) -> 
         return
 
     async def chaos(request: Request) -> Response:
-        refused = await refuse_unless_trusted(request, secret=secret)
+        refused = await refuse_unless_trusted(request, secret=secret, host=host)
         if refused is not None:
             return refused
         if request.method == "POST":

@@ -1,4 +1,5 @@
-"""A fleet of the five sources as long-running streamable-HTTP services on 127.0.0.1.
+"""A fleet of the five sources as long-running streamable-HTTP services on 127.0.0.1, or on one
+address a cluster reaches (``host``: every source there requires a bearer token, ``sources.security.listen``).
 
 `research sources up` starts them all at once (fixed default ports, overridable), and beside them any
 service the caller names (the coordinator service: ``coordinator.service``, named by the command,
@@ -37,6 +38,7 @@ import psutil
 from sources.catalogue import DEFAULT_PORTS, SOURCES
 from sources.deferred import deferred
 from sources.security.fleet_secret import FLEET_SECRET_ENV, FLEET_SECRET_HEADER, make_secret, read_secret
+from sources.security.listen import LOOPBACK, http_base
 from sources.settings import SIGNING_KEY_ENV, SourceSettings
 from traces.private_files import NotYoursError, open_private_file, private_folder, publish_file
 
@@ -73,6 +75,7 @@ class Member:
     started_at: float
     chaos_control: bool
     module: str = ""  # a service's module (``python -m MODULE``); empty for a source
+    host: str = LOOPBACK  # the address it listens on (a fleet's state from before it had one: loopback)
 
     @property
     def command_module(self) -> str:
@@ -85,7 +88,7 @@ class Member:
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return http_base(self.host, self.port)
 
     def alive(self) -> bool:
         try:
@@ -117,11 +120,12 @@ class _Launched:
     process: subprocess.Popen[bytes]
     log_path: Path
     module: str
+    host: str
 
     def member(self, chaos_control: bool) -> Member:
         return Member(
             self.source, self.port, self.process.pid, time.time(), chaos_control and not self.module,
-            self.module,
+            self.module, self.host,
         )  # fmt: skip
 
 
@@ -158,7 +162,10 @@ class Fleet:
 
     # --- processes ------------------------------------------------------------------------------
 
-    def _launch(self, source: str, port: int, chaos_control: bool, module: str = "") -> _Launched:
+    def _launch(
+        self, source: str, port: int, chaos_control: bool, module: str = "", host: str = LOOPBACK
+    ) -> _Launched:
+        """A source on ``host``, or a service (``module``: on loopback, whatever the sources' host)."""
         private_folder(self.log_dir)  # a source's log says what it was asked and what failed
         log_path = self.log_dir / f"{source}.log"
         environment = {**os.environ, **self.settings.child_environment()}
@@ -166,7 +173,7 @@ class Fleet:
             args = [sys.executable, "-m", module, "--port", str(port)]
             environment[FLEET_SECRET_ENV] = self.secret()
         else:
-            args = [sys.executable, "-m", f"sources.{source}", "--http", "--port", str(port)]
+            args = [sys.executable, "-m", f"sources.{source}", "--http", "--host", host, "--port", str(port)]
             # A source gets the public key only, even if this shell exported the private one.
             environment.pop(SIGNING_KEY_ENV, None)
         if chaos_control and not module:
@@ -178,7 +185,7 @@ class Fleet:
                 args, env=environment, stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log, start_new_session=True,
             )  # fmt: skip
-        return _Launched(source, port, process, log_path, module)
+        return _Launched(source, port, process, log_path, module, LOOPBACK if module else host)
 
     def _await_ready(self, launched: _Launched, chaos_control: bool, deadline: float) -> Member:
         source, process = launched.source, launched.process
@@ -200,15 +207,16 @@ class Fleet:
         ports: Mapping[str, int],
         chaos_control: bool,
         services: Mapping[str, tuple[str, int]] | None = None,
+        host: str = LOOPBACK,
     ) -> dict[str, Member]:
-        """Start these sources and services all at once and wait until each answers; on a failure, stop them all.
+        """Start these sources (on ``host``) and services all at once and wait until each answers; on a failure, stop them all.
 
         The sources are recorded in the state file as soon as they are started, before any service is:
         a service reads where they are from there (and would otherwise find an older fleet, or none)."""
         launched: list[_Launched] = []
         try:
             for source, port in ports.items():
-                launched.append(self._launch(source, port, chaos_control))
+                launched.append(self._launch(source, port, chaos_control, host=host))
             self._save({each.source: each.member(chaos_control) for each in launched})
             for name, (module, port) in (services or {}).items():
                 launched.append(self._launch(name, port, chaos_control, module))
@@ -224,8 +232,10 @@ class Fleet:
         *,
         chaos_control: bool = False,
         services: Mapping[str, tuple[str, int]] | None = None,
+        host: str = LOOPBACK,
     ) -> dict[str, Member]:
-        """Start the sources (and ``services``: name → (module, port)); a new fleet secret each time."""
+        """Start the sources on ``host`` (and ``services``: name → (module, port), on loopback); a new
+        fleet secret each time."""
         running = {source: member for source, member in self.members().items() if member.alive()}
         if running:
             raise FleetError(
@@ -240,7 +250,7 @@ class Fleet:
             self.secret_file
         )  # a new secret for each fleet: whoever held the last one holds nothing now
         try:
-            started = self._spawn(chosen, chaos_control, services)
+            started = self._spawn(chosen, chaos_control, services, host)
         except BaseException:  # all stopped: the state of the sources as started is no fleet's
             self.state_file.unlink(missing_ok=True)
             raise
@@ -316,7 +326,9 @@ class Fleet:
         outcomes: dict[str, Member | FleetError] = {}
         try:
             for name, member in dead.items():
-                launched.append(self._launch(name, member.port, member.chaos_control, member.module))
+                launched.append(
+                    self._launch(name, member.port, member.chaos_control, member.module, member.host)
+                )
             deadline = time.monotonic() + _READY_TIMEOUT_S
             for each in launched:
                 try:
@@ -343,7 +355,7 @@ class Fleet:
             )
         if not member.alive():
             raise FleetError(f"{source} is not running; `research chaos heal {source}` restarts it")
-        request = urllib.request.Request(  # noqa: S310  (a fixed http://127.0.0.1 URL of our own)
+        request = urllib.request.Request(  # noqa: S310  (the fleet's own http:// URL)
             f"{member.base}/chaos",
             data=json.dumps(
                 {"faults": faults.spec(as_change=merge), "mode": "merge" if merge else "replace"}

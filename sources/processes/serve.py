@@ -1,8 +1,9 @@
-"""Run one source on its own: stdio by default, or streamable HTTP on 127.0.0.1.
+"""Run one source on its own: stdio by default, or streamable HTTP on 127.0.0.1 (or one address chosen).
 
     python -m sources.customers                      # stdio, for a client that spawns it
     python -m sources.orders --http --port 8102      # streamable HTTP at http://127.0.0.1:8102/mcp
     python -m sources.kb --http --port 0             # any free port; the ready line says which
+    python -m sources.kb --http --host 10.0.0.5      # on that address: every request needs a bearer token
 
 Over HTTP a client may send the coordinator's credential as ``Authorization: Bearer <token>``, and
 the source serves the protected-resource metadata that MCP hosts look for (``sources.security.http_auth``).
@@ -49,6 +50,7 @@ from starlette.requests import ClientDisconnect
 from sources.faults import FaultSettings
 from sources.processes.control import add_control_routes
 from sources.security.http_auth import MCP_PATH, authorized_http_app
+from sources.security.listen import LOOPBACK, checked_address, http_base
 from sources.settings import SourceSettings
 from sources.wire import HttpWire, StdioWire
 from traces.logs import RedactingFormatter
@@ -59,6 +61,7 @@ __all__ = [
     "READY_PREFIX",
     "SHUTDOWN_S",
     "BoundedShutdownServer",
+    "bind_address",
     "bind_loopback",
     "log_plainly",
     "main",
@@ -66,7 +69,6 @@ __all__ = [
 ]
 
 READY_PREFIX = "research-source ready "
-LOOPBACK = "127.0.0.1"
 # After SIGTERM, how long the HTTP calls in flight may take to finish before they are cancelled.
 # A tool answers in milliseconds; what is left after this is a hung call or an idle SSE stream.
 GRACEFUL_SHUTDOWN_S = 0.3
@@ -121,18 +123,28 @@ def log_plainly(name: str) -> None:
 
 
 def bind_loopback(port: int) -> socket.socket:
+    return bind_address(LOOPBACK, port)
+
+
+def bind_address(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host`` (one address: ``sources.security.listen``) and ``port``."""
     # IPPROTO_TCP, not the default 0: asyncio (under uvicorn) turns Nagle's algorithm off on an
     # accepted socket only when its proto is IPPROTO_TCP, and accepted sockets inherit the listener's.
     # Without it each response (headers and body are two writes) waited ~40 ms for a delayed ACK.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((LOOPBACK, port))
+        sock.bind((host, port))
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise SystemExit(
-                f"error: port {port} on {LOOPBACK} is already in use; choose another with --port"
+                f"error: port {port} on {host} is already in use; choose another with --port"
+            ) from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise SystemExit(
+                f"error: --host {host} is no address of this machine; give one of its own, e.g. 127.0.0.1"
             ) from None
         raise
     sock.listen(128)
@@ -148,10 +160,10 @@ class BoundedShutdownServer(uvicorn.Server):
 
 
 async def _serve_http(
-    server: MCPServer, name: str, port: int, wire: HttpWire | None, settings: SourceSettings
+    server: MCPServer, name: str, host: str, port: int, wire: HttpWire | None, settings: SourceSettings
 ) -> None:
-    sock = bind_loopback(port)
-    url = f"http://{LOOPBACK}:{sock.getsockname()[1]}{MCP_PATH}"
+    sock = bind_address(host, port)
+    url = f"{http_base(host, sock.getsockname()[1])}{MCP_PATH}"
     # Bearer tokens, 401s and protected-resource metadata (sources.security.http_auth). Sessions are bounded
     # by the SDK's own options, for anonymous sessions and for those opened with a token each: idle
     # ones end, and past the cap a new one is refused with 503 "Too many open sessions" until some end.
@@ -159,7 +171,7 @@ async def _serve_http(
         server,
         name,
         url,
-        host=LOOPBACK,
+        host=host,
         session_idle_timeout=settings.http_session_idle_s,
         max_sessions=settings.http_max_sessions,
     )
@@ -205,6 +217,12 @@ def main(create_server: ServerFactory) -> None:
             False, "--http", help="Serve streamable HTTP on 127.0.0.1 instead of stdio."
         ),
         port: int = typer.Option(0, "--port", min=0, max=65535, help="HTTP port; 0 picks a free one."),
+        host: str = typer.Option(
+            LOOPBACK,
+            "--host",
+            help="HTTP only: the one address to listen on, e.g. 10.0.0.5; off loopback every request "
+            "needs a bearer token.",
+        ),
         faults: str = typer.Option(
             "",
             "--faults",
@@ -214,7 +232,7 @@ def main(create_server: ServerFactory) -> None:
         chaos_control: bool = typer.Option(
             False,
             "--chaos-control",
-            help="HTTP only: accept fault settings at run time on /chaos (127.0.0.1 only).",
+            help="HTTP only: accept fault settings at run time on /chaos (with the fleet's secret).",
         ),
     ) -> None:
         try:
@@ -223,8 +241,9 @@ def main(create_server: ServerFactory) -> None:
                 _start(name, settings)
                 wire = HttpWire() if chaos_control else None
                 server = create_server(settings, wire=wire)
-                add_control_routes(server, name, chaos_control=chaos_control)
-                anyio.run(_serve_http, server, name, port, wire, settings)
+                host = checked_address(host)
+                add_control_routes(server, name, chaos_control=chaos_control, host=host)
+                anyio.run(_serve_http, server, name, host, port, wire, settings)
             else:
                 serve_stdio(create_server, name, settings)
         except ValueError as exc:  # bad settings: one plain line on stderr, never a traceback

@@ -10,17 +10,19 @@ JWT for one source, at most five minutes long) sent as ``Authorization: Bearer <
   SDK's answer (its description is "Authentication required"; why the token failed goes to the
   source's log, never the token itself). A 401 never opens a session. Scopes are not checked here: a token with too few is accepted and the tool answers its permission error,
   as for a ``_meta`` credential;
-* a request without the header is anonymous, as it always was: the tools that need a scope answer
-  their structured permission error. The MCP authorization spec makes authorization optional, and
-  the sources' records that need no scope stay open to a local client that has no token;
+* on loopback, a request without the header is anonymous, as it always was: the tools that need a
+  scope answer their structured permission error. The MCP authorization spec makes authorization
+  optional, and the sources' records that need no scope stay open to a local client that has no
+  token. On any other address (a fleet a cluster reaches, ``sources.security.listen``) there is no
+  anonymous path: a request without a valid bearer token is answered 401, whatever it asks;
 * the OAuth 2.0 Protected Resource Metadata (RFC 9728) is served at
   ``/.well-known/oauth-protected-resource/mcp`` (the path-suffixed form, which hosts try first) and
   at ``/.well-known/oauth-protected-resource``: the resource (``http://127.0.0.1:<port>/mcp``), the
   scopes the source enforces, ``bearer_methods_supported: ["header"]``. It names **no**
   ``authorization_servers``: no OAuth authorization server issues these tokens, the coordinator
   signs them (RFC 9728 makes the field optional); a host is given its token, it cannot fetch one.
-  Like ``/health``, it answers only a loopback Host and Origin (the SDK's version adds CORS for any
-  origin; a page elsewhere could not call the endpoint anyway).
+  Like ``/health``, it answers only a loopback Host and Origin, or the address the source listens on
+  (the SDK's version adds CORS for any origin; a page elsewhere could not call the endpoint anyway).
 
 Sessions: anonymous sessions and sessions opened with a bearer token are held by two of the SDK's
 session managers, each bounded by ``RESEARCH_HTTP_MAX_SESSIONS``: any number of anonymous sessions
@@ -66,6 +68,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sources.processes.control import refuse_unless_trusted
 from sources.security.auth import SCOPES_BY_SOURCE, CredentialCheck, CredentialRejected
+from sources.security.listen import LOOPBACK, is_loopback, transport_security
 
 __all__ = [
     "MCP_PATH",
@@ -122,11 +125,11 @@ def protected_resource_metadata(source: str, resource_url: str) -> dict[str, Any
     }
 
 
-def _add_metadata_routes(server: MCPServer, source: str, resource_url: str) -> None:
+def _add_metadata_routes(server: MCPServer, source: str, resource_url: str, host: str) -> None:
     document = protected_resource_metadata(source, resource_url)
 
     async def metadata(request: Request) -> Response:
-        refused = await refuse_unless_trusted(request, secret=None)
+        refused = await refuse_unless_trusted(request, secret=None, host=host)
         return refused or JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
 
     suffixed = METADATA_PATH + MCP_PATH  # what resource_metadata_url names
@@ -136,28 +139,35 @@ def _add_metadata_routes(server: MCPServer, source: str, resource_url: str) -> N
 
 class _ByCredential:
     """The MCP endpoint: a request with an ``Authorization`` header takes the bearer path (verified,
-    or 401), one without it the anonymous path; each path has its own sessions."""
+    or 401), one without it the anonymous path, if there is one; each path has its own sessions."""
 
-    def __init__(self, anonymous: ASGIApp, bearer: ASGIApp) -> None:
+    def __init__(self, anonymous: ASGIApp | None, bearer: ASGIApp) -> None:
         self._anonymous = anonymous
         self._bearer = bearer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         presented = any(name.lower() == b"authorization" for name, _ in scope.get("headers", ()))
-        await (self._bearer if presented else self._anonymous)(scope, receive, send)
+        # No anonymous path: the bearer path's RequireAuthMiddleware answers 401 to a request without a token.
+        await (self._bearer if presented or self._anonymous is None else self._anonymous)(
+            scope, receive, send
+        )
 
 
 def authorized_http_app(
-    server: MCPServer, source: str, resource_url: str, **session_options: Any
+    server: MCPServer, source: str, resource_url: str, *, host: str = LOOPBACK, **session_options: Any
 ) -> Starlette:
-    """The source's streamable HTTP app with bearer authorization; ``session_options`` go to the
-    SDK's ``streamable_http_app`` (host, idle timeout, session limit) and apply to each session pool."""
+    """The source's streamable HTTP app with bearer authorization, listening on ``host`` (off loopback
+    every request needs a token); ``session_options`` go to the SDK's ``streamable_http_app`` (idle
+    timeout, session limit) and apply to each session pool."""
     check = next(layer for layer in server.middleware if isinstance(layer, CredentialCheck))
-    _add_metadata_routes(server, source, resource_url)
+    _add_metadata_routes(server, source, resource_url, host)
+    # The SDK checks Host and Origin by itself only on a loopback host: given, so that on any other
+    # address the check is the same, that address allowed too.
+    options = {"host": host, "transport_security": transport_security(host), **session_options}
     # Two apps of the same server, as the SDK builds them: each has its own session manager.
-    bearer_app = server.streamable_http_app(streamable_http_path=MCP_PATH, **session_options)
+    bearer_app = server.streamable_http_app(streamable_http_path=MCP_PATH, **options)
     bearer_sessions = server.session_manager
-    anonymous_app = server.streamable_http_app(streamable_http_path=MCP_PATH, **session_options)
+    anonymous_app = server.streamable_http_app(streamable_http_path=MCP_PATH, **options)
     anonymous_sessions = server.session_manager
     bearer = AuthenticationMiddleware(
         AuthContextMiddleware(
@@ -173,7 +183,7 @@ def authorized_http_app(
 
     return Starlette(
         routes=[
-            Route(MCP_PATH, endpoint=_ByCredential(anonymous_app, bearer)),
+            Route(MCP_PATH, endpoint=_ByCredential(anonymous_app if is_loopback(host) else None, bearer)),
             Mount("", app=anonymous_app),  # /health, /chaos, the metadata: the routes beside the endpoint
         ],
         lifespan=lifespan,

@@ -34,7 +34,20 @@ from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TI
 from subagents.answer_limit import MAX_ANSWER_BYTES, too_large
 from subagents.sessions.framing import framed
 
-__all__ = ["AnswerTooLarge", "bounded_http", "bounded_stdio", "opened_transport"]
+__all__ = ["AnswerTooLarge", "AuthorizedUrl", "bounded_http", "bounded_stdio", "opened_transport"]
+
+
+class AuthorizedUrl(str):
+    """A source's URL, and how each request to it is authorized: still the URL (compared, shown and
+    logged as one), opened with its ``auth`` rather than as a bare URL, which would send no token."""
+
+    auth: httpx2.Auth
+
+    def __new__(cls, url: str, auth: httpx2.Auth) -> AuthorizedUrl:
+        made = super().__new__(cls, url)
+        made.auth = auth
+        return made
+
 
 Opened = MCPServer | StdioServerParameters | str | AbstractAsyncContextManager[Any]
 
@@ -46,7 +59,7 @@ def opened_transport(
     if isinstance(opened, StdioServerParameters):
         return bounded_stdio(opened, limit)
     if isinstance(opened, str):
-        return bounded_http(opened, limit)
+        return bounded_http(opened, limit, auth=opened.auth if isinstance(opened, AuthorizedUrl) else None)
     return opened
 
 
@@ -118,11 +131,14 @@ class _BoundedJsonTransport(httpx2.AsyncBaseTransport):
 
 
 @asynccontextmanager
-async def bounded_http(url: str, limit: int) -> AsyncIterator[TransportStreams]:
-    """``streamable_http_client`` with each answer bounded, on a client with the SDK's own timeouts."""
+async def bounded_http(
+    url: str, limit: int, auth: httpx2.Auth | None = None
+) -> AsyncIterator[TransportStreams]:
+    """``streamable_http_client`` with each answer bounded, on a client with the SDK's own timeouts
+    (and each request authorized by ``auth``, when given: ``subagents.sessions.bearer``)."""
     timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
     async with (
-        httpx2.AsyncClient(timeout=timeout, transport=_BoundedJsonTransport(limit)) as client,
+        httpx2.AsyncClient(timeout=timeout, transport=_BoundedJsonTransport(limit), auth=auth) as client,
         streamable_http_client(url, http_client=client, max_sse_event_size=limit) as streams,
     ):
         yield streams

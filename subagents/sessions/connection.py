@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, cast
 
 import anyio
+import httpx2
 from anyio.abc import TaskGroup
 from mcp import Client, StdioServerParameters
 from mcp.server import MCPServer
@@ -27,10 +28,11 @@ from mcp.types import CallToolResult, RequestParamsMeta
 from sources.settings import SourceSettings
 from subagents.classify import SourceUnavailable
 from subagents.hooks import ToolCall
-from subagents.sessions.bounded import opened_transport
+from subagents.sessions.bounded import AuthorizedUrl, opened_transport
 from subagents.sessions.forked_transport import forked_source
 
 __all__ = [
+    "AuthorizedUrl",
     "Connections",
     "SourceConnection",
     "Target",
@@ -70,8 +72,13 @@ def forked_target(source: str, settings: SourceSettings) -> Target:
     return lambda: forked_source(source, settings.child_environment())
 
 
-def http_target(url: str) -> Target:
-    return lambda: url
+def http_target(url: str | Callable[[], str], auth: httpx2.Auth | None = None) -> Target:
+    """A source over streamable HTTP at ``url`` (or where ``url()`` says when a session opens), each
+    request authorized by ``auth`` when given (``subagents.sessions.bearer``)."""
+    where = url if callable(url) else (lambda: url)
+    if auth is None:
+        return where
+    return lambda: AuthorizedUrl(where(), auth)
 
 
 class SourceConnection:
