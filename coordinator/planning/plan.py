@@ -28,7 +28,16 @@ if TYPE_CHECKING:
 else:
     nx = deferred("networkx")  # loaded where a graph is built: a refused query never needs it (start-up)
 
-__all__ = ["PLANNING_SHARE", "Plan", "PlanError", "PlannedTask", "QueryError", "Ref", "Unplanned"]
+__all__ = [
+    "PLANNING_SHARE",
+    "FollowUp",
+    "Plan",
+    "PlanError",
+    "PlannedTask",
+    "QueryError",
+    "Ref",
+    "Unplanned",
+]
 
 # The query's deadline covers planning and the brief too. Planning (a model's, or listing the tools of
 # a registered source never listed) may take at most this share of it, so the work always has the
@@ -64,7 +73,7 @@ class PlannedTask(Task):
 
     def resolved(self, arguments: dict[str, Any]) -> Task:
         """The task to run: this one with ``arguments``, its upstream values filled in."""
-        return Task(self.id, self.source, self.tool, arguments, purpose=self.purpose)
+        return Task(self.id, self.source, self.tool, arguments, purpose=self.purpose, follows=self.follows)
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,38 @@ class Unplanned:
         return f"{self.what}: {self.why}; {self.next_step}"
 
 
+@dataclass(frozen=True)
+class FollowUp:
+    """An ask the first round cannot place: it is about one of a customer's orders that the question
+    points at through what the orders hold (product words, an amount, a status, the latest), so it
+    waits for the orders search ``orders_task`` to find them (``coordinator.planning.rounds``).
+
+    ``ask``: what to do with the order chosen, "refund" (an eligibility check) or "tickets" (its
+    tickets); ``amount``: the refund asked, or None; ``share``: else the part of the order's total
+    asked ("in full" 1, "half" 0.5), or None; the rest are how the question picks the order.
+    """
+
+    ask: str
+    orders_task: str
+    amount: float | None = None
+    share: float | None = None
+    words: tuple[str, ...] = ()  # the question's words that may name what the order holds
+    totals: tuple[float, ...] = ()  # amounts that may be the order's total ("the one of £750")
+    status: str | None = None  # "the returned one"
+    latest: bool = False  # "her last order"
+
+    @property
+    def picks(self) -> bool:
+        """Whether the question says which order beyond an amount alone, and how much: "refund £45
+        for CUST-00042" names no order to look for, "refund her grinder" no amount (each listed as
+        not placed, as in one round)."""
+        which = self.words or self.status or self.latest or self.share is not None
+        return bool(which) and (self.amount is not None or self.share is not None or self.ask != "refund")
+
+    def describe(self) -> dict[str, Any]:
+        return {name: value for name, value in vars(self).items() if value not in (None, (), False)}
+
+
 @dataclass
 class Plan:
     query: str
@@ -88,6 +129,9 @@ class Plan:
     notes: tuple[str, ...] = ()  # how the query was read: typos corrected, the calendar dates are relative to
     # Every span of the query and its role (coordinator.planning.accounting.SpanRole): the deterministic planner's.
     spans: tuple[Any, ...] = ()
+    # Asks that wait for a round's findings to say which record they are about (the next round's).
+    follow_ups: tuple[FollowUp, ...] = ()
+    rounds: int = 1  # how many rounds planned it: each later one added tasks that follow findings
 
     @classmethod
     def of(
@@ -99,6 +143,8 @@ class Plan:
         *,
         offered: Mapping[str, Collection[str]] = TOOLS,
         spans: tuple[Any, ...] = (),
+        follow_ups: tuple[FollowUp, ...] = (),
+        rounds: int = 1,
     ) -> Plan:
         """Build and check a plan; a plan that must not run raises ``PlanError``.
 
@@ -132,7 +178,13 @@ class Plan:
         if not nx.is_directed_acyclic_graph(graph):
             cycle = " -> ".join(edge[0] for edge in nx.find_cycle(graph))
             raise PlanError(f"the plan has a cycle ({cycle}); a task cannot wait for itself")
-        return cls(query=query, tasks=by_id, graph=graph, unplanned=unplanned, notes=notes, spans=spans)
+        for follow_up in follow_ups:
+            if follow_up.orders_task not in by_id:
+                raise PlanError(f"a follow-up waits for {follow_up.orders_task!r}, which is not in the plan")
+        return cls(
+            query=query, tasks=by_id, graph=graph, unplanned=unplanned, notes=notes, spans=spans,
+            follow_ups=follow_ups, rounds=rounds,
+        )  # fmt: skip
 
     def order(self) -> list[PlannedTask]:
         """The tasks in an order that puts every task after what it depends on."""
@@ -178,6 +230,7 @@ class Plan:
                     "why": task.why,
                     "depends_on": list(task.depends_on),
                     "gated_by": list(gates.get(task.id, ())),
+                    **({"follows": task.follows} if task.follows else {}),
                 }
                 for task in self.order()
             ],
@@ -186,4 +239,6 @@ class Plan:
             ],
             "notes": list(self.notes),
             "spans": [span.describe() for span in self.spans],
+            **({"follow_ups": [f.describe() for f in self.follow_ups]} if self.follow_ups else {}),
+            **({"rounds": self.rounds} if self.rounds > 1 else {}),
         }

@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,6 +43,7 @@ from coordinator.planning.accounting import account_for_words
 from coordinator.planning.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
 from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
+from coordinator.planning.rounds import SELECTION_WORDS, follow_up
 from coordinator.planning.spans import ASKS, Span
 from coordinator.planning.spans import clauses as clauses_of
 from coordinator.planning.tools import (
@@ -129,6 +130,7 @@ class _Planner:
         self.tools = catalog.tools
         self.calls: list[_Call] = []
         self.unplanned: list[Unplanned] = []
+        self.awaiting: list[_Call] = []  # orders searches a refund's order is chosen from, next round
         self.intents = set(reading.intents)
         self.pairs, self.single_amounts = _pair_amounts(reading)
         self.pairs = self._at_most(
@@ -385,6 +387,7 @@ class _Planner:
         for tool in sorted(self.catalog.registered):
             for call in self._registered_calls(tool):
                 self._add(call)
+        self._await_the_order()
         self._account_for_refunds()
         self.plan_writes()
         # the broker grants financial records for refund research (a write keeps its own purpose)
@@ -393,12 +396,17 @@ class _Planner:
                 if call.tool.startswith("billing.") and call.tool not in ASKED_ONLY:
                     call.purpose = _REFUND_PURPOSE
         tasks = self._tasks()
-        self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog)
+        awaited = [amount.value for amount in self.single_amounts] if self.awaiting else []
+        follow_ups = tuple(follow_up("refund", call.id, reading, awaited) for call in self.awaiting)
+        self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog, awaited=awaited)
         # A write the question seems to ask but cannot be honoured as asked: not done, and what to write
         # instead (where the planner lists the same thing already, "a refund on ORD-10031", its entry stays).
         listed = {item.what for item in self.unplanned}
         self.unplanned += [gap for gap in self.asked.gaps if gap.what not in listed]
         not_read, spans = account_for_words(reading, tasks)
+        if follow_ups:  # the words that pick the order and its amount are read by the next round
+            picking = SELECTION_WORDS | {word for f in follow_ups for word in f.words}
+            not_read = [item for item in not_read if not _words_in(item.what) <= picking]
         self.unplanned += not_read
         # A refund word alone plans the refund policy; with the refund itself not researchable and no
         # words of the query's own to search for, that is no answer to what was asked.
@@ -410,8 +418,22 @@ class _Planner:
             )
         return Plan.of(
             reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable,
-            spans=tuple(spans),
+            spans=tuple(spans), follow_ups=follow_ups,
         )  # fmt: skip
+
+    def _await_the_order(self) -> None:
+        """A refund asked about a customer's order the question names only by what it holds, its
+        total or status ("Mr Patel's grinder", "the one of £750"): the customer's orders are searched,
+        and the next round (``coordinator.planning.rounds``) checks the refund on the order found."""
+        asked = "refund" in self.intents and "policies" not in self.intents
+        if not asked or self.pairs or self.orders or not self.customers:
+            return
+        if not follow_up("refund", "", self.reading, [a.value for a in self.single_amounts]).picks:
+            return
+        for customer in self.customers:
+            search = self._bind("orders.search_orders", customer, derived=False)
+            if search is not None:
+                self.awaiting.append(self._add(search))
 
     # -- registered sources: planned by what their tools take, as their entries say
 
@@ -457,7 +479,7 @@ class _Planner:
         paired = {order.value for order, _ in self.pairs}
         # A refund asked with nothing to check is not researched; about refund *policy*, it is the topic.
         asked = "refund" in self.intents and "policies" not in self.intents
-        if asked and not self.pairs and not self.orders and not self.single_amounts:
+        if asked and not self.pairs and not self.orders and not self.single_amounts and not self.awaiting:
             self.unplanned.append(_unanswerable(intent_named("refund")))
         if "refund" in self.intents:
             for order in self.reading.values("order_id"):
@@ -573,11 +595,13 @@ def _is_folder(path: str) -> bool:
 
 
 def _unaccounted(
-    reading: Reading, tasks: list[PlannedTask], unplanned: list[Unplanned], catalog: Catalog | None = None
-) -> list[Unplanned]:
+    reading: Reading, tasks: list[PlannedTask], unplanned: list[Unplanned], catalog: Catalog | None = None,
+    *, awaited: Collection[Any] = (),
+) -> list[Unplanned]:  # fmt: skip
     """What the query names that no task uses and no entry lists yet: nothing is dropped silently.
 
-    Checked on every plan, the deterministic planner's and Claude's alike.
+    Checked on every plan, the deterministic planner's and Claude's alike. ``awaited``: amounts a
+    follow-up uses once the next round has found the order they are about.
     """
     used = {str(value) for task in tasks for value in task.arguments.values()}
     listed = " ".join(str(item) for item in unplanned)
@@ -600,6 +624,7 @@ def _unaccounted(
             if (
                 not any(task.arguments.get("amount") == mention.value for task in tasks)
                 and mention.describe() not in listed
+                and mention.value not in awaited
             ):
                 found.append(Unplanned(
                     f"the amount {mention.describe()}", "no order was named that it could be refunded on",
@@ -767,6 +792,10 @@ _UPPER_BOUND = re.compile(r"(?:^|_)(?:before|until|to)(?:_|$)")
 
 def _words(name: str) -> str:
     return name.replace("_", " ").strip()
+
+
+def _words_in(listed: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", listed.lower()))
 
 
 def _slug(text: str) -> str:

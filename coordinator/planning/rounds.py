@@ -1,0 +1,236 @@
+"""Rounds: the plan grows from what the first round found, as a support agent reads a customer's
+orders before checking a refund on "the grinder".
+
+A question may point at a record through another record: "can we refund Mr Patel's grinder in
+full?" is about the one of his orders whose items are a grinder, and "in full" is that order's
+total. The first round cannot name that order, so the planner leaves a ``FollowUp`` on the plan
+(what is asked, which orders search will say which order, how the question picks it). Once that
+search has answered, ``next_round`` reads its records, picks the order (what it holds, its total,
+its status, the latest), derives the amount (the total, a half, a third), and adds the tasks to the
+same plan, each saying the finding it follows and why. Nothing is added that the findings do not
+justify: no order matched, or more than ``MOST_CHOSEN`` did, is a gap listing the candidates.
+
+Pure: findings in, a plan out; the coordinator runs the rounds (``coordinator.core``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from coordinator.planning.intents import PRODUCT_WORDS, words_of
+from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Unplanned
+from coordinator.planning.reading import Reading
+from sources.catalogue import TOOLS
+from sources.domain import pounds
+
+__all__ = ["MAX_ROUNDS", "MOST_CHOSEN", "SELECTION_WORDS", "follow_up", "next_round"]
+
+# The first round and one of follow-ups: a follow-up's own findings plan nothing further yet.
+MAX_ROUNDS = 2
+# Most orders one selection checks, each with its own task ("the grinder" among three grinder orders);
+# more than this is a gap that lists them, for the user to say which.
+MOST_CHOSEN = 3
+_REFUND_PURPOSE = "refund research"  # the broker grants billing's records for this purpose
+
+
+# How a question says the part of an order's total it asks back ("in full" is the reading's own).
+_SHARES = (
+    (re.compile(r"\btwo[ -]thirds?\b"), 2 / 3),
+    (re.compile(r"\b(?:a |one[ -])?third\b"), 1 / 3),
+    (re.compile(r"\bhalf\b"), 0.5),
+    (re.compile(r"\b(?:a |one[ -])?quarter\b"), 0.25),
+)
+# How it picks an order by its status, and the latest one.
+_STATUSES = (
+    (
+        re.compile(
+            r"\b(?:returned|sent (?:it |them )?back|send (?:it |them )?back|sending (?:it |them )?back)\b"
+        ),
+        "returned",
+    ),
+    (re.compile(r"\bstill processing|\bprocessing\b"), "processing"),
+    (re.compile(r"\bcancell?ed\b"), "cancelled"),
+)
+_LATEST = re.compile(r"\b(?:latest|most recent|newest|last order|recent order)\b")
+# Words of things sold that name no item in particular: they pick no order.
+_ANY_ITEM = words_of("item items product products parcel package appliance appliances")
+# Every word the selection reads (the accounting of the query's words counts them as used).
+SELECTION_WORDS = words_of(
+    "half third thirds two quarter returned sent send sending back processing still cancelled canceled "
+    "latest most recent newest last"
+)
+
+
+def follow_up(ask: str, orders_task: str, reading: Reading, amounts: Sequence[float]) -> FollowUp:
+    """The follow-up of ``ask`` ("refund", "tickets") about the order ``reading`` points at among the
+    ones ``orders_task`` finds; ``amounts``: the amounts the question names without an order."""
+    text = reading.query.lower()
+    share = 1.0 if reading.full_amount else next((part for said, part in _SHARES if said.search(text)), None)
+    return FollowUp(
+        ask,
+        orders_task,
+        amount=amounts[0] if len(amounts) == 1 else None,
+        share=share,
+        words=tuple(
+            dict.fromkeys(_singular(w) for w in reading.topic if w in PRODUCT_WORDS and w not in _ANY_ITEM)
+        ),
+        totals=tuple(amounts),
+        status=next((status for said, status in _STATUSES if said.search(text)), None),
+        latest=bool(_LATEST.search(text)),
+    )
+
+
+def next_round(plan: Plan, findings: Mapping[str, Sequence[Any]]) -> Plan | None:
+    """``plan`` grown by the tasks its follow-ups' findings justify, or None when it has none.
+
+    ``findings``: each task's records, by task id (a task that failed or found nothing has none).
+    """
+    if not plan.follow_ups or plan.rounds >= MAX_ROUNDS:
+        return None
+    tasks = list(plan.tasks.values())
+    unplanned = list(plan.unplanned)
+    for follow_up in plan.follow_ups:
+        orders = [r for r in findings.get(follow_up.orders_task, ()) if isinstance(r, dict) and "id" in r]
+        if not orders:
+            unplanned.append(Unplanned(
+                _asked(follow_up), f"no order of the customer was found ({follow_up.orders_task} found none)",
+                "name the order, e.g. 'refund £45 on ORD-10031'",
+            ))  # fmt: skip
+            continue
+        chosen, how = _select(follow_up, orders)
+        if not chosen or len(chosen) > MOST_CHOSEN:
+            unplanned.append(_candidates(follow_up, chosen or orders, how, matched=bool(chosen)))
+            continue
+        for order in chosen:
+            added = _task_for(follow_up, order, how, taken={task.id for task in tasks})
+            if isinstance(added, Unplanned):
+                unplanned.append(added)
+            else:
+                tasks.append(added)
+    offered: dict[str, set[str]] = {source: set(tools) for source, tools in TOOLS.items()}
+    for task in tasks:  # a registered source's tasks stay as the first round checked them
+        offered.setdefault(task.source, set()).add(task.tool)
+    return Plan.of(
+        plan.query, tasks, tuple(unplanned), plan.notes, offered=offered, spans=plan.spans,
+        rounds=plan.rounds + 1,
+    )  # fmt: skip
+
+
+def _select(follow_up: FollowUp, orders: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """The orders the question picks among ``orders``, and how it picked them, in words."""
+    chosen, said = list(orders), []
+    if follow_up.totals:
+        by_total = [o for o in chosen if _number(o.get("total")) in follow_up.totals]
+        if by_total:
+            chosen = by_total
+            said.append(f"its total is {' or '.join(pounds(t) for t in follow_up.totals)}")
+    if follow_up.status:
+        by_status = [o for o in chosen if o.get("status") == follow_up.status]
+        said.append(f"it is {follow_up.status.replace('_', ' ')}")
+        chosen = by_status
+    if follow_up.words:
+        scores = {o["id"]: len(_held(o) & set(follow_up.words)) for o in chosen}
+        best = max(scores.values(), default=0)
+        chosen = [o for o in chosen if best and scores[o["id"]] == best]
+        matched = sorted(_held(chosen[0]) & set(follow_up.words)) if chosen else follow_up.words
+        said.append(f"its items match '{' '.join(matched)}'")
+    if follow_up.latest and chosen:
+        last = max(str(o.get("placed_on", "")) for o in chosen)
+        chosen = [o for o in chosen if str(o.get("placed_on", "")) == last]
+        said.append(f"it is the latest (placed on {last})")
+    if not said and len(chosen) > 1:
+        return [], "nothing in the question tells the customer's orders apart"
+    if not chosen:
+        return [], f"none of the customer's orders matches ({' and '.join(said)})"
+    return chosen, " and ".join(said) or "it is the customer's only order"
+
+
+def _held(order: Mapping[str, Any]) -> set[str]:
+    """The words of what an order holds, each also without its plural ending ("grinders" -> "grinder")."""
+    text = " ".join(
+        str(item.get("description", "")) for item in order.get("items") or [] if isinstance(item, dict)
+    )
+    words = set(re.findall(r"[a-z]+", text.lower()))
+    return words | {_singular(word) for word in words}
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _task_for(
+    follow_up: FollowUp, order: dict[str, Any], how: str, taken: set[str]
+) -> PlannedTask | Unplanned:
+    order_id = str(order["id"])
+    follows = f"{follow_up.orders_task}:{order_id}"
+    found = f"follows {order_id}, found by {follow_up.orders_task}: the order meant, as {how}"
+    slug = re.sub(r"[^a-z0-9]+", "_", order_id.lower())
+    if follow_up.ask == "tickets":
+        task = PlannedTask(
+            f"search_tickets_{slug}", "tickets", "search_tickets", {"order_id": order_id},
+            depends_on=(follow_up.orders_task,), why=f"{found}; its tickets were asked for", follows=follows,
+        )  # fmt: skip
+        return _unique(task, taken)
+    total = _number(order.get("total"))
+    if follow_up.share is not None and total is not None:
+        amount = round(total * follow_up.share, 2)
+        said = (
+            "its total"
+            if follow_up.share == 1
+            else f"{_share_said(follow_up.share)} of its total {pounds(total)}"
+        )
+    elif follow_up.amount is not None:
+        amount, said = follow_up.amount, "the amount asked"
+    else:
+        return Unplanned(
+            f"a refund on {order_id}",
+            f"no amount was given for it ({how})",
+            f"say how much, e.g. 'refund £45 on {order_id}'",
+        )
+    task = PlannedTask(
+        f"refund_eligibility_{slug}", "billing", "refund_eligibility", {"order_id": order_id, "amount": amount},
+        purpose=_REFUND_PURPOSE, depends_on=(follow_up.orders_task,),
+        why=f"{found}; whether {pounds(amount)} ({said}) may be refunded on it", follows=follows,
+    )  # fmt: skip
+    return _unique(task, taken)
+
+
+def _unique(task: PlannedTask, taken: set[str]) -> PlannedTask:
+    name = task.id
+    while name in taken:
+        name += "_"
+    return replace(task, id=name)
+
+
+def _share_said(share: float) -> str:
+    return {0.5: "half", 0.25: "a quarter"}.get(share) or (
+        "a third"
+        if abs(share - 1 / 3) < 1e-9
+        else "two thirds"
+        if abs(share - 2 / 3) < 1e-9
+        else f"{share:g}"
+    )
+
+
+def _asked(follow_up: FollowUp) -> str:
+    return "the order the refund is about" if follow_up.ask == "refund" else "the order the tickets are about"
+
+
+def _candidates(follow_up: FollowUp, orders: list[dict[str, Any]], how: str, *, matched: bool) -> Unplanned:
+    listed = ", ".join(
+        f"{o['id']} ({pounds(_number(o.get('total')) or 0)}, {o.get('status', '?')}, placed {o.get('placed_on', '?')})"
+        for o in orders[:10]
+    )
+    why = (
+        f"{len(orders)} orders match ({how}), more than the {MOST_CHOSEN} one question checks: {listed}"
+        if matched
+        else f"{how}: {listed}"
+    )
+    return Unplanned(_asked(follow_up), why, "name the order meant, e.g. 'refund £45 on ORD-10031'")
