@@ -39,8 +39,9 @@ from coordinator.registered_tools import catalog_of, tool_effects
 from coordinator.registry import Registry
 from coordinator.reporting.report import PlanningSummary, ResearchReport, TokenUse
 from coordinator.reporting.synthesize import synthesize
-from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
+from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, TaskState, run_plan
 from coordinator.runtime import build_runtime
+from sources.contract import ErrorCategory
 from sources.faults import FaultSettings
 from sources.people import customer_names
 from sources.settings import SourceSettings
@@ -443,7 +444,13 @@ def _next_round(plan: Plan, outcomes: dict[str, TaskOutcome]) -> Plan | None:
     """The plan grown by the tasks the findings so far justify (``coordinator.planning.rounds``), or
     None: nothing follows, or the rounds are spent. A round's tasks run under the query's one
     deadline: those it leaves no time for end ``deadline``, as gaps, never dropped."""
-    return next_round(plan, {task_id: outcome.results for task_id, outcome in outcomes.items()})
+    findings = {task_id: outcome.results for task_id, outcome in outcomes.items()}
+    refused = [
+        task_id
+        for task_id, outcome in outcomes.items()
+        if outcome.state == TaskState.ESCALATED and outcome.category == ErrorCategory.BUSINESS
+    ]
+    return next_round(plan, findings, refused)
 
 
 def _exactly(task: Task) -> AskedWrite:

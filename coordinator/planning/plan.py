@@ -90,34 +90,43 @@ class Unplanned:
 
 @dataclass(frozen=True)
 class FollowUp:
-    """An ask the first round cannot place: it is about one of a customer's orders that the question
-    points at through what the orders hold (product words, an amount, a status, the latest), so it
-    waits for the orders search ``orders_task`` to find them (``coordinator.planning.rounds``).
+    """An ask a round cannot place yet: it waits for the findings of the task ``after``
+    (``coordinator.planning.rounds`` places it in the next round).
 
-    ``ask``: what to do with the order chosen, "refund" (an eligibility check) or "tickets" (its
-    tickets); ``amount``: the refund asked, or None; ``share``: else the part of the order's total
-    asked ("in full" 1, "half" 0.5), or None; the rest are how the question picks the order.
+    ``ask`` says what it adds once they are in:
+    - "refund": an eligibility check on the one of a customer's orders (found by the orders search
+      ``after``) the question points at by what it holds (``words``), its total (``totals``), its
+      ``status`` or being the ``latest``; of ``amount``, or else ``share`` of the order's total;
+    - "tickets": the tickets of that order (of each such order, up to a bound, when ``each``);
+    - "fallback": a second check on ``order`` made only if the check ``after`` was refused ("if
+      not, what about a third?"): of ``amount``, or ``share`` of it.
+    A refund follow-up with ``fallback_amount`` or ``fallback_share`` leaves such a fallback in turn.
     """
 
     ask: str
-    orders_task: str
+    after: str
     amount: float | None = None
     share: float | None = None
     words: tuple[str, ...] = ()  # the question's words that may name what the order holds
     totals: tuple[float, ...] = ()  # amounts that may be the order's total ("the one of £750")
     status: str | None = None  # "the returned one"
     latest: bool = False  # "her last order"
+    each: bool = False  # "tickets on them": every order that matches
+    order: str = ""  # a fallback's order
+    fallback_amount: float | None = None
+    fallback_share: float | None = None
 
     @property
     def picks(self) -> bool:
-        """Whether the question says which order beyond an amount alone, and how much: "refund £45
-        for CUST-00042" names no order to look for, "refund her grinder" no amount (each listed as
-        not placed, as in one round)."""
+        """Whether the question says which order beyond an amount alone, and for a refund how much:
+        "refund £45 for CUST-00042" names no order to look for, "refund her grinder" no amount (each
+        listed as not placed, as in one round)."""
         which = self.words or self.status or self.latest or self.share is not None
-        return bool(which) and (self.amount is not None or self.share is not None or self.ask != "refund")
+        how_much = self.amount is not None or self.share is not None
+        return bool(which) and (how_much or self.ask != "refund")
 
     def describe(self) -> dict[str, Any]:
-        return {name: value for name, value in vars(self).items() if value not in (None, (), False)}
+        return {name: value for name, value in vars(self).items() if value not in (None, (), False, "")}
 
 
 @dataclass
@@ -179,8 +188,8 @@ class Plan:
             cycle = " -> ".join(edge[0] for edge in nx.find_cycle(graph))
             raise PlanError(f"the plan has a cycle ({cycle}); a task cannot wait for itself")
         for follow_up in follow_ups:
-            if follow_up.orders_task not in by_id:
-                raise PlanError(f"a follow-up waits for {follow_up.orders_task!r}, which is not in the plan")
+            if follow_up.after not in by_id:
+                raise PlanError(f"a follow-up waits for {follow_up.after!r}, which is not in the plan")
         return cls(
             query=query, tasks=by_id, graph=graph, unplanned=unplanned, notes=notes, spans=spans,
             follow_ups=follow_ups, rounds=rounds,

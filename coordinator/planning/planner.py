@@ -41,9 +41,9 @@ from typing import Any, TypeVar
 
 from coordinator.planning.accounting import account_for_words
 from coordinator.planning.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
-from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
+from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
-from coordinator.planning.rounds import SELECTION_WORDS, follow_up
+from coordinator.planning.rounds import SELECTION_WORDS, fallback_of, follow_up, on_the_order
 from coordinator.planning.spans import ASKS, Span
 from coordinator.planning.spans import clauses as clauses_of
 from coordinator.planning.tools import (
@@ -130,7 +130,8 @@ class _Planner:
         self.tools = catalog.tools
         self.calls: list[_Call] = []
         self.unplanned: list[Unplanned] = []
-        self.awaiting: list[_Call] = []  # orders searches a refund's order is chosen from, next round
+        # (ask, orders search): an ask about the order the next round chooses from what the search finds
+        self.awaiting: list[tuple[str, _Call]] = []
         self.intents = set(reading.intents)
         self.pairs, self.single_amounts = _pair_amounts(reading)
         self.pairs = self._at_most(
@@ -379,6 +380,7 @@ class _Planner:
             and not (self.intents | reading.weak_intents) - {"orders"}
         ):
             self.intents.add("tickets")  # an order alone: what the sources can say about it
+        self._await_the_tickets()
         for intent in INTENTS:
             if intent.name in self.intents and not self.plan_intent(intent):
                 self.unplanned.append(_unanswerable(intent))
@@ -396,8 +398,8 @@ class _Planner:
                 if call.tool.startswith("billing.") and call.tool not in ASKED_ONLY:
                     call.purpose = _REFUND_PURPOSE
         tasks = self._tasks()
-        awaited = [amount.value for amount in self.single_amounts] if self.awaiting else []
-        follow_ups = tuple(follow_up("refund", call.id, reading, awaited) for call in self.awaiting)
+        follow_ups = self._follow_ups()
+        awaited = [a for f in follow_ups for a in (*f.totals, f.amount, f.fallback_amount) if a is not None]
         self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog, awaited=awaited)
         # A write the question seems to ask but cannot be honoured as asked: not done, and what to write
         # instead (where the planner lists the same thing already, "a refund on ORD-10031", its entry stays).
@@ -428,12 +430,33 @@ class _Planner:
         asked = "refund" in self.intents and "policies" not in self.intents
         if not asked or self.pairs or self.orders or not self.customers:
             return
-        if not follow_up("refund", "", self.reading, [a.value for a in self.single_amounts]).picks:
+        if not follow_up("refund", "", self.reading, self.single_amounts).picks:
             return
+        self._await("refund")
+
+    def _await(self, ask: str) -> None:
         for customer in self.customers:
             search = self._bind("orders.search_orders", customer, derived=False)
             if search is not None:
-                self.awaiting.append(self._add(search))
+                self.awaiting.append((ask, self._add(search)))
+
+    def _await_the_tickets(self) -> None:
+        """Tickets asked of the order a customer's question points at ("her latest order and any
+        tickets on it"): that order's tickets, next round, not every ticket of the customer."""
+        if "tickets" in self.intents and self.customers and not self.orders and on_the_order(self.reading):
+            self.intents.discard("tickets")
+            self._await("tickets")
+
+    def _follow_ups(self) -> tuple[FollowUp, ...]:
+        """What the next round places (``coordinator.planning.rounds``): the asks awaiting an order,
+        and a second check the question makes conditional on a first ("failing that, half of it?")."""
+        found = [follow_up(ask, call.id, self.reading, self.single_amounts) for ask, call in self.awaiting]
+        for order, amount in self.pairs:
+            check = next(c for c in self.calls if _checks(c, order.value, amount.value))
+            second = fallback_of(check.id, order.value, amount.value, self.reading, self.single_amounts)
+            if second is not None:
+                found.append(second)
+        return tuple(found)
 
     # -- registered sources: planned by what their tools take, as their entries say
 

@@ -7,8 +7,11 @@ total. The first round cannot name that order, so the planner leaves a ``FollowU
 (what is asked, which orders search will say which order, how the question picks it). Once that
 search has answered, ``next_round`` reads its records, picks the order (what it holds, its total,
 its status, the latest), derives the amount (the total, a half, a third), and adds the tasks to the
-same plan, each saying the finding it follows and why. Nothing is added that the findings do not
-justify: no order matched, or more than ``MOST_CHOSEN`` did, is a gap listing the candidates.
+same plan, each saying the finding it follows and why. A second check the question makes
+conditional on the first ("if not, what about a third?") is a follow-up of that check, added in the
+round after only if billing refused the first. Nothing is added that the findings do not justify:
+no order matched, or several where the question means one, is a gap listing the candidates; where
+it means several ("tickets on them"), each is researched, up to ``MOST_CHOSEN``.
 
 Pure: findings in, a plan out; the coordinator runs the rounds (``coordinator.core``).
 """
@@ -16,7 +19,7 @@ Pure: findings in, a plan out; the coordinator runs the rounds (``coordinator.co
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,97 +29,202 @@ from coordinator.planning.reading import Reading
 from sources.catalogue import TOOLS
 from sources.domain import pounds
 
-__all__ = ["MAX_ROUNDS", "MOST_CHOSEN", "SELECTION_WORDS", "follow_up", "next_round"]
+__all__ = [
+    "MAX_ROUNDS",
+    "MOST_CHOSEN",
+    "SELECTION_WORDS",
+    "fallback_of",
+    "follow_up",
+    "next_round",
+    "on_the_order",
+]
 
-# The first round and one of follow-ups: a follow-up's own findings plan nothing further yet.
-MAX_ROUNDS = 2
-# Most orders one selection checks, each with its own task ("the grinder" among three grinder orders);
-# more than this is a gap that lists them, for the user to say which.
+# The first round, the follow-ups its findings justify, and a second check conditional on one of them.
+MAX_ROUNDS = 3
+# Most orders one selection researches where the question means several ("tickets on them"); more
+# than this, or several where it means one, is a gap that lists them, for the user to say which.
 MOST_CHOSEN = 3
 _REFUND_PURPOSE = "refund research"  # the broker grants billing's records for this purpose
 
+# --- how a question says which order and how much (the vocabulary of the rounds, in one place) -------
 
-# How a question says the part of an order's total it asks back ("in full" is the reading's own).
+# The part of an amount asked back. "In full" and its kin are the whole of it.
+_FULL = re.compile(
+    r"\b(?:in full|whole|entire|the lot|all of it|full (?:amount|price|refund|total|sum)|total amount)\b"
+)
 _SHARES = (
     (re.compile(r"\btwo[ -]thirds?\b"), 2 / 3),
-    (re.compile(r"\b(?:a |one[ -])?third\b"), 1 / 3),
+    (re.compile(r"\bthird\b"), 1 / 3),
     (re.compile(r"\bhalf\b"), 0.5),
-    (re.compile(r"\b(?:a |one[ -])?quarter\b"), 0.25),
+    (re.compile(r"\bquarter\b"), 0.25),
 )
-# How it picks an order by its status, and the latest one.
+# "If not, what about a third?": the second check is made only when the first is refused.
+_CONDITIONAL = re.compile(
+    r"\b(?:if not|if we can'?t|if (?:that|it)(?:'s| is) too much|failing that|otherwise|if that fails)\b"
+)
+_ALTERNATIVE = re.compile(r"\b(?:how about|what about|try|instead)\b")
+# An order picked by its status, and the latest one.
 _STATUSES = (
-    (
-        re.compile(
-            r"\b(?:returned|sent (?:it |them )?back|send (?:it |them )?back|sending (?:it |them )?back)\b"
-        ),
-        "returned",
-    ),
-    (re.compile(r"\bstill processing|\bprocessing\b"), "processing"),
+    (re.compile(r"\b(?:returned|(?:sent|send|sending) (?:it |them )?back)\b"), "returned"),
+    (re.compile(r"\bprocessing\b"), "processing"),
     (re.compile(r"\bcancell?ed\b"), "cancelled"),
+    (re.compile(r"\b(?:was|were|got|been|that) (?:actually )?delivered\b"), "delivered"),
 )
 _LATEST = re.compile(r"\b(?:latest|most recent|newest|last order|recent order)\b")
+# Tickets asked of the order the question points at ("any tickets on it"), or of several ("on them").
+_ON_THE_ORDER = re.compile(
+    r"\b(?:on|about|for) (?:it|that|that order|this order|the order|the one|them|those|these)\b"
+)
+_EACH = re.compile(r"\b(?:on|about|for) (?:them|those|these)\b|\beach\b")
 # Words of things sold that name no item in particular: they pick no order.
 _ANY_ITEM = words_of("item items product products parcel package appliance appliances")
 # Every word the selection reads (the accounting of the query's words counts them as used).
 SELECTION_WORDS = words_of(
     "half third thirds two quarter returned sent send sending back processing still cancelled canceled "
-    "latest most recent newest last"
+    "latest most recent newest last whole entire lot full if not otherwise failing that how what about try "
+    "instead delivered actually got"
 )
 
 
-def follow_up(ask: str, orders_task: str, reading: Reading, amounts: Sequence[float]) -> FollowUp:
-    """The follow-up of ``ask`` ("refund", "tickets") about the order ``reading`` points at among the
-    ones ``orders_task`` finds; ``amounts``: the amounts the question names without an order."""
+def on_the_order(reading: Reading) -> bool:
+    """Whether the question asks of an order it points at, not of the customer ("any tickets on it")."""
+    return bool(_ON_THE_ORDER.search(reading.query.lower()))
+
+
+def _split(reading: Reading) -> int:
+    """Where the question's conditional second ask starts ("... if not, what about a third?"), or its end."""
     text = reading.query.lower()
-    share = 1.0 if reading.full_amount else next((part for said, part in _SHARES if said.search(text)), None)
+    conditional = _CONDITIONAL.search(text)
+    if conditional is None:
+        return len(text)
+    alternative = _ALTERNATIVE.search(text, conditional.start())
+    return alternative.start() if alternative else conditional.end()
+
+
+def _share(text: str) -> float | None:
+    if _FULL.search(text):
+        return 1.0
+    return next((part for said, part in _SHARES if said.search(text)), None)
+
+
+def follow_up(ask: str, after: str, reading: Reading, amounts: Sequence[Any]) -> FollowUp:
+    """The follow-up of ``ask`` ("refund", "tickets") about the order ``reading`` points at among the
+    ones the orders search ``after`` finds; ``amounts``: the amount mentions the question names
+    without an order (those after a conditional are the second check's)."""
+    text = reading.query.lower()
+    split = _split(reading)
+    first = [a.value for a in amounts if a.start < split]
+    second = [a.value for a in amounts if a.start >= split]
     return FollowUp(
         ask,
-        orders_task,
-        amount=amounts[0] if len(amounts) == 1 else None,
-        share=share,
+        after,
+        amount=first[0] if len(first) == 1 else None,
+        share=1.0
+        if reading.full_amount and reading.full_amount.lower() in text[:split]
+        else _share(text[:split]),
         words=tuple(
             dict.fromkeys(_singular(w) for w in reading.topic if w in PRODUCT_WORDS and w not in _ANY_ITEM)
         ),
-        totals=tuple(amounts),
+        totals=tuple(first),
         status=next((status for said, status in _STATUSES if said.search(text)), None),
         latest=bool(_LATEST.search(text)),
+        each=bool(_EACH.search(text)),
+        fallback_amount=second[0] if second else None,
+        fallback_share=_share(text[split:]) if split < len(text) else None,
     )
 
 
-def next_round(plan: Plan, findings: Mapping[str, Sequence[Any]]) -> Plan | None:
-    """``plan`` grown by the tasks its follow-ups' findings justify, or None when it has none.
+def fallback_of(
+    check: str, order: str, amount: Any, reading: Reading, amounts: Sequence[Any]
+) -> FollowUp | None:
+    """The second check the question makes conditional on the check ``check`` of ``amount`` on
+    ``order`` ("failing that, half of it?"), or None; ``amounts``: the amount mentions left unpaired."""
+    split = _split(reading)
+    if split >= len(reading.query):
+        return None
+    second = [a.value for a in amounts if a.start >= split]
+    share = _share(reading.query.lower()[split:])
+    if not second and share is None:
+        return None
+    if second:
+        return FollowUp("fallback", check, amount=second[0], order=order)
+    return FollowUp("fallback", check, amount=amount, share=share, order=order)
 
-    ``findings``: each task's records, by task id (a task that failed or found nothing has none).
+
+def next_round(
+    plan: Plan, findings: Mapping[str, Sequence[Any]], refused: Collection[str] = ()
+) -> Plan | None:
+    """``plan`` grown by the tasks its follow-ups' findings justify, or None when it has none left.
+
+    ``findings``: each task's records, by task id (a task that failed or found nothing has none);
+    ``refused``: the tasks billing refused (a refund check's "no", which a fallback follows).
     """
     if not plan.follow_ups or plan.rounds >= MAX_ROUNDS:
         return None
     tasks = list(plan.tasks.values())
     unplanned = list(plan.unplanned)
+    later: list[FollowUp] = []
     for follow_up in plan.follow_ups:
-        orders = [r for r in findings.get(follow_up.orders_task, ()) if isinstance(r, dict) and "id" in r]
+        if follow_up.ask == "fallback":
+            if follow_up.after in refused:
+                tasks.append(_fallback(follow_up, plan.tasks[follow_up.after], taken={t.id for t in tasks}))
+            continue
+        orders = [r for r in findings.get(follow_up.after, ()) if isinstance(r, dict) and "id" in r]
         if not orders:
             unplanned.append(Unplanned(
-                _asked(follow_up), f"no order of the customer was found ({follow_up.orders_task} found none)",
+                _asked(follow_up), f"no order of the customer was found ({follow_up.after} found none)",
                 "name the order, e.g. 'refund £45 on ORD-10031'",
             ))  # fmt: skip
             continue
         chosen, how = _select(follow_up, orders)
-        if not chosen or len(chosen) > MOST_CHOSEN:
+        if not chosen or len(chosen) > (MOST_CHOSEN if follow_up.each else 1):
             unplanned.append(_candidates(follow_up, chosen or orders, how, matched=bool(chosen)))
             continue
         for order in chosen:
             added = _task_for(follow_up, order, how, taken={task.id for task in tasks})
             if isinstance(added, Unplanned):
                 unplanned.append(added)
-            else:
-                tasks.append(added)
+                continue
+            tasks.append(added)
+            second = _second(follow_up, added)
+            if second is not None:
+                later.append(second)
     offered: dict[str, set[str]] = {source: set(tools) for source, tools in TOOLS.items()}
     for task in tasks:  # a registered source's tasks stay as the first round checked them
         offered.setdefault(task.source, set()).add(task.tool)
     return Plan.of(
         plan.query, tasks, tuple(unplanned), plan.notes, offered=offered, spans=plan.spans,
-        rounds=plan.rounds + 1,
+        follow_ups=tuple(later), rounds=plan.rounds + 1,
     )  # fmt: skip
+
+
+def _second(follow_up: FollowUp, check: PlannedTask) -> FollowUp | None:
+    """The fallback a refund follow-up leaves on the check it added, if the question asks one."""
+    if follow_up.ask != "refund":
+        return None
+    order, amount = str(check.arguments["order_id"]), check.arguments["amount"]
+    if follow_up.fallback_amount is not None:
+        return FollowUp("fallback", check.id, amount=follow_up.fallback_amount, order=order)
+    if follow_up.fallback_share is not None:
+        return FollowUp("fallback", check.id, amount=amount, share=follow_up.fallback_share, order=order)
+    return None
+
+
+def _fallback(follow_up: FollowUp, first: PlannedTask, taken: set[str]) -> PlannedTask:
+    asked = follow_up.amount if follow_up.amount is not None else 0.0
+    amount = round(asked * follow_up.share, 2) if follow_up.share is not None else asked
+    said = (
+        f"{_share_said(follow_up.share)} of {pounds(asked)}"
+        if follow_up.share is not None
+        else "the amount asked next"
+    )
+    task = PlannedTask(
+        f"refund_eligibility_{_slug(follow_up.order)}", "billing", "refund_eligibility",
+        {"order_id": follow_up.order, "amount": amount}, purpose=_REFUND_PURPOSE, depends_on=(),
+        why=f"follows {first.id}, refused: the question asks next whether {pounds(amount)} ({said}) may be refunded",
+        follows=f"{first.id}:refused",
+    )  # fmt: skip
+    return _unique(task, taken)
 
 
 def _select(follow_up: FollowUp, orders: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
@@ -141,7 +249,7 @@ def _select(follow_up: FollowUp, orders: list[dict[str, Any]]) -> tuple[list[dic
         last = max(str(o.get("placed_on", "")) for o in chosen)
         chosen = [o for o in chosen if str(o.get("placed_on", "")) == last]
         said.append(f"it is the latest (placed on {last})")
-    if not said and len(chosen) > 1:
+    if not said and len(chosen) > 1 and not follow_up.each:
         return [], "nothing in the question tells the customer's orders apart"
     if not chosen:
         return [], f"none of the customer's orders matches ({' and '.join(said)})"
@@ -169,13 +277,13 @@ def _task_for(
     follow_up: FollowUp, order: dict[str, Any], how: str, taken: set[str]
 ) -> PlannedTask | Unplanned:
     order_id = str(order["id"])
-    follows = f"{follow_up.orders_task}:{order_id}"
-    found = f"follows {order_id}, found by {follow_up.orders_task}: the order meant, as {how}"
-    slug = re.sub(r"[^a-z0-9]+", "_", order_id.lower())
+    follows = f"{follow_up.after}:{order_id}"
+    found = f"follows {order_id}, found by {follow_up.after}: the order meant, as {how}"
+    slug = _slug(order_id)
     if follow_up.ask == "tickets":
         task = PlannedTask(
             f"search_tickets_{slug}", "tickets", "search_tickets", {"order_id": order_id},
-            depends_on=(follow_up.orders_task,), why=f"{found}; its tickets were asked for", follows=follows,
+            depends_on=(follow_up.after,), why=f"{found}; its tickets were asked for", follows=follows,
         )  # fmt: skip
         return _unique(task, taken)
     total = _number(order.get("total"))
@@ -196,10 +304,14 @@ def _task_for(
         )
     task = PlannedTask(
         f"refund_eligibility_{slug}", "billing", "refund_eligibility", {"order_id": order_id, "amount": amount},
-        purpose=_REFUND_PURPOSE, depends_on=(follow_up.orders_task,),
+        purpose=_REFUND_PURPOSE, depends_on=(follow_up.after,),
         why=f"{found}; whether {pounds(amount)} ({said}) may be refunded on it", follows=follows,
     )  # fmt: skip
     return _unique(task, taken)
+
+
+def _slug(order_id: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", order_id.lower())
 
 
 def _unique(task: PlannedTask, taken: set[str]) -> PlannedTask:
@@ -229,7 +341,7 @@ def _candidates(follow_up: FollowUp, orders: list[dict[str, Any]], how: str, *, 
         for o in orders[:10]
     )
     why = (
-        f"{len(orders)} orders match ({how}), more than the {MOST_CHOSEN} one question checks: {listed}"
+        f"{len(orders)} orders match ({how}), so which is meant is ambiguous: {listed}"
         if matched
         else f"{how}: {listed}"
     )
