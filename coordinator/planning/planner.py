@@ -40,10 +40,17 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from coordinator.planning.accounting import account_for_words
-from coordinator.planning.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
+from coordinator.planning.intents import (
+    INTENTS,
+    PRODUCT_WORDS,
+    REFUND_PAID,
+    SYMPTOM_WORDS,
+    Intent,
+    intent_named,
+)
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
-from coordinator.planning.rounds import SELECTION_WORDS, fallback_of, follow_up, on_the_order
+from coordinator.planning.rounds import fallback_of, follow_up, on_the_order, words_read
 from coordinator.planning.spans import ASKS, Span
 from coordinator.planning.spans import clauses as clauses_of
 from coordinator.planning.tools import (
@@ -133,6 +140,11 @@ class _Planner:
         # (ask, orders search): an ask about the order the next round chooses from what the search finds
         self.awaiting: list[tuple[str, _Call]] = []
         self.intents = set(reading.intents)
+        if REFUND_PAID.search(reading.query.lower()):
+            # whether a refund was paid: the invoices say, and the orders which one was sent back
+            self.intents = (self.intents - {"refund"}) | {"invoices"}
+            if reading.of("email", "customer_id", "name"):
+                self.intents.add("orders")
         self.pairs, self.single_amounts = _pair_amounts(reading)
         self.pairs = self._at_most(
             self.pairs, "refund checks", lambda pair: f"{pair[1].describe()} on {pair[0].value}"
@@ -406,9 +418,8 @@ class _Planner:
         listed = {item.what for item in self.unplanned}
         self.unplanned += [gap for gap in self.asked.gaps if gap.what not in listed]
         not_read, spans = account_for_words(reading, tasks)
-        if follow_ups:  # the words that pick the order and its amount are read by the next round
-            picking = SELECTION_WORDS | {word for f in follow_ups for word in f.words}
-            not_read = [item for item in not_read if not _words_in(item.what) <= picking]
+        read = self._read_here(tasks, follow_ups)
+        not_read = [item for item in not_read if not (_words_in(item.what) or {""}) <= read]
         self.unplanned += not_read
         # A refund word alone plans the refund policy; with the refund itself not researchable and no
         # words of the query's own to search for, that is no answer to what was asked.
@@ -422,6 +433,19 @@ class _Planner:
             reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable,
             spans=tuple(spans), follow_ups=follow_ups,
         )  # fmt: skip
+
+    def _read_here(self, tasks: list[PlannedTask], follow_ups: tuple[FollowUp, ...]) -> set[str]:
+        """Words the accounting does not read that the plan does: what picks an order and its amount,
+        read by the next round (or by an orders search: "the order he sent back"); a has-the-refund-
+        been-paid ask, answered from the invoices."""
+        query = self.reading.query
+        read = {word for f in follow_ups for word in f.words}
+        if follow_ups or any(task.tool == "search_orders" for task in tasks):
+            read |= words_read(query)
+        paid = REFUND_PAID.search(query.lower())
+        if paid and any(task.tool == "list_invoices" for task in tasks):
+            read |= _words_in(paid[0])
+        return read
 
     def _await_the_order(self) -> None:
         """A refund asked about a customer's order the question names only by what it holds, its

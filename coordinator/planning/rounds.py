@@ -32,11 +32,11 @@ from sources.domain import pounds
 __all__ = [
     "MAX_ROUNDS",
     "MOST_CHOSEN",
-    "SELECTION_WORDS",
     "fallback_of",
     "follow_up",
     "next_round",
     "on_the_order",
+    "words_read",
 ]
 
 # The first round, the follow-ups its findings justify, and a second check conditional on one of them.
@@ -78,12 +78,19 @@ _ON_THE_ORDER = re.compile(
 _EACH = re.compile(r"\b(?:on|about|for) (?:them|those|these)\b|\beach\b")
 # Words of things sold that name no item in particular: they pick no order.
 _ANY_ITEM = words_of("item items product products parcel package appliance appliances")
-# Every word the selection reads (the accounting of the query's words counts them as used).
-SELECTION_WORDS = words_of(
-    "half third thirds two quarter returned sent send sending back processing still cancelled canceled "
-    "latest most recent newest last whole entire lot full if not otherwise failing that how what about try "
-    "instead delivered actually got"
-)
+
+
+def words_read(text: str) -> set[str]:
+    """The words of ``text`` the rounds read (a share, a status, a conditional second ask...): the
+    accounting of the query's words counts them as used where a follow-up or an orders search is planned."""
+    patterns = (_FULL, _CONDITIONAL, _ALTERNATIVE, _LATEST, *(said for said, _ in (*_SHARES, *_STATUSES)))
+    lowered = text.lower()
+    return {
+        word
+        for pattern in patterns
+        for match in pattern.finditer(lowered)
+        for word in re.findall(r"[a-z]+", match[0])
+    }
 
 
 def on_the_order(reading: Reading) -> bool:
