@@ -50,7 +50,7 @@ from coordinator.planning.intents import (
 )
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
-from coordinator.planning.rounds import fallback_of, follow_up, on_the_order, words_read
+from coordinator.planning.rounds import fallback_of, follow_up, on_the_order, refunds_all, words_read
 from coordinator.planning.spans import ASKS, Span
 from coordinator.planning.spans import clauses as clauses_of
 from coordinator.planning.tools import (
@@ -376,8 +376,10 @@ class _Planner:
                 or self._lookup_call("article_id", article.label)
             )
         self.plan_refunds()
-        if not self.customers:
-            self.intents.discard("everything")  # everything about an order: the order alone, below
+        if not self.customers or refunds_all(reading):
+            self.intents.discard(
+                "everything"
+            )  # "refund the lot": the whole order, not all about them  # everything about an order: the order alone, below
         nobody = not self.customers and not self.orders and not self.articles
         if (
             nobody

@@ -36,6 +36,7 @@ __all__ = [
     "follow_up",
     "next_round",
     "on_the_order",
+    "refunds_all",
     "words_read",
 ]
 
@@ -91,6 +92,15 @@ def words_read(text: str) -> set[str]:
         for match in pattern.finditer(lowered)
         for word in re.findall(r"[a-z]+", match[0])
     }
+
+
+# "Refund the lot": the whole of an order, not "everything about the customer".
+_REFUND_ALL = re.compile(r"\b(?:refund|refunding|back on) (?:the (?:whole )?lot|everything|all of it)\b")
+
+
+def refunds_all(reading: Reading) -> bool:
+    """Whether "the lot" / "everything" the question says is what a refund is of ("refund the lot")."""
+    return bool(_REFUND_ALL.search(reading.query.lower()))
 
 
 def on_the_order(reading: Reading) -> bool:
@@ -184,6 +194,7 @@ def next_round(
             ))  # fmt: skip
             continue
         chosen, how = _select(follow_up, orders)
+        unplanned += _amounts_unused(follow_up, chosen)
         if not chosen or len(chosen) > (MOST_CHOSEN if follow_up.each else 1):
             unplanned.append(_candidates(follow_up, chosen or orders, how, matched=bool(chosen)))
             continue
@@ -203,6 +214,22 @@ def next_round(
         plan.query, tasks, tuple(unplanned), plan.notes, offered=offered, spans=plan.spans,
         follow_ups=tuple(later), rounds=plan.rounds + 1,
     )  # fmt: skip
+
+
+def _amounts_unused(follow_up: FollowUp, chosen: list[dict[str, Any]]) -> list[Unplanned]:
+    """The amounts a tickets follow-up awaited as an order's total that no order chosen has: the
+    question named them for something else (a refund it did not ask as such), as one round lists them."""
+    if follow_up.ask == "refund":
+        return []
+    return [
+        Unplanned(
+            f"the amount {pounds(total)}",
+            "no order was named that it could be refunded on",
+            f"name the order, e.g. 'refund {pounds(total)} on ORD-10031'",
+        )
+        for total in follow_up.totals
+        if not any(_number(order.get("total")) == total for order in chosen)
+    ]
 
 
 def _second(follow_up: FollowUp, check: PlannedTask) -> FollowUp | None:
