@@ -140,7 +140,8 @@ class _Planner:
         # (ask, orders search): an ask about the order the next round chooses from what the search finds
         self.awaiting: list[tuple[str, _Call]] = []
         self.intents = set(reading.intents)
-        if REFUND_PAID.search(reading.query.lower()):
+        self.refund_paid = bool(REFUND_PAID.search(reading.query.lower()))
+        if self.refund_paid:
             # whether a refund was paid: the invoices say, and the orders which one was sent back
             self.intents = (self.intents - {"refund"}) | {"invoices"}
             if reading.of("email", "customer_id", "name"):
@@ -407,7 +408,7 @@ class _Planner:
         self._account_for_refunds()
         self.plan_writes()
         # the broker grants financial records for refund research (a write keeps its own purpose)
-        if "refund" in self.intents or self.pairs or self.asked.writes:
+        if "refund" in self.intents or self.pairs or self.asked.writes or self.refund_paid:
             for call in self.calls:
                 if call.tool.startswith("billing.") and call.tool not in ASKED_ONLY:
                     call.purpose = _REFUND_PURPOSE
