@@ -9,7 +9,9 @@ end. Scores with ``tests/corpus.py`` (the same check as the corpus test) and pri
 matches, the misses by outcome (false COMPLETE the figure that matters most), the same per kind
 (the set's ``kind`` field: through another record, has-the-refund-been-paid billing asks, ordinary
 asks) and, with ``--misses``, every miss. ``--first-round`` scores the first round alone (as the set
-was scored at first sight).
+was scored at first sight). Then the planning time per round, deterministic mode: the first round
+(``plan_query``) and each later one (``next_round``, timed where the coordinator calls it), p50 and
+p90 over the set (target: p50 at most 20 ms a round).
 
     .venv/bin/python benchmarks/planner_blind3.py [--misses] [--first-round]
 """
@@ -17,8 +19,10 @@ was scored at first sight).
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
+import time
 import tomllib
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -29,6 +33,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import coordinator.core  # noqa: E402
 from coordinator.core import Config, Coordinator  # noqa: E402
 from coordinator.planning.plan import Plan, PlannedTask, Unplanned  # noqa: E402
 from coordinator.planning.planner import plan_query  # noqa: E402
@@ -107,8 +112,33 @@ async def score(args: argparse.Namespace) -> None:
             await _score(args, coordinator)
 
 
+# The planning time of each round, in ms: the first round's, and every later round's.
+TIMES: dict[str, list[float]] = {"first round": [], "later rounds": []}
+_next_round = coordinator.core.next_round
+
+
+def _timed_next_round(*args: Any) -> Any:
+    started = time.perf_counter()
+    try:
+        return _next_round(*args)
+    finally:
+        TIMES["later rounds"].append((time.perf_counter() - started) * 1000)
+
+
+coordinator.core.next_round = _timed_next_round  # timed where the coordinator plans a later round
+
+
+def _percentiles(name: str, times: list[float]) -> str:
+    if not times:
+        return f"{name:<13} none"
+    cuts = statistics.quantiles(times, n=10) if len(times) > 1 else [times[0]] * 9
+    return f"{name:<13} p50 {statistics.median(times):.2f} ms, p90 {cuts[8]:.2f} ms over {len(times)}"
+
+
 async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
     cases = corpus.load_cases(args.corpus)
+    for case in cases:  # a warm-up pass: dateparser's tables and the matcher load at their first use
+        plan_or_refusal(case.query)
     with args.corpus.open("rb") as file:
         kinds = [raw.get("kind", "-") for raw in tomllib.load(file)["case"]]
 
@@ -116,7 +146,9 @@ async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
     by_kind: dict[str, Counter[str]] = defaultdict(Counter)
     misses = []
     for case, kind in zip(cases, kinds, strict=True):
+        started = time.perf_counter()
         plan, refusal = plan_or_refusal(case.query)
+        TIMES["first round"].append((time.perf_counter() - started) * 1000)
         if plan is not None and not args.first_round:
             plan = await all_rounds(coordinator, plan)  # type: ignore[arg-type]
         seen = corpus.outcome(case, plan, refusal)  # type: ignore[arg-type]
@@ -137,6 +169,9 @@ async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
     print(line("all", overall))
     for kind in sorted(by_kind):
         print(line(kind, by_kind[kind]))
+    print("planning time per round (deterministic):")
+    for name, times in TIMES.items():
+        print("  " + _percentiles(name, times))
     if args.misses:
         for kind, seen, case, plan, refusal in misses:
             print(f"\n[{kind}] {seen}: {' '.join(case.query.split())[:140]}")
