@@ -37,6 +37,7 @@ __all__ = [
     "QueryError",
     "Ref",
     "Unplanned",
+    "said_share",
 ]
 
 # The query's deadline covers planning and the brief too. Planning (a model's, or listing the tools of
@@ -127,6 +128,40 @@ class FollowUp:
 
     def describe(self) -> dict[str, Any]:
         return {name: value for name, value in vars(self).items() if value not in (None, (), False, "")}
+
+    def __str__(self) -> str:
+        """What the next round adds, in words ("after orders: a refund check of its total on the order
+        whose items match 'grinder'")."""
+        whole = "it" if self.ask == "fallback" else "its total"
+        how_much = (
+            f"of {said_share(self.share)} of {whole}" if self.share not in (None, 1.0)
+            else f"of {whole}" if self.share == 1.0
+            else f"of £{self.amount:g}" if self.amount is not None else ""
+        )  # fmt: skip
+        if self.ask == "fallback":
+            return f"if billing refuses {self.after}: a second refund check {how_much} on {self.order}"
+        clauses = [
+            *([f"whose items match '{' '.join(self.words)}'"] if self.words else []),
+            *([f"whose total is {' or '.join(f'£{t:g}' for t in self.totals)}"] if self.totals else []),
+            *([f"with status {self.status}"] if self.status else []),
+        ]
+        which = " ".join(
+            ["the", *(["latest"] if self.latest else []), "orders" if self.each else "order", *clauses]
+        )
+        what = "its tickets" if self.ask == "tickets" else f"a refund check {how_much}".rstrip()
+        return f"after {self.after}: {what} on {which}"
+
+
+def said_share(share: float) -> str:
+    """A part of an amount as people say it: "half", "a third", "two thirds"."""
+    named = {
+        1 / 2: "half",
+        1 / 3: "a third",
+        2 / 3: "two thirds",
+        1 / 4: "a quarter",
+        3 / 4: "three quarters",
+    }
+    return next((said for part, said in named.items() if abs(part - share) < 1e-9), f"{share:.0%}")
 
 
 @dataclass

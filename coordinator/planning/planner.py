@@ -50,7 +50,14 @@ from coordinator.planning.intents import (
 )
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
-from coordinator.planning.rounds import fallback_of, follow_up, on_the_order, refunds_all, words_read
+from coordinator.planning.rounds import (
+    asks_money_back,
+    fallback_of,
+    follow_up,
+    on_the_order,
+    refunds_all,
+    words_read,
+)
 from coordinator.planning.spans import ASKS, Span
 from coordinator.planning.spans import clauses as clauses_of
 from coordinator.planning.tools import (
@@ -141,6 +148,11 @@ class _Planner:
         self.awaiting: list[tuple[str, _Call]] = []
         self.intents = set(reading.intents)
         self.refund_paid = bool(REFUND_PAID.search(reading.query.lower()))
+        money_back = "refund" not in self.intents and not self.refund_paid and asks_money_back(reading)
+        if money_back and reading.of("email", "customer_id", "name") and not reading.values("order_id"):
+            # "can we give her the £139 back": a refund on one of her orders, whatever the verb (the
+            # next round finds which); with the order named, the amount's check is planned as it was
+            self.intents.add("refund")
         if self.refund_paid:
             # whether a refund was paid: the invoices say, and the orders which one was sent back
             self.intents = (self.intents - {"refund"}) | {"invoices"}

@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from coordinator.planning.intents import PRODUCT_WORDS, words_of
-from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Unplanned
+from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Unplanned, said_share
 from coordinator.planning.reading import Reading
 from sources.catalogue import TOOLS
 from sources.domain import pounds
@@ -32,6 +32,7 @@ from sources.domain import pounds
 __all__ = [
     "MAX_ROUNDS",
     "MOST_CHOSEN",
+    "asks_money_back",
     "fallback_of",
     "follow_up",
     "next_round",
@@ -68,7 +69,7 @@ _ALTERNATIVE = re.compile(r"\b(?:how about|what about|try|instead)\b")
 _STATUSES = (
     (re.compile(r"\b(?:returned|(?:sent|send|sending) (?:it |them )?back)\b"), "returned"),
     (re.compile(r"\bprocessing\b"), "processing"),
-    (re.compile(r"\bcancell?ed\b"), "cancelled"),
+    (re.compile(r"\bcancel(?:l?ed)?\b"), "cancelled"),
     (re.compile(r"\b(?:was|were|got|been|that) (?:actually )?delivered\b"), "delivered"),
 )
 _LATEST = re.compile(r"\b(?:latest|most recent|newest|last order|recent order)\b")
@@ -101,6 +102,15 @@ _REFUND_ALL = re.compile(r"\b(?:refund|refunding|back on) (?:the (?:whole )?lot|
 def refunds_all(reading: Reading) -> bool:
     """Whether "the lot" / "everything" the question says is what a refund is of ("refund the lot")."""
     return bool(_REFUND_ALL.search(reading.query.lower()))
+
+
+# "the £139 back", "half her order back": money asked back, a refund whatever the verb.
+_MONEY_BACK = re.compile(r"(?:\d|\bpounds?|\bquid|\blot|\bamount|\border|\btotal|\bprice)\s+back\b")
+
+
+def asks_money_back(reading: Reading) -> bool:
+    """Whether the question asks an amount or an order's money back ("can we give her the £139 back")."""
+    return bool(_MONEY_BACK.search(reading.query.lower()))
 
 
 def on_the_order(reading: Reading) -> bool:
@@ -248,7 +258,7 @@ def _fallback(follow_up: FollowUp, first: PlannedTask, taken: set[str]) -> Plann
     asked = follow_up.amount if follow_up.amount is not None else 0.0
     amount = round(asked * follow_up.share, 2) if follow_up.share is not None else asked
     said = (
-        f"{_share_said(follow_up.share)} of {pounds(asked)}"
+        f"{said_share(follow_up.share)} of {pounds(asked)}"
         if follow_up.share is not None
         else "the amount asked next"
     )
@@ -326,7 +336,7 @@ def _task_for(
         said = (
             "its total"
             if follow_up.share == 1
-            else f"{_share_said(follow_up.share)} of its total {pounds(total)}"
+            else f"{said_share(follow_up.share)} of its total {pounds(total)}"
         )
     elif follow_up.amount is not None:
         amount, said = follow_up.amount, "the amount asked"
@@ -353,16 +363,6 @@ def _unique(task: PlannedTask, taken: set[str]) -> PlannedTask:
     while name in taken:
         name += "_"
     return replace(task, id=name)
-
-
-def _share_said(share: float) -> str:
-    return {0.5: "half", 0.25: "a quarter"}.get(share) or (
-        "a third"
-        if abs(share - 1 / 3) < 1e-9
-        else "two thirds"
-        if abs(share - 2 / 3) < 1e-9
-        else f"{share:g}"
-    )
 
 
 def _asked(follow_up: FollowUp) -> str:
