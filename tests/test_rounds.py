@@ -196,3 +196,14 @@ def test_the_rounds_are_bounded() -> None:
     (check,) = [task for task in grown.order() if task.follows]
     assert check.arguments == {"order_id": "ORD-1", "amount": 50.0}
     assert next_round(grown, {}) is None  # nothing left to follow
+
+
+async def test_a_refund_of_no_amount_on_the_one_she_sent_back_names_the_candidates(
+    settings: SourceSettings,
+) -> None:
+    report = await ask(
+        settings, "georgina.gibson@example.net returned stuff - can we refund the one she sent back?"
+    )
+    assert follow_ups(report) == [] and report.status == "partial"
+    (candidates,) = [item for item in report.unplanned if "ORD-" in item.why]
+    assert "ORD-10383" in candidates.why and "ORD-10384" in candidates.why and "returned" in candidates.why

@@ -119,12 +119,14 @@ class FollowUp:
 
     @property
     def picks(self) -> bool:
-        """Whether the question says which order beyond an amount alone, and for a refund how much:
-        "refund £45 for CUST-00042" names no order to look for, "refund her grinder" no amount (each
-        listed as not placed, as in one round)."""
-        which = self.words or self.status or self.latest or self.share is not None
-        how_much = self.amount is not None or self.share is not None
-        return bool(which) and (how_much or self.ask != "refund")
+        """Whether the question says which order beyond an amount alone: "refund £45 for
+        CUST-00042" names no order to look for (the amount is listed as not placed, as in one round)."""
+        return bool(self.words or self.status or self.latest or self.share is not None)
+
+    @property
+    def how_much(self) -> bool:
+        """Whether a refund follow-up knows its amount ("refund her grinder" does not: not complete)."""
+        return self.ask != "refund" or self.amount is not None or self.share is not None
 
     def describe(self) -> dict[str, Any]:
         return {name: value for name, value in vars(self).items() if value not in (None, (), False, "")}

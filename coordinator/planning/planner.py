@@ -146,6 +146,7 @@ class _Planner:
         self.unplanned: list[Unplanned] = []
         # (ask, orders search): an ask about the order the next round chooses from what the search finds
         self.awaiting: list[tuple[str, _Call]] = []
+        self.refund_amount_known = True
         self.intents = set(reading.intents)
         self.refund_paid = bool(REFUND_PAID.search(reading.query.lower()))
         money_back = "refund" not in self.intents and not self.refund_paid and asks_money_back(reading)
@@ -469,8 +470,10 @@ class _Planner:
         asked = "refund" in self.intents and "policies" not in self.intents
         if not asked or self.pairs or self.orders or not self.customers:
             return
-        if not follow_up("refund", "", self.reading, self.single_amounts).picks:
+        wanted = follow_up("refund", "", self.reading, self.single_amounts)
+        if not wanted.picks:
             return
+        self.refund_amount_known = wanted.how_much
         self._await("refund")
 
     def _await(self, ask: str) -> None:
@@ -541,7 +544,9 @@ class _Planner:
         paired = {order.value for order, _ in self.pairs}
         # A refund asked with nothing to check is not researched; about refund *policy*, it is the topic.
         asked = "refund" in self.intents and "policies" not in self.intents
-        if asked and not self.pairs and not self.orders and not self.single_amounts and not self.awaiting:
+        # awaiting the order: the next round names it, but a refund of no amount is still not researched
+        placed = self.awaiting and self.refund_amount_known
+        if asked and not self.pairs and not self.orders and not self.single_amounts and not placed:
             self.unplanned.append(_unanswerable(intent_named("refund")))
         if "refund" in self.intents:
             for order in self.reading.values("order_id"):
