@@ -207,3 +207,10 @@ async def test_a_refund_of_no_amount_on_the_one_she_sent_back_names_the_candidat
     assert follow_ups(report) == [] and report.status == "partial"
     (candidates,) = [item for item in report.unplanned if "ORD-" in item.why]
     assert "ORD-10383" in candidates.why and "ORD-10384" in candidates.why and "returned" in candidates.why
+
+
+async def test_a_count_the_question_states_is_the_searchs_limit(settings: SourceSettings) -> None:
+    report = await ask(settings, "George Davey's three most recent tickets please")
+    (tickets,) = [task for task in report.tasks if task.tool == "search_tickets"]
+    assert tickets.arguments["limit"] == 3
+    assert len([f for f in report.findings if f.tool == "search_tickets"]) <= 3

@@ -124,6 +124,13 @@ class FollowUp:
         return bool(self.words or self.status or self.latest or self.share is not None)
 
     @property
+    def amounts_placed(self) -> tuple[float, ...]:
+        """The amounts the question names that this follow-up places once its round comes."""
+        if self.ask == "fallback":
+            return (self.amount,) if self.share is None and self.amount is not None else ()
+        return tuple(a for a in (*self.totals, self.amount, self.fallback_amount) if a is not None)
+
+    @property
     def how_much(self) -> bool:
         """Whether a refund follow-up knows its amount ("refund her grinder" does not: not complete)."""
         return self.ask != "refund" or self.amount is not None or self.share is not None

@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,8 +52,10 @@ from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanne
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
 from coordinator.planning.rounds import (
     asks_money_back,
+    awaiting,
     fallback_of,
     follow_up,
+    newest,
     on_the_order,
     refunds_all,
     words_read,
@@ -418,6 +420,10 @@ class _Planner:
             for call in self._registered_calls(tool):
                 self._add(call)
         self._await_the_order()
+        for call in self.calls:  # "her three most recent tickets": the newest three, not a text search's best
+            limit = newest(reading).get(call.tool)
+            if limit and "query" not in call.arguments and "limit" in self.tools[call.tool]:
+                call.arguments["limit"] = limit
         self._account_for_refunds()
         self.plan_writes()
         # the broker grants financial records for refund research (a write keeps its own purpose)
@@ -427,8 +433,10 @@ class _Planner:
                     call.purpose = _REFUND_PURPOSE
         tasks = self._tasks()
         follow_ups = self._follow_ups()
-        awaited = [a for f in follow_ups for a in (*f.totals, f.amount, f.fallback_amount) if a is not None]
-        self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog, awaited=awaited)
+        # An amount a follow-up places is listed until the round that places it (so no plan drops it)
+        awaited = {amount for f in follow_ups for amount in f.amounts_placed}
+        self.unplanned += [awaiting(a.describe()) for a in reading.of("amount") if a.value in awaited]
+        self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog)
         # A write the question seems to ask but cannot be honoured as asked: not done, and what to write
         # instead (where the planner lists the same thing already, "a refund on ORD-10031", its entry stays).
         listed = {item.what for item in self.unplanned}
@@ -662,13 +670,11 @@ def _is_folder(path: str) -> bool:
 
 
 def _unaccounted(
-    reading: Reading, tasks: list[PlannedTask], unplanned: list[Unplanned], catalog: Catalog | None = None,
-    *, awaited: Collection[Any] = (),
-) -> list[Unplanned]:  # fmt: skip
+    reading: Reading, tasks: list[PlannedTask], unplanned: list[Unplanned], catalog: Catalog | None = None
+) -> list[Unplanned]:
     """What the query names that no task uses and no entry lists yet: nothing is dropped silently.
 
-    Checked on every plan, the deterministic planner's and Claude's alike. ``awaited``: amounts a
-    follow-up uses once the next round has found the order they are about.
+    Checked on every plan, the deterministic planner's and Claude's alike.
     """
     used = {str(value) for task in tasks for value in task.arguments.values()}
     listed = " ".join(str(item) for item in unplanned)
@@ -691,7 +697,6 @@ def _unaccounted(
             if (
                 not any(task.arguments.get("amount") == mention.value for task in tasks)
                 and mention.describe() not in listed
-                and mention.value not in awaited
             ):
                 found.append(Unplanned(
                     f"the amount {mention.describe()}", "no order was named that it could be refunded on",

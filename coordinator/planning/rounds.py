@@ -33,8 +33,10 @@ __all__ = [
     "MAX_ROUNDS",
     "MOST_CHOSEN",
     "asks_money_back",
+    "awaiting",
     "fallback_of",
     "follow_up",
+    "newest",
     "next_round",
     "on_the_order",
     "refunds_all",
@@ -113,6 +115,29 @@ def asks_money_back(reading: Reading) -> bool:
     return bool(_MONEY_BACK.search(reading.query.lower()))
 
 
+# "her three most recent tickets": a count the question states, passed as the search's limit (the
+# orders and tickets searches give the newest first).
+_NEWEST = re.compile(
+    r"\b(?P<count>\d{1,2}|two|three|four|five|six|seven|eight|nine|ten) (?:most recent|latest|last|newest) "
+    r"(?P<what>tickets|orders)\b"
+)
+_COUNTS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+
+
+def newest(reading: Reading) -> dict[str, int]:
+    """The searches the question limits to its newest records, and how many ("three most recent
+    tickets" -> {"tickets.search_tickets": 3})."""
+    limits: dict[str, int] = {}
+    for said in _NEWEST.finditer(reading.query.lower()):
+        count = (
+            _COUNTS.get(said["count"]) or int(said["count"])
+            if said["count"].isdigit()
+            else _COUNTS[said["count"]]
+        )
+        limits[f"{said['what']}.search_{said['what']}"] = count
+    return limits
+
+
 def on_the_order(reading: Reading) -> bool:
     """Whether the question asks of an order it points at, not of the customer ("any tickets on it")."""
     return bool(_ON_THE_ORDER.search(reading.query.lower()))
@@ -178,6 +203,14 @@ def fallback_of(
     return FollowUp("fallback", check, amount=amount, share=share, order=order)
 
 
+_AWAITING = "a later round places it from what the earlier ones find (the order meant, or billing's answer to a first check)"
+
+
+def awaiting(amount: str) -> Unplanned:
+    """An amount a follow-up places, listed until the round that places it: no plan drops it."""
+    return Unplanned(f"the amount {amount}", _AWAITING, "nothing: the next round places it")
+
+
 def next_round(
     plan: Plan, findings: Mapping[str, Sequence[Any]], refused: Collection[str] = ()
 ) -> Plan | None:
@@ -189,7 +222,7 @@ def next_round(
     if not plan.follow_ups or plan.rounds >= MAX_ROUNDS:
         return None
     tasks = list(plan.tasks.values())
-    unplanned = list(plan.unplanned)
+    unplanned = [item for item in plan.unplanned if item.why != _AWAITING]  # placed now, or not needed
     later: list[FollowUp] = []
     for follow_up in plan.follow_ups:
         if follow_up.ask == "fallback":
@@ -217,6 +250,7 @@ def next_round(
             second = _second(follow_up, added)
             if second is not None:
                 later.append(second)
+    unplanned += [awaiting(pounds(amount)) for f in later for amount in f.amounts_placed]
     offered: dict[str, set[str]] = {source: set(tools) for source, tools in TOOLS.items()}
     for task in tasks:  # a registered source's tasks stay as the first round checked them
         offered.setdefault(task.source, set()).add(task.tool)
