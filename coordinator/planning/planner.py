@@ -809,6 +809,8 @@ def _why(tool: str, said: dict[str, str], kinds: dict[str, str], *, looked_up: s
             continue
         if kind == "links":
             qualifiers.append("directly" if value == "1" else f"up to {value} links away")
+        elif argument == "limit":  # a count the question stated: the newest that many
+            qualifiers.append(f"the newest {value}")
         elif kind == "text":
             subjects.append(ARGUMENT_PHRASES[kind].format(_searched(value)))
         elif kind in ARGUMENT_PHRASES:
