@@ -408,9 +408,11 @@ def _candidates(follow_up: FollowUp, orders: list[dict[str, Any]], how: str, *, 
         f"{o['id']} ({pounds(_number(o.get('total')) or 0)}, {o.get('status', '?')}, placed {o.get('placed_on', '?')})"
         for o in orders[:10]
     )
+    too_many = f"more than the {MOST_CHOSEN} one question researches" if follow_up.each else None
     why = (
-        f"{len(orders)} orders match ({how}), so which is meant is ambiguous: {listed}"
+        f"{len(orders)} orders match ({how}), {too_many or 'so which is meant is ambiguous'}: {listed}"
         if matched
         else f"{how}: {listed}"
     )
-    return Unplanned(_asked(follow_up), why, "name the order meant, e.g. 'refund £45 on ORD-10031'")
+    example = "tickets on ORD-10031" if follow_up.ask == "tickets" else "refund £45 on ORD-10031"
+    return Unplanned(_asked(follow_up), why, f"name the order meant, e.g. '{example}'")
