@@ -32,14 +32,16 @@ import anyio
 from coordinator.llm import claude_brief, claude_plan
 from coordinator.planning.plan import PLANNING_SHARE, Plan
 from coordinator.planning.planner import plan_query
+from coordinator.planning.rounds import next_round
 from coordinator.planning.writes import asked_writes
 from coordinator.recorded_run import save_recording
 from coordinator.registered_tools import catalog_of, tool_effects
 from coordinator.registry import Registry
 from coordinator.reporting.report import PlanningSummary, ResearchReport, TokenUse
 from coordinator.reporting.synthesize import synthesize
-from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, run_plan
+from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, TaskState, run_plan
 from coordinator.runtime import build_runtime
+from sources.contract import ErrorCategory
 from sources.faults import FaultSettings
 from sources.people import customer_names
 from sources.settings import SourceSettings
@@ -296,11 +298,20 @@ class Coordinator:
             # What each registered tool says it does is read from its listing, as kept: a plan made
             # elsewhere (a test, a replay) may come before any was kept, so they are listed now.
             await self._listed(deadline_at)
-            outcomes = await self._run_tasks(
-                plan, budget, deadline_at, tape, grants, asked=self.asked_writes(query),
-                approvals=(*self.config.approvals, *approvals), seed=seed, post_call=post_call,
-                observer=observer, jitter=jitter,
-            )  # fmt: skip
+            outcomes: dict[str, TaskOutcome] = {}
+            while True:  # each round runs the tasks its plan added; the next is planned from their findings
+                outcomes = await self._run_tasks(
+                    plan, budget, deadline_at, tape, grants, asked=self.asked_writes(query),
+                    approvals=(*self.config.approvals, *approvals), seed=seed, post_call=post_call,
+                    observer=observer, jitter=jitter, earlier=outcomes,
+                )  # fmt: skip
+                grown = _next_round(plan, outcomes)
+                if grown is None:
+                    break
+                with plan_span() as planning_span:
+                    added = [task.id for task in grown.order() if task.id not in plan.tasks]
+                    record_plan(planning_span, added, round_number=grown.rounds)
+                plan = grown
             report = await self._synthesized(plan, trace_id_of(root), outcomes, planning, budget, deadline_at)
             if tape is not None:
                 approved = (*self.config.approvals, *approvals)
@@ -380,18 +391,19 @@ class Coordinator:
 
     async def _run_tasks(
         self, plan: Plan, budget: TokenBudget | None, deadline_at: float, tape: Tape | None,
-        grants: tuple[Grant, ...], **chosen: Any,
+        grants: tuple[Grant, ...], earlier: dict[str, TaskOutcome], **chosen: Any,
     ) -> dict[str, TaskOutcome]:  # fmt: skip
         """Run the plan's tasks through subagents on this coordinator's sessions, their attempts
-        recorded on ``tape`` if there is one; ``chosen``: what the query gives the runtime."""
+        recorded on ``tape`` if there is one; ``earlier``: the tasks an earlier round ran, as they
+        ended (not run again); ``chosen``: what the query gives the runtime."""
         self.open_soon(plan.sources())  # every source the plan needs starts now, while the first tasks run
         transport = self.transport if tape is None else RecordingTransport(self.transport, tape)
         async with claude_subagents(self.config.claude, budget) as model:
             runtime = self._runtime(transport, model, grants, **chosen)
             left_s = deadline_at - time.monotonic()
-            if tape is not None:
+            if tape is not None and not earlier:
                 tape.start(left_s)
-            return await run_plan(plan, runtime, left_s)
+            return await run_plan(plan, runtime, left_s, earlier)
 
     async def _synthesized(
         self,
@@ -426,6 +438,19 @@ class Coordinator:
             breakers="shared" if self.guard is not None else "own",
             boundary="contract" if config.classifier is CONTRACT else "other",
         )  # fmt: skip
+
+
+def _next_round(plan: Plan, outcomes: dict[str, TaskOutcome]) -> Plan | None:
+    """The plan grown by the tasks the findings so far justify (``coordinator.planning.rounds``), or
+    None: nothing follows, or the rounds are spent. A round's tasks run under the query's one
+    deadline: those it leaves no time for end ``deadline``, as gaps, never dropped."""
+    findings = {task_id: outcome.results for task_id, outcome in outcomes.items()}
+    refused = [
+        task_id
+        for task_id, outcome in outcomes.items()
+        if outcome.state == TaskState.ESCALATED and outcome.category == ErrorCategory.BUSINESS
+    ]
+    return next_round(plan, findings, refused)
 
 
 def _exactly(task: Task) -> AskedWrite:

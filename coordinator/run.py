@@ -16,6 +16,7 @@ it did. Should a task still not have ended after that (a bug), the run cancels i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,11 +139,16 @@ def _outcome_of(task: PlannedTask, arguments: dict[str, Any], report: SubagentRe
     )  # fmt: skip
 
 
-async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str, TaskOutcome]:
-    """Run every task of the plan; return how each ended, in plan order."""
+async def run_plan(
+    plan: Plan, runtime: Runtime, deadline_s: float, earlier: Mapping[str, TaskOutcome] | None = None
+) -> dict[str, TaskOutcome]:
+    """Run every task of the plan; return how each ended, in plan order. ``earlier``: how the tasks
+    an earlier round ran ended (a grown plan runs only the tasks it added)."""
     deadline = runtime.clock.now() + deadline_s
-    outcomes: dict[str, TaskOutcome] = {}
+    outcomes: dict[str, TaskOutcome] = dict(earlier or {})
     done = {task_id: anyio.Event() for task_id in plan.tasks}
+    for task_id in outcomes:
+        done[task_id].set()
     gates = plan.gates  # tasks that wait for a customer lookup without using its output
 
     async def carry(task: PlannedTask) -> None:
@@ -153,7 +159,7 @@ async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str,
             gate = next((lookup for lookup in gated if outcomes[lookup].state != TaskState.OK), None)
             resolved = _blocked(task, gate, outcomes[gate]) if gate else _resolve(task, outcomes)
             if isinstance(resolved, TaskOutcome):  # one span per task, run or not
-                with subagent_span(task.id, task.source, task.tool, {}) as span:
+                with subagent_span(task.id, task.source, task.tool, {}, follows=task.follows) as span:
                     end_subagent(
                         span,
                         state=TaskState.BLOCKED,
@@ -174,7 +180,8 @@ async def run_plan(plan: Plan, runtime: Runtime, deadline_s: float) -> dict[str,
     with anyio.move_on_after(max(deadline_s, 0.0) + 2 * DEADLINE_GRACE_S):  # after the subagents' own
         async with anyio.create_task_group() as group:
             for task in plan.order():
-                group.start_soon(carry, task)
+                if task.id not in outcomes:
+                    group.start_soon(carry, task)
     for task in plan.order():
         if task.id not in outcomes:
             outcomes[task.id] = TaskOutcome(

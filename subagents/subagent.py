@@ -129,7 +129,7 @@ class Runtime:
 
 async def run_subagent(task: Task, runtime: Runtime, deadline: float) -> SubagentReport:
     """Carry one task to a report by ``deadline`` (on ``runtime.clock``), recovering what can be recovered."""
-    with subagent_span(task.id, task.source, task.tool, task.arguments) as span:
+    with subagent_span(task.id, task.source, task.tool, task.arguments, follows=task.follows) as span:
         driver = recovery.Driver.CODE if runtime.model is None else recovery.Driver.MODEL
         start = RunState.start(task, deadline, runtime.broker.base_meta(task.source), driver)
         agent = Subagent(runtime, start, span)

@@ -19,3 +19,5 @@ class Task:
     tool: str
     arguments: dict[str, Any]
     purpose: str = "research"
+    # A task a later round added: the finding it follows ("orders:ORD-10074"), shown on its span.
+    follows: str = ""

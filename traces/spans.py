@@ -85,13 +85,17 @@ def plan_span() -> AbstractContextManager[Span]:
     return tracer().start_as_current_span("plan")
 
 
-def record_plan(span: Span, task_ids: Sequence[str]) -> None:
-    span.set_attributes({names.PLAN_SIZE: len(task_ids), names.PLAN_TASKS: list(task_ids)})
+def record_plan(span: Span, task_ids: Sequence[str], *, round_number: int = 1) -> None:
+    """A round's plan: the tasks it planned (the first round, every task; a later one, those it added)."""
+    span.set_attributes(
+        {names.PLAN_SIZE: len(task_ids), names.PLAN_TASKS: list(task_ids), names.PLAN_ROUND: round_number}
+    )
 
 
 def subagent_span(
-    task_id: str, source: str, tool: str, arguments: Mapping[str, Any]
+    task_id: str, source: str, tool: str, arguments: Mapping[str, Any], *, follows: str = ""
 ) -> AbstractContextManager[Span]:
+    """A subagent's span; ``follows``: the finding a later round's task follows ("orders:ORD-10074")."""
     attributes = {
         names.GEN_AI_OPERATION_NAME: names.INVOKE_AGENT,
         names.GEN_AI_AGENT_NAME: f"{source} subagent",
@@ -99,6 +103,7 @@ def subagent_span(
         names.SOURCE: source,
         names.TOOL: tool,
         names.ARGUMENTS: json.dumps(for_trace(dict(arguments)), default=str, ensure_ascii=False),
+        **({names.TASK_FOLLOWS: follows} if follows else {}),
     }
     # The subagent sets its own status: a recovered task is not a failed operation.
     return tracer().start_as_current_span(

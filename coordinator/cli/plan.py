@@ -114,6 +114,8 @@ def _print_plan(plan: Plan, console: Console) -> None:
             )
         )
         console.print(Text(f"  why: {render.shown(item.why)}", style="dim"))
+    for follow_up in plan.follow_ups:  # what a later round adds from this one's findings
+        console.print(Text(f"next round: {render.shown(str(follow_up))}", style="cyan"))
     for note in plan.notes:
         console.print(Text(f"note: {render.shown(note)}", style="dim"))
 

@@ -21,6 +21,7 @@ __all__ = [
     "INTENTS",
     "NOT_NAMES",
     "PRODUCT_WORDS",
+    "REFUND_PAID",
     "STOPWORDS",
     "SYMPTOM_WORDS",
     "TOPIC_WORDS",
@@ -378,6 +379,19 @@ EXAMPLE_TOPICS: dict[str, tuple[str, ...]] = {
     "can they send it back": ("return",), "return window": ("return",), "swap it for another": ("exchange",),
     "how long is the guarantee": ("warranty",), "what cover do they have": ("warranty",),
 }  # fmt: skip
+
+# "Has the refund come through / been paid / gone out?", "was he ever refunded?", "was he charged?":
+# whether money moved is in billing's invoices (paid and refunded amounts), not in a policy, and not
+# a question of whether a refund would be allowed. Such a question is answered from the invoices
+# (and the customer's orders, to tell which was sent back), never complete without them.
+REFUND_PAID = re.compile(
+    r"\b(?:refund|refunds|money|it|that|payment)\b[^.?!]{0,40}?\b(?:gone through|went through|come through|"
+    r"came through|been paid|paid out|gone out|went out|been processed|been issued|gone back|paid yet)\b"
+    r"|\b(?:ever|been|actually|already|they|he|she) (?:been )?refunded\b"
+    r"|\brefund (?:paid|processed|issued|sent)\b"
+    r"|\bwas (?:s?he|they|it) (?:ever |actually )?(?:charged|refunded)\b"
+    r"|\b(?:was|were|been|got) charged for\b"
+)
 
 # Support shorthand, read as the word it stands for before typos are corrected ("any open tix?").
 SHORTHAND: dict[str, str] = {

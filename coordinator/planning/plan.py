@@ -28,7 +28,17 @@ if TYPE_CHECKING:
 else:
     nx = deferred("networkx")  # loaded where a graph is built: a refused query never needs it (start-up)
 
-__all__ = ["PLANNING_SHARE", "Plan", "PlanError", "PlannedTask", "QueryError", "Ref", "Unplanned"]
+__all__ = [
+    "PLANNING_SHARE",
+    "FollowUp",
+    "Plan",
+    "PlanError",
+    "PlannedTask",
+    "QueryError",
+    "Ref",
+    "Unplanned",
+    "said_share",
+]
 
 # The query's deadline covers planning and the brief too. Planning (a model's, or listing the tools of
 # a registered source never listed) may take at most this share of it, so the work always has the
@@ -64,7 +74,7 @@ class PlannedTask(Task):
 
     def resolved(self, arguments: dict[str, Any]) -> Task:
         """The task to run: this one with ``arguments``, its upstream values filled in."""
-        return Task(self.id, self.source, self.tool, arguments, purpose=self.purpose)
+        return Task(self.id, self.source, self.tool, arguments, purpose=self.purpose, follows=self.follows)
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,90 @@ class Unplanned:
         return f"{self.what}: {self.why}; {self.next_step}"
 
 
+@dataclass(frozen=True)
+class FollowUp:
+    """An ask a round cannot place yet: it waits for the findings of the task ``after``
+    (``coordinator.planning.rounds`` places it in the next round).
+
+    ``ask`` says what it adds once they are in:
+    - "refund": an eligibility check on the one of a customer's orders (found by the orders search
+      ``after``) the question points at by what it holds (``words``), its total (``totals``), its
+      ``status`` or being the ``latest``; of ``amount``, or else ``share`` of the order's total;
+    - "tickets": the tickets of that order (of each such order, up to a bound, when ``each``);
+    - "fallback": a second check on ``order`` made only if the check ``after`` was refused ("if
+      not, what about a third?"): of ``amount``, or ``share`` of it.
+    A refund follow-up with ``fallback_amount`` or ``fallback_share`` leaves such a fallback in turn.
+    """
+
+    ask: str
+    after: str
+    amount: float | None = None
+    share: float | None = None
+    words: tuple[str, ...] = ()  # the question's words that may name what the order holds
+    totals: tuple[float, ...] = ()  # amounts that may be the order's total ("the one of £750")
+    status: str | None = None  # "the returned one"
+    latest: bool = False  # "her last order"
+    each: bool = False  # "tickets on them": every order that matches
+    order: str = ""  # a fallback's order
+    fallback_amount: float | None = None
+    fallback_share: float | None = None
+
+    @property
+    def picks(self) -> bool:
+        """Whether the question says which order beyond an amount alone: "refund £45 for
+        CUST-00042" names no order to look for (the amount is listed as not placed, as in one round)."""
+        return bool(self.words or self.status or self.latest or self.share is not None)
+
+    @property
+    def amounts_placed(self) -> tuple[float, ...]:
+        """The amounts the question names that this follow-up places once its round comes."""
+        if self.ask == "fallback":
+            return (self.amount,) if self.share is None and self.amount is not None else ()
+        return tuple(a for a in (*self.totals, self.amount, self.fallback_amount) if a is not None)
+
+    @property
+    def how_much(self) -> bool:
+        """Whether a refund follow-up knows its amount ("refund her grinder" does not: not complete)."""
+        return self.ask != "refund" or self.amount is not None or self.share is not None
+
+    def describe(self) -> dict[str, Any]:
+        return {name: value for name, value in vars(self).items() if value not in (None, (), False, "")}
+
+    def __str__(self) -> str:
+        """What the next round adds, in words ("after orders: a refund check of its total on the order
+        whose items match 'grinder'")."""
+        whole = "it" if self.ask == "fallback" else "its total"
+        how_much = (
+            f"of {said_share(self.share)} of {whole}" if self.share not in (None, 1.0)
+            else f"of {whole}" if self.share == 1.0
+            else f"of £{self.amount:g}" if self.amount is not None else ""
+        )  # fmt: skip
+        if self.ask == "fallback":
+            return f"if billing refuses {self.after}: a second refund check {how_much} on {self.order}"
+        clauses = [
+            *([f"whose items match '{' '.join(self.words)}'"] if self.words else []),
+            *([f"whose total is {' or '.join(f'£{t:g}' for t in self.totals)}"] if self.totals else []),
+            *([f"with status {self.status}"] if self.status else []),
+        ]
+        which = " ".join(
+            ["the", *(["latest"] if self.latest else []), "orders" if self.each else "order", *clauses]
+        )
+        what = "its tickets" if self.ask == "tickets" else f"a refund check {how_much}".rstrip()
+        return f"after {self.after}: {what} on {which}"
+
+
+def said_share(share: float) -> str:
+    """A part of an amount as people say it: "half", "a third", "two thirds"."""
+    named = {
+        1 / 2: "half",
+        1 / 3: "a third",
+        2 / 3: "two thirds",
+        1 / 4: "a quarter",
+        3 / 4: "three quarters",
+    }
+    return next((said for part, said in named.items() if abs(part - share) < 1e-9), f"{share:.0%}")
+
+
 @dataclass
 class Plan:
     query: str
@@ -88,6 +182,9 @@ class Plan:
     notes: tuple[str, ...] = ()  # how the query was read: typos corrected, the calendar dates are relative to
     # Every span of the query and its role (coordinator.planning.accounting.SpanRole): the deterministic planner's.
     spans: tuple[Any, ...] = ()
+    # Asks that wait for a round's findings to say which record they are about (the next round's).
+    follow_ups: tuple[FollowUp, ...] = ()
+    rounds: int = 1  # how many rounds planned it: each later one added tasks that follow findings
 
     @classmethod
     def of(
@@ -99,6 +196,8 @@ class Plan:
         *,
         offered: Mapping[str, Collection[str]] = TOOLS,
         spans: tuple[Any, ...] = (),
+        follow_ups: tuple[FollowUp, ...] = (),
+        rounds: int = 1,
     ) -> Plan:
         """Build and check a plan; a plan that must not run raises ``PlanError``.
 
@@ -132,7 +231,13 @@ class Plan:
         if not nx.is_directed_acyclic_graph(graph):
             cycle = " -> ".join(edge[0] for edge in nx.find_cycle(graph))
             raise PlanError(f"the plan has a cycle ({cycle}); a task cannot wait for itself")
-        return cls(query=query, tasks=by_id, graph=graph, unplanned=unplanned, notes=notes, spans=spans)
+        for follow_up in follow_ups:
+            if follow_up.after not in by_id:
+                raise PlanError(f"a follow-up waits for {follow_up.after!r}, which is not in the plan")
+        return cls(
+            query=query, tasks=by_id, graph=graph, unplanned=unplanned, notes=notes, spans=spans,
+            follow_ups=follow_ups, rounds=rounds,
+        )  # fmt: skip
 
     def order(self) -> list[PlannedTask]:
         """The tasks in an order that puts every task after what it depends on."""
@@ -178,6 +283,7 @@ class Plan:
                     "why": task.why,
                     "depends_on": list(task.depends_on),
                     "gated_by": list(gates.get(task.id, ())),
+                    **({"follows": task.follows} if task.follows else {}),
                 }
                 for task in self.order()
             ],
@@ -186,4 +292,6 @@ class Plan:
             ],
             "notes": list(self.notes),
             "spans": [span.describe() for span in self.spans],
+            **({"follow_ups": [f.describe() for f in self.follow_ups]} if self.follow_ups else {}),
+            **({"rounds": self.rounds} if self.rounds > 1 else {}),
         }

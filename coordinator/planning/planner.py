@@ -40,9 +40,26 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from coordinator.planning.accounting import account_for_words
-from coordinator.planning.intents import INTENTS, PRODUCT_WORDS, SYMPTOM_WORDS, Intent, intent_named
-from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
+from coordinator.planning.intents import (
+    INTENTS,
+    PRODUCT_WORDS,
+    REFUND_PAID,
+    SYMPTOM_WORDS,
+    Intent,
+    intent_named,
+)
+from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
+from coordinator.planning.rounds import (
+    asks_money_back,
+    awaiting,
+    fallback_of,
+    follow_up,
+    newest,
+    on_the_order,
+    refunds_all,
+    words_read,
+)
 from coordinator.planning.spans import ASKS, Span
 from coordinator.planning.spans import clauses as clauses_of
 from coordinator.planning.tools import (
@@ -129,7 +146,21 @@ class _Planner:
         self.tools = catalog.tools
         self.calls: list[_Call] = []
         self.unplanned: list[Unplanned] = []
+        # (ask, orders search): an ask about the order the next round chooses from what the search finds
+        self.awaiting: list[tuple[str, _Call]] = []
+        self.refund_amount_known = True
         self.intents = set(reading.intents)
+        self.refund_paid = bool(REFUND_PAID.search(reading.query.lower()))
+        money_back = "refund" not in self.intents and not self.refund_paid and asks_money_back(reading)
+        if money_back and reading.of("email", "customer_id", "name") and not reading.values("order_id"):
+            # "can we give her the £139 back": a refund on one of her orders, whatever the verb (the
+            # next round finds which); with the order named, the amount's check is planned as it was
+            self.intents.add("refund")
+        if self.refund_paid:
+            # whether a refund was paid: the invoices say, and the orders which one was sent back
+            self.intents = (self.intents - {"refund"}) | {"invoices"}
+            if reading.of("email", "customer_id", "name"):
+                self.intents.add("orders")
         self.pairs, self.single_amounts = _pair_amounts(reading)
         self.pairs = self._at_most(
             self.pairs, "refund checks", lambda pair: f"{pair[1].describe()} on {pair[0].value}"
@@ -361,8 +392,10 @@ class _Planner:
                 or self._lookup_call("article_id", article.label)
             )
         self.plan_refunds()
-        if not self.customers:
-            self.intents.discard("everything")  # everything about an order: the order alone, below
+        if not self.customers or refunds_all(reading):
+            self.intents.discard(
+                "everything"
+            )  # "refund the lot": the whole order, not all about them  # everything about an order: the order alone, below
         nobody = not self.customers and not self.orders and not self.articles
         if (
             nobody
@@ -377,6 +410,7 @@ class _Planner:
             and not (self.intents | reading.weak_intents) - {"orders"}
         ):
             self.intents.add("tickets")  # an order alone: what the sources can say about it
+        self._await_the_tickets()
         for intent in INTENTS:
             if intent.name in self.intents and not self.plan_intent(intent):
                 self.unplanned.append(_unanswerable(intent))
@@ -385,20 +419,31 @@ class _Planner:
         for tool in sorted(self.catalog.registered):
             for call in self._registered_calls(tool):
                 self._add(call)
+        self._await_the_order()
+        for call in self.calls:  # "her three most recent tickets": the newest three, not a text search's best
+            limit = newest(reading).get(call.tool)
+            if limit and "query" not in call.arguments and "limit" in self.tools[call.tool]:
+                call.arguments["limit"] = limit
         self._account_for_refunds()
         self.plan_writes()
         # the broker grants financial records for refund research (a write keeps its own purpose)
-        if "refund" in self.intents or self.pairs or self.asked.writes:
+        if "refund" in self.intents or self.pairs or self.asked.writes or self.refund_paid:
             for call in self.calls:
                 if call.tool.startswith("billing.") and call.tool not in ASKED_ONLY:
                     call.purpose = _REFUND_PURPOSE
         tasks = self._tasks()
+        follow_ups = self._follow_ups()
+        # An amount a follow-up places is listed until the round that places it (so no plan drops it)
+        awaited = {amount for f in follow_ups for amount in f.amounts_placed}
+        self.unplanned += [awaiting(a.describe()) for a in reading.of("amount") if a.value in awaited]
         self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog)
         # A write the question seems to ask but cannot be honoured as asked: not done, and what to write
         # instead (where the planner lists the same thing already, "a refund on ORD-10031", its entry stays).
         listed = {item.what for item in self.unplanned}
         self.unplanned += [gap for gap in self.asked.gaps if gap.what not in listed]
         not_read, spans = account_for_words(reading, tasks)
+        read = self._read_here(tasks, follow_ups)
+        not_read = [item for item in not_read if not (_words_in(item.what) or {""}) <= read]
         self.unplanned += not_read
         # A refund word alone plans the refund policy; with the refund itself not researchable and no
         # words of the query's own to search for, that is no answer to what was asked.
@@ -410,8 +455,58 @@ class _Planner:
             )
         return Plan.of(
             reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable,
-            spans=tuple(spans),
+            spans=tuple(spans), follow_ups=follow_ups,
         )  # fmt: skip
+
+    def _read_here(self, tasks: list[PlannedTask], follow_ups: tuple[FollowUp, ...]) -> set[str]:
+        """Words the accounting does not read that the plan does: what picks an order and its amount,
+        read by the next round (or by an orders search: "the order he sent back"); a has-the-refund-
+        been-paid ask, answered from the invoices."""
+        query = self.reading.query
+        read = {word for f in follow_ups for word in f.words}
+        if follow_ups or any(task.tool == "search_orders" for task in tasks):
+            read |= words_read(query)
+        paid = REFUND_PAID.search(query.lower())
+        if paid and any(task.tool == "list_invoices" for task in tasks):
+            read |= _words_in(paid[0])
+        return read
+
+    def _await_the_order(self) -> None:
+        """A refund asked about a customer's order the question names only by what it holds, its
+        total or status ("Mr Patel's grinder", "the one of £750"): the customer's orders are searched,
+        and the next round (``coordinator.planning.rounds``) checks the refund on the order found."""
+        asked = "refund" in self.intents and "policies" not in self.intents
+        if not asked or self.pairs or self.orders or not self.customers:
+            return
+        wanted = follow_up("refund", "", self.reading, self.single_amounts)
+        if not wanted.picks:
+            return
+        self.refund_amount_known = wanted.how_much
+        self._await("refund")
+
+    def _await(self, ask: str) -> None:
+        for customer in self.customers:
+            search = self._bind("orders.search_orders", customer, derived=False)
+            if search is not None:
+                self.awaiting.append((ask, self._add(search)))
+
+    def _await_the_tickets(self) -> None:
+        """Tickets asked of the order a customer's question points at ("her latest order and any
+        tickets on it"): that order's tickets, next round, not every ticket of the customer."""
+        if "tickets" in self.intents and self.customers and not self.orders and on_the_order(self.reading):
+            self.intents.discard("tickets")
+            self._await("tickets")
+
+    def _follow_ups(self) -> tuple[FollowUp, ...]:
+        """What the next round places (``coordinator.planning.rounds``): the asks awaiting an order,
+        and a second check the question makes conditional on a first ("failing that, half of it?")."""
+        found = [follow_up(ask, call.id, self.reading, self.single_amounts) for ask, call in self.awaiting]
+        for order, amount in self.pairs:
+            check = next(c for c in self.calls if _checks(c, order.value, amount.value))
+            second = fallback_of(check.id, order.value, amount.value, self.reading, self.single_amounts)
+            if second is not None:
+                found.append(second)
+        return tuple(found)
 
     # -- registered sources: planned by what their tools take, as their entries say
 
@@ -457,7 +552,9 @@ class _Planner:
         paired = {order.value for order, _ in self.pairs}
         # A refund asked with nothing to check is not researched; about refund *policy*, it is the topic.
         asked = "refund" in self.intents and "policies" not in self.intents
-        if asked and not self.pairs and not self.orders and not self.single_amounts:
+        # awaiting the order: the next round names it, but a refund of no amount is still not researched
+        placed = self.awaiting and self.refund_amount_known
+        if asked and not self.pairs and not self.orders and not self.single_amounts and not placed:
             self.unplanned.append(_unanswerable(intent_named("refund")))
         if "refund" in self.intents:
             for order in self.reading.values("order_id"):
@@ -717,6 +814,8 @@ def _why(tool: str, said: dict[str, str], kinds: dict[str, str], *, looked_up: s
             continue
         if kind == "links":
             qualifiers.append("directly" if value == "1" else f"up to {value} links away")
+        elif argument == "limit":  # a count the question stated: the newest that many
+            qualifiers.append(f"the newest {value}")
         elif kind == "text":
             subjects.append(ARGUMENT_PHRASES[kind].format(_searched(value)))
         elif kind in ARGUMENT_PHRASES:
@@ -772,6 +871,10 @@ _UPPER_BOUND = re.compile(r"(?:^|_)(?:before|until|to)(?:_|$)")
 
 def _words(name: str) -> str:
     return name.replace("_", " ").strip()
+
+
+def _words_in(listed: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", listed.lower()))
 
 
 def _slug(text: str) -> str:

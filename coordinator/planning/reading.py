@@ -656,7 +656,19 @@ def _names(scanner: _Scanner) -> list[Mention]:
             scanner.mentions.append(mention)
         scanner.blank(token.start(), end)
         skip_until = end
+    # "Mr Patel's grinder": a surname after a title names a customer too (find_customers matches a
+    # word of the name); a first name after it was read above.
+    for titled in _TITLED.finditer(scanner.left):
+        name = titled[1].removesuffix("'s")
+        if name.lower() in known or name.lower() in STOPWORDS:
+            continue
+        mention = Mention("name", name, name, titled.start(1))
+        (aliases if sentence(titled.start()) in named else scanner.mentions).append(mention)
+        scanner.blank(titled.start(), titled.end())
     return aliases
+
+
+_TITLED = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr)\.?\s+([A-Z][a-z][A-Za-z'-]*)")
 
 
 def _separated(intent: Intent, phrases_text: str) -> bool:

@@ -92,10 +92,14 @@ class LiveProgress:
             for task in plan.order()
         }
         self._since: dict[str, float] = {}  # when each running task's current step began
+        self._added: dict[str, tuple[str, str]] = {}  # a later round's tasks: source and tool, as they start
         self._live = Live(console=console, refresh_per_second=4, transient=False, get_renderable=self._table)
 
     def _table(self) -> Table:
         rows = [(task.id, task.source, task.tool, *self._shown(task.id)) for task in self._plan.order()]
+        rows += [
+            (task_id, source, tool, *self._shown(task_id)) for task_id, (source, tool) in self._added.items()
+        ]
         return _task_table(rows, self._console.width)
 
     def _shown(self, task_id: str) -> tuple[str, str]:
@@ -126,6 +130,8 @@ class LiveProgress:
             self._live.console.line()
 
     def attempt(self, task: Task, attempt: int, arguments: dict[str, Any]) -> None:
+        if task.id not in self._plan.tasks:  # a task a later round added: shown from its first attempt
+            self._added[task.id] = (task.source, task.tool)
         self._set(task.id, "running", f"attempt {attempt}")
 
     def decided(self, task: Task, decision: Decision) -> None:

@@ -75,6 +75,10 @@ class TaskSummary(_Model):
     # The arguments it ran with (an upstream value it never received shows as "{task.field}").
     arguments: dict[str, Any] = Field(default_factory=dict)
     why: str = ""
+    follows: str = Field(
+        default="",
+        description="A task a later round added: the finding it follows, as task:record (orders:ORD-10074).",
+    )
     depends_on: list[str] = Field(default_factory=list)
     state: TaskState
     attempts: int

@@ -146,6 +146,7 @@ def synthesize(
                 tool=o.task.tool,
                 arguments={name: _shown(value) for name, value in o.arguments.items()},
                 why=o.task.why,
+                follows=o.task.follows,
                 depends_on=list(o.task.depends_on),
                 state=o.state,
                 attempts=o.attempts,

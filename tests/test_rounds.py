@@ -1,0 +1,216 @@
+"""Research in rounds (issue 45): the plan grows from what the first round found.
+
+Each of the issue's samples through the five real sources, in memory: the follow-up task's arguments
+come from the record the first round found (its id, its total), it says which finding it follows and
+why, and the trace shows a ``plan`` span per round.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref
+from coordinator.planning.planner import plan_query
+from coordinator.planning.rounds import MOST_CHOSEN, next_round
+from coordinator.reporting.report import ResearchReport, TaskSummary
+from sources.faults import FaultSettings
+from sources.settings import SourceSettings
+from tests.conftest import MODULES, call, credential, wire
+from tests.test_coordinator import ask, in_memory
+from traces import attributes as names
+
+pytestmark = pytest.mark.anyio
+
+
+def follow_ups(report: ResearchReport) -> list[TaskSummary]:
+    return [task for task in report.tasks if task.follows]
+
+
+async def orders_of(settings: SourceSettings, customer_id: str) -> list[dict[str, Any]]:
+    """A customer's orders as the orders source gives them, through the mcp Client."""
+    result = await call(
+        MODULES["orders"].create_server(settings), "search_orders", {"customer_id": customer_id},
+        credential("orders:read", source="orders"),
+    )  # fmt: skip
+    return list(wire(result)["results"])
+
+
+async def test_mr_patels_grinder_in_full_is_checked_on_the_grinder_order_at_its_total(
+    settings: SourceSettings,
+) -> None:
+    report = await ask(settings, "can we still refund Mr Patel's grinder in full?")
+    customer = next(task for task in report.tasks if task.tool == "find_customers")
+    assert customer.arguments == {"name": "Patel"}
+    found = await orders_of(settings, "CUST-00076")  # Carl Patel's orders, as the first round found them
+    (grinder,) = [o for o in found if any("grinder" in i["description"].lower() for i in o["items"])]
+    (check,) = follow_ups(report)
+    assert (check.tool, check.arguments) == (
+        "refund_eligibility",
+        {"order_id": grinder["id"], "amount": grinder["total"]},
+    )
+    assert check.follows == f"orders:{grinder['id']}" and "grinder" in check.why and "its total" in check.why
+    assert check.depends_on == ["orders"]
+    # billing answers for that order: outside the refund window, a gap, so the answer is partial
+    assert report.status == "partial" and [gap.task for gap in report.gaps] == [check.id]
+
+
+async def test_her_espresso_machine_of_750_is_the_order_the_refund_is_checked_on(
+    settings: SourceSettings,
+) -> None:
+    query = "CUST-00042: her orders, any complaint about the espresso machine, and whether we'd refund the whole £750"
+    report = await ask(settings, query)
+    (check,) = follow_ups(report)
+    assert (check.tool, check.arguments) == ("refund_eligibility", {"order_id": "ORD-10023", "amount": 750.0})
+    assert "its total is £750.00" in check.why and "espresso machine" in check.why
+    assert {task.tool for task in report.tasks} >= {"search_orders", "search_tickets", "refund_eligibility"}
+    (gap,) = report.gaps  # £750 is above the automatic limit: a manager's call
+    assert gap.task == check.id and gap.error_category == "business"
+
+
+async def test_has_the_refund_been_paid_is_answered_from_the_invoices(settings: SourceSettings) -> None:
+    query = (
+        "What did Emily McCarthy buy in September, and has the refund for the one she sent back been paid?"
+    )
+    plan = plan_query(query)
+    tools = sorted(task.tool for task in plan.tasks.values())
+    assert tools == ["find_customers", "list_invoices", "search_orders"]  # no policy search, no eligibility
+    report = await ask(settings, query)
+    assert report.status == "complete"
+    cited = {finding.citation for finding in report.findings}
+    assert {"orders:search_orders:ORD-10830", "billing:list_invoices:INV-40830"} <= cited
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What did Emily McCarthy buy in September, and has the refund for the one she sent back been paid?",
+        "emily.mccarthy@example.org - has her refund come through yet?",
+        "was CUST-00278 ever refunded for the scale?",
+    ],
+)
+async def test_a_refund_paid_ask_is_never_complete_without_the_invoices(
+    settings: SourceSettings, query: str
+) -> None:
+    assert "search_policies" not in {task.tool for task in plan_query(query).tasks.values()}
+    down = in_memory(settings, {"billing": FaultSettings(transient=1.0)})
+    report = await ask(settings, query, targets=down)
+    assert report.status == "partial"
+    assert [gap.source for gap in report.gaps] == ["billing"]
+
+
+async def test_a_second_check_a_third_of_the_first_is_made_when_billing_refuses_the_first(
+    settings: SourceSettings,
+) -> None:
+    report = await ask(settings, "£900 back on ORD-10023 OK? If not, what about a third of it?")
+    first = next(task for task in report.tasks if not task.follows)
+    (second,) = follow_ups(report)
+    assert first.arguments == {"order_id": "ORD-10023", "amount": 900.0} and first.state == "escalated"
+    assert second.arguments == {"order_id": "ORD-10023", "amount": 300.0} and second.state == "ok"
+    assert second.follows == f"{first.id}:refused"
+
+
+async def test_no_second_check_when_the_first_is_allowed(settings: SourceSettings) -> None:
+    report = await ask(settings, "£20 back on ORD-10031 OK? If not, what about half of it?")
+    assert [task.arguments["amount"] for task in report.tasks if task.tool == "refund_eligibility"] == [20.0]
+    assert follow_ups(report) == []
+
+
+async def test_kb_returns_three_steps_out_passes_the_depth(settings: SourceSettings) -> None:
+    report = await ask(settings, "KB-RETURNS and everything linked to it, three steps out")
+    (related,) = report.tasks
+    assert (related.tool, related.arguments) == ("related_policies", {"article_id": "KB-RETURNS", "depth": 3})
+    assert report.status == "complete"
+
+
+async def test_several_orders_matching_where_one_is_meant_is_a_gap_listing_them(
+    settings: SourceSettings,
+) -> None:
+    report = await ask(settings, "Denise Jones wants the £258 back for the grinders, OK to refund?")
+    assert follow_ups(report) == []  # nothing is checked that the question did not pick
+    (ambiguous,) = [item for item in report.unplanned if "ambiguous" in item.why]
+    assert "ORD-10708" in ambiguous.why and "ORD-10711" in ambiguous.why
+    assert report.status == "partial"
+
+
+async def test_the_trace_has_a_plan_span_per_round_and_the_finding_each_follow_up_follows(
+    settings: SourceSettings, spans: InMemorySpanExporter
+) -> None:
+    report = await ask(settings, "can we still refund Mr Patel's grinder in full?")
+    (check,) = follow_ups(report)
+    finished = spans.get_finished_spans()
+    plans = [span for span in finished if span.name == "plan"]
+    assert [(span.attributes or {})[names.PLAN_ROUND] for span in plans] == [1, 2]
+    assert list((plans[1].attributes or {})[names.PLAN_TASKS]) == [check.id]
+    (subagent,) = [s for s in finished if (s.attributes or {}).get(names.TASK_ID) == check.id]
+    assert (subagent.attributes or {})[names.TASK_FOLLOWS] == check.follows
+    assert plans[1].start_time is not None and subagent.start_time is not None
+    assert plans[1].start_time < subagent.start_time  # Jaeger shows the round before what it added
+
+
+def _awaiting(follow_up: FollowUp) -> Plan:
+    customer = Ref("customer", "id")
+    tasks = [
+        PlannedTask("customer", "customers", "customer_lookup", {"identifier": "CUST-00042"}),
+        PlannedTask("orders", "orders", "search_orders", {"customer_id": customer}, depends_on=("customer",)),
+    ]
+    return Plan.of("q", tasks, follow_ups=(follow_up,))
+
+
+def _order(order_id: str, total: float, *items: str, status: str = "delivered") -> dict[str, Any]:
+    return {
+        "id": order_id, "total": total, "status": status, "placed_on": "2026-10-01",
+        "items": [{"description": item} for item in items],
+    }  # fmt: skip
+
+
+def test_nothing_is_added_that_the_findings_do_not_justify() -> None:
+    plan = _awaiting(FollowUp("refund", "orders", share=1.0, words=("grinder",)))
+    grown = next_round(plan, {"orders": []})
+    assert grown is not None and set(grown.tasks) == set(plan.tasks)
+    (gap,) = grown.unplanned
+    assert "no order of the customer was found" in gap.why
+    kettle = next_round(plan, {"orders": [_order("ORD-1", 40.0, "Kettle")]})
+    assert kettle is not None and set(kettle.tasks) == set(plan.tasks)
+    assert "none of the customer's orders matches" in kettle.unplanned[0].why
+
+
+def test_tickets_on_them_are_each_orders_up_to_the_bound() -> None:
+    plan = _awaiting(FollowUp("tickets", "orders", status="processing", each=True))
+    found = [_order(f"ORD-{n}", 10.0, "Cups", status="processing") for n in range(MOST_CHOSEN)]
+    grown = next_round(plan, {"orders": [*found, _order("ORD-9", 5.0, "Jug")]})
+    assert grown is not None
+    added = [task for task in grown.order() if task.follows]
+    assert sorted(task.arguments["order_id"] for task in added) == [o["id"] for o in found]
+    too_many = next_round(plan, {"orders": [*found, _order("ORD-8", 1.0, status="processing")]})
+    assert too_many is not None and not [task for task in too_many.order() if task.follows]
+    assert too_many.unplanned and "ORD-8" in too_many.unplanned[0].why
+
+
+def test_the_rounds_are_bounded() -> None:
+    plan = _awaiting(FollowUp("refund", "orders", share=0.5, words=("grinder",)))
+    grown = next_round(plan, {"orders": [_order("ORD-1", 100.0, "Burr coffee grinder")]})
+    assert grown is not None and grown.rounds == 2 and grown.follow_ups == ()
+    (check,) = [task for task in grown.order() if task.follows]
+    assert check.arguments == {"order_id": "ORD-1", "amount": 50.0}
+    assert next_round(grown, {}) is None  # nothing left to follow
+
+
+async def test_a_refund_of_no_amount_on_the_one_she_sent_back_names_the_candidates(
+    settings: SourceSettings,
+) -> None:
+    report = await ask(
+        settings, "georgina.gibson@example.net returned stuff - can we refund the one she sent back?"
+    )
+    assert follow_ups(report) == [] and report.status == "partial"
+    (candidates,) = [item for item in report.unplanned if "ORD-" in item.why]
+    assert "ORD-10383" in candidates.why and "ORD-10384" in candidates.why and "returned" in candidates.why
+
+
+async def test_a_count_the_question_states_is_the_searchs_limit(settings: SourceSettings) -> None:
+    report = await ask(settings, "George Davey's three most recent tickets please")
+    (tickets,) = [task for task in report.tasks if task.tool == "search_tickets"]
+    assert tickets.arguments["limit"] == 3
+    assert len([f for f in report.findings if f.tool == "search_tickets"]) <= 3
