@@ -267,6 +267,7 @@ class Coordinator:
         post_call: tuple[PostCallHook, ...] | None = None,
         jitter: Callable[[str], random.Random] | None = None,
         record: bool = True,
+        asked: tuple[AskedWrite, ...] | None = None,
     ) -> ResearchReport:
         """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
@@ -277,7 +278,8 @@ class Coordinator:
         for it beyond the config's. A write is made only as the question asks for it
         (``coordinator.planning.writes``) and approved. ``seed``: the back-off jitter's (None draws
         a fresh one); ``jitter`` gives each task's instead (a replay, its recorded one). With
-        ``record``, the run is kept beside its trace (``coordinator.recorded_run``).
+        ``record``, the run is kept beside its trace (``coordinator.recorded_run``). ``asked``: the
+        writes the query asks for, read by whoever planned it (None: read here, ``asked_writes``).
         """
         started_at = started_at if started_at is not None else time.monotonic()
         deadline_at = started_at + deadline_s
@@ -297,7 +299,7 @@ class Coordinator:
             # elsewhere (a test, a replay) may come before any was kept, so they are listed now.
             await self._listed(deadline_at)
             outcomes = await self._run_tasks(
-                plan, budget, deadline_at, tape, grants, asked=self.asked_writes(query),
+                plan, budget, deadline_at, tape, grants, asked=self.asked_writes(query) if asked is None else asked,
                 approvals=(*self.config.approvals, *approvals), seed=seed, post_call=post_call,
                 observer=observer, jitter=jitter,
             )  # fmt: skip
