@@ -3,10 +3,11 @@
 Each command runs as a new process the way the installed ``research`` script runs it (``from
 coordinator.cli import app; app()``, from this checkout), in rounds that take the commands in turn
 so that machine noise falls on all alike, after one warm-up round (bytecode, the disk cache).
-Printed: each command's median and fastest wall time, the median's ratio to the baseline,
-``python -c "import typer, rich"`` (what any typer command line with rich output costs before it
-does anything), and the median CPU time (user + system), which a busy machine inflates less. `research plan` runs the deterministic planner; `research sources list` reads the
-catalogue (no source is started).
+Printed: each command's median and fastest wall time, the median's ratio to the baseline
+(``python -c "import typer, rich"``: what any typer command line with rich output costs before it
+does anything) and to the import floor, and the median CPU time (user + system, the fork server's
+and the forked sources' included), which a busy machine inflates less. `research plan` runs the
+deterministic planner; `research sources list` reads the catalogue (no source is started).
 
 `research ask STORY` researches the story query over stdio (its sources forked from the fork server)
 on a world built before the first round, against the import floor of what it needs:
@@ -24,6 +25,8 @@ in at most 1.7 times the import floor, and under 1.5 s.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import os
 import resource
 import statistics
@@ -44,6 +47,8 @@ TARGET_S = 0.5
 STORY_TARGET_S = 1.5
 STORY_TARGET_FLOOR_RATIO = 1.7
 RESEARCH = [sys.executable, "-c", "from coordinator.cli import app; app()"]
+_PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+_REAP_S = 10.0
 FLOOR = "import floor: mcp.server, otel sdk, pydantic, anyio"
 STORY_ASK = "research ask STORY"
 
@@ -78,18 +83,40 @@ def commands(against: Path | None) -> dict[str, Command]:
     return chosen
 
 
+def _adopt_orphans() -> None:
+    """Become the subreaper of what the commands start (Linux): the fork server and the sources forked
+    from it outlive the command by a moment, and are reaped here, so their CPU time counts as the
+    command's (``_reap_orphans``). Elsewhere only the command's own CPU time counts."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _reap_orphans() -> None:
+    """Wait (bounded) for every process left by the command: their CPU time joins RUSAGE_CHILDREN."""
+    deadline = time.monotonic() + _REAP_S
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # none left
+        if pid == 0:
+            time.sleep(0.01)  # some still running: the fork server leaves as its command's pipe closes
+
+
 def _children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
 
 def once(command: Command, environment: dict[str, str]) -> tuple[float, float]:
-    """The wall time and the CPU time of one run (the CPU of the processes it waited for)."""
+    """The wall time and the CPU time of one run (its own, its fork server's and its sources')."""
     cpu, started = _children_cpu_s(), time.perf_counter()
     done = subprocess.run(  # noqa: S603  (the commands are this benchmark's own, listed above)
         command.argv, env=environment, cwd=command.cwd, capture_output=True, text=True, timeout=120
     )
-    elapsed, cpu = time.perf_counter() - started, _children_cpu_s() - cpu
+    elapsed = time.perf_counter() - started
+    _reap_orphans()
+    cpu = _children_cpu_s() - cpu
     if done.returncode not in command.statuses:
         raise SystemExit(f"{' '.join(command.argv)!r} exited {done.returncode}:\n{done.stderr}")
     return elapsed, cpu
@@ -103,6 +130,7 @@ def main() -> None:
     )
     arguments = parser.parse_args()
     rounds, chosen = arguments.rounds, commands(arguments.against)
+    _adopt_orphans()
     walls: dict[str, list[float]] = {name: [] for name in chosen}
     cpus: dict[str, list[float]] = {name: [] for name in chosen}
     with tempfile.TemporaryDirectory() as data_dir:  # a world of its own, built by the warm-up round
