@@ -273,13 +273,12 @@ class Coordinator:
 
         The deadline counts from ``started_at`` (the command's first instant; None: now) and covers
         planning, opening the sessions, the calls and the brief. A caller that planned already passes
-        ``plan`` and ``planning``, and the ``budget`` the planning spent from. ``grants``: what the
-        broker may grant this query beyond the config's; ``approvals``, the writes a person approved
-        for it beyond the config's. A write is made only as the question asks for it
-        (``coordinator.planning.writes``) and approved. ``seed``: the back-off jitter's (None draws
-        a fresh one); ``jitter`` gives each task's instead (a replay, its recorded one). With
-        ``record``, the run is kept beside its trace (``coordinator.recorded_run``). ``asked``: the
-        writes the query asks for, read by whoever planned it (None: read here, ``asked_writes``).
+        ``plan`` and ``planning``, the ``budget`` the planning spent from, and may pass ``asked`` (the
+        writes the query asks for; None: read here). ``grants``: what the broker may grant this query
+        beyond the config's; ``approvals``, the writes a person approved for it beyond the config's. A
+        write is made only as the question asks for it (``coordinator.planning.writes``) and approved.
+        ``seed``: the back-off jitter's (None draws a fresh one); ``jitter`` gives each task's instead
+        (a replay, its recorded one). With ``record``, the run is kept beside its trace.
         """
         started_at = started_at if started_at is not None else time.monotonic()
         deadline_at = started_at + deadline_s
