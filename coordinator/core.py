@@ -269,17 +269,18 @@ class Coordinator:
         post_call: tuple[PostCallHook, ...] | None = None,
         jitter: Callable[[str], random.Random] | None = None,
         record: bool = True,
+        asked: tuple[AskedWrite, ...] | None = None,
     ) -> ResearchReport:
         """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
         The deadline counts from ``started_at`` (the command's first instant; None: now) and covers
         planning, opening the sessions, the calls and the brief. A caller that planned already passes
-        ``plan`` and ``planning``, and the ``budget`` the planning spent from. ``grants``: what the
-        broker may grant this query beyond the config's; ``approvals``, the writes a person approved
-        for it beyond the config's. A write is made only as the question asks for it
-        (``coordinator.planning.writes``) and approved. ``seed``: the back-off jitter's (None draws
-        a fresh one); ``jitter`` gives each task's instead (a replay, its recorded one). With
-        ``record``, the run is kept beside its trace (``coordinator.recorded_run``).
+        ``plan`` and ``planning``, the ``budget`` the planning spent from, and may pass ``asked`` (the
+        writes the query asks for; None: read here). ``grants``: what the broker may grant this query
+        beyond the config's; ``approvals``, the writes a person approved for it beyond the config's. A
+        write is made only as the question asks for it (``coordinator.planning.writes``) and approved.
+        ``seed``: the back-off jitter's (None draws a fresh one); ``jitter`` gives each task's instead
+        (a replay, its recorded one). With ``record``, the run is kept beside its trace.
         """
         started_at = started_at if started_at is not None else time.monotonic()
         deadline_at = started_at + deadline_s
@@ -298,20 +299,11 @@ class Coordinator:
             # What each registered tool says it does is read from its listing, as kept: a plan made
             # elsewhere (a test, a replay) may come before any was kept, so they are listed now.
             await self._listed(deadline_at)
-            outcomes: dict[str, TaskOutcome] = {}
-            while True:  # each round runs the tasks its plan added; the next is planned from their findings
-                outcomes = await self._run_tasks(
-                    plan, budget, deadline_at, tape, grants, asked=self.asked_writes(query),
-                    approvals=(*self.config.approvals, *approvals), seed=seed, post_call=post_call,
-                    observer=observer, jitter=jitter, earlier=outcomes,
-                )  # fmt: skip
-                grown = _next_round(plan, outcomes)
-                if grown is None:
-                    break
-                with plan_span() as planning_span:
-                    added = [task.id for task in grown.order() if task.id not in plan.tasks]
-                    record_plan(planning_span, added, round_number=grown.rounds)
-                plan = grown
+            plan, outcomes = await self._in_rounds(
+                plan, budget, deadline_at, tape, grants, asked=self.asked_writes(query) if asked is None else asked,
+                approvals=(*self.config.approvals, *approvals), seed=seed, post_call=post_call,
+                observer=observer, jitter=jitter,
+            )  # fmt: skip
             report = await self._synthesized(plan, trace_id_of(root), outcomes, planning, budget, deadline_at)
             if tape is not None:
                 approved = (*self.config.approvals, *approvals)
@@ -388,6 +380,23 @@ class Coordinator:
             classifier=registry.classifier() if config.classifier is CONTRACT else config.classifier,
             **chosen,
         )  # fmt: skip
+
+    async def _in_rounds(
+        self, plan: Plan, budget: TokenBudget | None, deadline_at: float, tape: Tape | None,
+        grants: tuple[Grant, ...], **chosen: Any,
+    ) -> tuple[Plan, dict[str, TaskOutcome]]:  # fmt: skip
+        """The plan run round by round: each round runs the tasks its plan added, and the next is
+        planned from their findings (``_next_round``); the plan as it grew, and every task's outcome."""
+        outcomes: dict[str, TaskOutcome] = {}
+        while True:
+            outcomes = await self._run_tasks(plan, budget, deadline_at, tape, grants, outcomes, **chosen)
+            grown = _next_round(plan, outcomes)
+            if grown is None:
+                return plan, outcomes
+            with plan_span() as planning_span:
+                added = [task.id for task in grown.order() if task.id not in plan.tasks]
+                record_plan(planning_span, added, round_number=grown.rounds)
+            plan = grown
 
     async def _run_tasks(
         self, plan: Plan, budget: TokenBudget | None, deadline_at: float, tape: Tape | None,

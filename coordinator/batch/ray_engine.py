@@ -1,10 +1,14 @@
 """The Ray engine: questions researched on Ray workers, the fleet's rules held by one Ray actor.
 
-    driver (research batch) ──answer(question)──► BatchWorker × W  ──MCP over HTTP──► the fleet
-                                                        │
-                                       allow / record / spend_retry
-                                                        ▼
-                                                   GuardHost (one actor: breakers + retry budget)
+    driver (research batch) ──answer(question, plan)──► BatchWorker × W  ──MCP over HTTP──► the fleet
+                                                              │
+                                             allow / record / spend_retry
+                                                              ▼
+                                                         GuardHost (one actor: breakers + retry budget)
+
+The driver reads and plans each question (the deterministic planner, its matcher and word list loaded
+once, there); a worker only runs the plan's tasks. In Claude mode the worker plans, within the question's
+token budget.
 
 Each ``BatchWorker`` is a process holding one set of sessions to the fleet and running many questions
 at once (an async actor). Every call any worker makes asks the one ``GuardHost`` first: the breakers
@@ -39,7 +43,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from coordinator.batch.questions import Question
-from coordinator.batch.work import Answer, Setup, answer, asking_at
+from coordinator.batch.work import Answer, Planned, Setup, answer, asking_at, read, reading_coordinator
 from coordinator.core import Coordinator
 from subagents.guard import Bulkheads, CallEnd, SourceState, Verdict
 from traces.setup import configure_tracing, flush_spans
@@ -135,14 +139,14 @@ class BatchWorker:
         """The id of the Ray node this worker runs on."""
         return self.node_id
 
-    async def answer(self, question: Question) -> tuple[Answer, str]:
-        """The question's answer, and the node it was found on."""
+    async def answer(self, question: Question, planned: Planned | None) -> tuple[Answer, str]:
+        """The question's answer, as ``planned`` by the driver (None: read here), and the node it was found on."""
         if self._ready is None:  # the first question opens the sessions every later one uses
             self._ready = asyncio.Event()
             self._holder = asyncio.ensure_future(self._hold())
         await self._ready.wait()
         assert self._coordinator is not None
-        return await answer(question, self.setup, self._coordinator), self.node_id
+        return await answer(question, self.setup, self._coordinator, planned), self.node_id
 
     async def close(self) -> tuple[int, str]:
         """Close the sessions and flush this worker's spans; its memory (RSS, bytes) before closing,
@@ -177,6 +181,9 @@ class RayEngine:
         self._probes: set[asyncio.Task[None]] = set()
         self._host: Any = None
         self._counts: dict[str, dict[str, int]] = {}
+        # The deterministic planner reads every question here, once: a worker then loads neither its
+        # matcher nor its word list. Claude plans in the worker, within the question's token budget.
+        self._reader = reading_coordinator(setup) if setup.claude is None else None
 
     async def __aenter__(self) -> RayEngine:
         if not ray.is_initialized():
@@ -234,13 +241,19 @@ class RayEngine:
         plans no tool that writes, so asking again changes nothing. A model might have planned one
         (a refund): there it is ``failed``, and the same command again asks it. Either way the
         question has one answer, so one report."""
+        planned = None
+        if self._reader is not None:
+            read_here = await read(question, self.setup, self._reader)
+            if isinstance(read_here, Answer):  # nobody can plan for it
+                return read_here
+            planned = read_here
         tried: set[int] = set()
         attempts = min(2, self.workers) if self.setup.claude is None else 1
         while True:
             index = self._least_busy(tried)
             self._busy[index] += 1
             try:
-                got: tuple[Answer, str] = await self._pool[index].answer.remote(question)
+                got: tuple[Answer, str] = await self._pool[index].answer.remote(question, planned)
             except ray.exceptions.RayActorError as exc:  # the worker died, or is being started again
                 tried.add(index)
                 self._set_aside(index)

@@ -20,16 +20,28 @@ from coordinator.chaos.catalogue import Scenario
 from coordinator.chaos.checker import check
 from coordinator.chaos.history import History, ScenarioResult
 from coordinator.core import Config, Coordinator
+from coordinator.planning.plan import Plan
 from coordinator.planning.reading import QueryError
+from coordinator.planning.writes import asked_writes
 from coordinator.registry import Registry
+from coordinator.reporting.report import PlanningSummary
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.guard import Guard
 from subagents.hooks import TrimResults
-from subagents.writes import Approval
+from subagents.writes import Approval, AskedWrite
 
-__all__ = ["Answer", "Setup", "answer", "asking_at", "question_seed"]
+__all__ = [
+    "Answer",
+    "Planned",
+    "Setup",
+    "answer",
+    "asking_at",
+    "question_seed",
+    "read",
+    "reading_coordinator",
+]
 
 
 @dataclass(frozen=True)
@@ -75,23 +87,60 @@ def question_seed(batch_seed: int, question_id: str) -> int:
     return zlib.crc32(f"{batch_seed}:{question_id}".encode())
 
 
-async def answer(question: Question, setup: Setup, coordinator: Coordinator) -> Answer:
-    """Research ``question`` on ``coordinator`` (``asking_at``'s) and check its report; a question
-    nobody can plan for is ``failed``."""
-    started, deadline_s = time.monotonic(), question.deadline or setup.deadline_s
-    seed = question_seed(setup.seed, question.id)
-    budget = TokenBudget(setup.claude.token_budget) if setup.claude is not None else None
+@dataclass(frozen=True)
+class Planned:
+    """A question read: its plan, and the writes it asks for (those its run may make; those the
+    checker judges its calls against). Reading is the planner's work, with its matcher and its English
+    word list (some 110 MB in a process): the Ray engine reads every question in its driver, once,
+    and its workers, which only run tasks, load neither. Plain values: it crosses to Ray."""
+
+    plan: Plan
+    planning: PlanningSummary | None
+    asked: tuple[AskedWrite, ...]  # what the run may write (``Coordinator.asked_writes``)
+    judged: tuple[AskedWrite, ...]  # what the checker allows (``ScenarioResult.asked``)
+    reading_s: float  # the time reading took, which the question's deadline counts
+
+
+def reading_coordinator(setup: Setup) -> Coordinator:
+    """A coordinator that reads and plans questions, never entered: it opens no session."""
+    return Coordinator(Config.for_ask(setup.settings, setup.registry, setup.claude, fleet=setup.urls))
+
+
+async def read(
+    question: Question, setup: Setup, coordinator: Coordinator, budget: TokenBudget | None = None
+) -> Planned | Answer:
+    """``question`` read and planned by ``coordinator``; one nobody can plan for is ``failed``."""
+    started = time.monotonic()
     try:
         plan, planning = await coordinator.plan(
-            question.query, deadline_s=deadline_s, started_at=started, budget=budget
+            question.query, deadline_s=_deadline_s(question, setup), started_at=started, budget=budget
         )
     except QueryError as exc:
         return Answer(question.id, question.query, "failed", error=str(exc))
+    asked, judged = coordinator.asked_writes(question.query), asked_writes(question.query).writes
+    return Planned(plan, planning, asked, judged, reading_s=time.monotonic() - started)
+
+
+async def answer(
+    question: Question, setup: Setup, coordinator: Coordinator, planned: Planned | None = None
+) -> Answer:
+    """Research ``question`` on ``coordinator`` (``asking_at``'s) and check its report: as ``planned``
+    (``read`` elsewhere), or read here first."""
+    started = time.monotonic() - (planned.reading_s if planned is not None else 0.0)
+    deadline_s = _deadline_s(question, setup)
+    seed = question_seed(setup.seed, question.id)
+    budget = TokenBudget(setup.claude.token_budget) if setup.claude is not None else None
+    if planned is None:
+        read_here = await read(question, setup, coordinator, budget)
+        if isinstance(read_here, Answer):
+            return read_here
+        planned = read_here
+    plan = planned.plan
     history = History()
     report = await coordinator.research(
-        question.query, deadline_s=deadline_s, started_at=started, seed=seed, plan=plan, planning=planning,
-        budget=budget, grants=tuple(Grant(scope) for scope in question.grant),
-        post_call=(history.recorder(), TrimResults()),
+        question.query, deadline_s=deadline_s, started_at=started, seed=seed, plan=plan,
+        planning=planned.planning, budget=budget, grants=tuple(Grant(scope) for scope in question.grant),
+        post_call=(history.recorder(), TrimResults()), asked=planned.asked,
     )  # fmt: skip
     elapsed = time.monotonic() - started
     # Judged as a chaos scenario's query, but for what is not one question's to judge on a shared
@@ -101,8 +150,13 @@ async def answer(question: Question, setup: Setup, coordinator: Coordinator) -> 
         scenario=Scenario(seed, question.query, faults={}, refund_amount=None), plan=plan,
         report=report, history=history, elapsed_s=elapsed, refunds=[], refund_key=None,
         leaked_processes=[], leaked_sockets=0, policy=coordinator.config.policy, query_deadline_s=deadline_s,
+        asked=planned.judged,
     )  # fmt: skip
     return Answer(
         question.id, question.query, report.status, report_json=report.to_json(), violations=check(judged),
         tokens_used=budget.used if budget is not None else 0,
     )  # fmt: skip
+
+
+def _deadline_s(question: Question, setup: Setup) -> float:
+    return question.deadline or setup.deadline_s

@@ -145,7 +145,7 @@ def _refunds(result: ScenarioResult, report: ResearchReport) -> Iterator[str]:
 
 
 def _writes_asked(result: ScenarioResult, report: ResearchReport) -> Iterator[str]:
-    asked = asked_writes(result.plan.query).writes
+    asked = asked_writes(result.plan.query).writes if result.asked is None else result.asked
     made: dict[int, str] = {}
     for call in result.history.calls:
         if call.tool != "issue_refund" or call.arguments.get("idempotency_key") == result.refund_key:

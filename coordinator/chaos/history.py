@@ -11,6 +11,7 @@ from sources.refund_ledger import LedgerRefund
 from subagents.classify import Outcome
 from subagents.hooks import PostCallHook, ToolCall
 from subagents.policy import RecoveryPolicy
+from subagents.writes import AskedWrite
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class ScenarioResult:
     violations: list[tuple[str, str]] = field(default_factory=list)
     # The query's own deadline where it is not the scenario's (a question of a batch); None: the scenario's.
     query_deadline_s: float | None = None
+    # The writes the query asks for, read where it was planned (a batch's driver); None: read from the plan's query.
+    asked: tuple[AskedWrite, ...] | None = None
 
     @property
     def deadline_s(self) -> float:

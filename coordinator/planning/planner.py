@@ -392,24 +392,7 @@ class _Planner:
                 or self._lookup_call("article_id", article.label)
             )
         self.plan_refunds()
-        if not self.customers or refunds_all(reading):
-            self.intents.discard(
-                "everything"
-            )  # "refund the lot": the whole order, not all about them  # everything about an order: the order alone, below
-        nobody = not self.customers and not self.orders and not self.articles
-        if (
-            nobody
-            and not self.intents & {"tickets", "policies"}
-            and set(reading.topic) & (PRODUCT_WORDS | SYMPTOM_WORDS)
-        ):
-            self.intents |= {"tickets", "policies"}  # a product or symptom alone: who reported it, what we do
-        if (
-            self.order_lookups
-            and not self.customers
-            and not self.articles
-            and not (self.intents | reading.weak_intents) - {"orders"}
-        ):
-            self.intents.add("tickets")  # an order alone: what the sources can say about it
+        self._implied_intents()
         self._await_the_tickets()
         for intent in INTENTS:
             if intent.name in self.intents and not self.plan_intent(intent):
@@ -426,11 +409,7 @@ class _Planner:
                 call.arguments["limit"] = limit
         self._account_for_refunds()
         self.plan_writes()
-        # the broker grants financial records for refund research (a write keeps its own purpose)
-        if "refund" in self.intents or self.pairs or self.asked.writes or self.refund_paid:
-            for call in self.calls:
-                if call.tool.startswith("billing.") and call.tool not in ASKED_ONLY:
-                    call.purpose = _REFUND_PURPOSE
+        self._refund_research_purpose()
         tasks = self._tasks()
         follow_ups = self._follow_ups()
         # An amount a follow-up places is listed until the round that places it (so no plan drops it)
@@ -457,6 +436,35 @@ class _Planner:
             reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable,
             spans=tuple(spans), follow_ups=follow_ups,
         )  # fmt: skip
+
+    def _implied_intents(self) -> None:
+        """What the question's records imply beyond its words."""
+        reading = self.reading
+        if not self.customers or refunds_all(reading):
+            # everything about an order is the order alone (below); "refund the lot" is the whole
+            # order, not all about the customer
+            self.intents.discard("everything")
+        nobody = not self.customers and not self.orders and not self.articles
+        if (
+            nobody
+            and not self.intents & {"tickets", "policies"}
+            and set(reading.topic) & (PRODUCT_WORDS | SYMPTOM_WORDS)
+        ):
+            self.intents |= {"tickets", "policies"}  # a product or symptom alone: who reported it, what we do
+        if (
+            self.order_lookups
+            and not self.customers
+            and not self.articles
+            and not (self.intents | reading.weak_intents) - {"orders"}
+        ):
+            self.intents.add("tickets")  # an order alone: what the sources can say about it
+
+    def _refund_research_purpose(self) -> None:
+        """The broker grants financial records for refund research (a write keeps its own purpose)."""
+        if "refund" in self.intents or self.pairs or self.asked.writes or self.refund_paid:
+            for call in self.calls:
+                if call.tool.startswith("billing.") and call.tool not in ASKED_ONLY:
+                    call.purpose = _REFUND_PURPOSE
 
     def _read_here(self, tasks: list[PlannedTask], follow_ups: tuple[FollowUp, ...]) -> set[str]:
         """Words the accounting does not read that the plan does: what picks an order and its amount,

@@ -55,15 +55,28 @@ __all__ = ["ForkedSource", "prestart", "start", "title"]
 
 # What the fork server imports once, for every child to share: the sources, how they serve, and
 # what the SDK imports only once a server starts. ``__main__`` too, as multiprocessing would import
-# it in every child otherwise (a guarded script, as ``research`` is, does nothing more).
+# it in every child otherwise (a guarded script, as ``research`` is, does nothing more). Also what a
+# child loads on its way to its first answer that the modules above defer (the settings' reading of
+# the environment with pydantic-settings, the public key, the process title, the worker threads of
+# stdio, what multiprocessing itself needs in a child): imported in each of five children at once,
+# those took 0.1 to 0.2 s of CPU each.
+# ``tests/test_fork_server.py`` holds that a child imports nothing more before it answers a call.
 _PRELOAD = [
     "sources.processes.fork_server_exit",
     "__main__",
     "anyio._backends._asyncio",
+    "concurrent.futures.thread",
+    "multiprocessing.popen_forkserver",  # a child unpickles its Process, and the function it runs:
+    "sources.processes.forked",  # ... this module's ``_serve``
+    "rich.console",  # the SDK's logging set-up, as a server is created
     "rich.logging",
+    "setproctitle",
+    "sources.environment",
+    "sources.security.keys",
     "sources.processes.lifeline",
     "sources.processes.serve",
     *(f"sources.{source}" for source in SOURCES),
+    "sources.processes.fork_server_frozen",  # last: freezes all of the above (see its docstring)
 ]
 # Variables a child takes from the coordinator's settings only, never from the fork server's copy
 # of the coordinator's environment (the same rule as a spawned child's cleaned environment).

@@ -12,6 +12,7 @@ die, only the first replaces it.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -23,6 +24,7 @@ import httpx2
 from anyio.abc import TaskGroup
 from mcp import Client, StdioServerParameters
 from mcp.server import MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, RequestParamsMeta
 
 from sources.settings import SourceSettings
@@ -49,6 +51,7 @@ Target = Callable[[], "MCPServer | StdioServerParameters | str | AbstractAsyncCo
 _OPEN_TIMEOUT_S = 20.0  # spawning a source and its handshake
 _SAFETY_MARGIN_S = 1.0  # beyond the SDK's own read timeout, in case a transport never answers at all
 _SPAWN_GRACE_S = 0.1  # how long a session still opening may finish spawning before it is cancelled
+_LISTING_TIMEOUT_S = 5.0  # a source that does not list its tools by then is listed by the SDK, as before
 
 
 def stdio_parameters(source: str, settings: SourceSettings, *extra_args: str) -> StdioServerParameters:
@@ -110,6 +113,7 @@ class SourceConnection:
                 async with Client(
                     opened_transport(self._target()), read_timeout_seconds=None, **self._client_options
                 ) as client:
+                    await _list_tools(client)
                     opening_deadline.deadline = math.inf  # open: the session lives until it is stopped
                     opening.client = client
                     opening.settled.set()
@@ -170,6 +174,20 @@ class SourceConnection:
             opening.stop.set()
             if opening.client is None:  # still opening: no one is waiting for this session any more
                 self._task_group.start_soon(_abandon, opening)
+
+
+async def _list_tools(client: Client) -> None:
+    """Fetch the tools listing as the session starts.
+
+    The SDK validates a tool's structured result against the output schema of its last listing, and
+    lists the tools itself after the first call of each tool it has not seen listed: a round trip on
+    the critical path of every task. Sessions open while the plan's first tasks run, so the listing
+    done here is ready before a dependent task calls. A source that cannot list (a third-party server
+    that fails ``tools/list``, or a slow one) is left to the SDK's own listing, as before.
+    """
+    # A listing refused: the SDK lists again at the first call, and reports what fails then.
+    with anyio.move_on_after(_LISTING_TIMEOUT_S), contextlib.suppress(MCPError):
+        await client.list_tools()
 
 
 async def _abandon(opening: _Opening) -> None:

@@ -1,0 +1,73 @@
+"""A batch question read in one process and answered in another: the Ray engine's split
+(``coordinator.batch.work``): the driver plans, a worker only runs tasks."""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+from coordinator.batch.questions import Question
+from coordinator.batch.work import Answer, Setup, read, reading_coordinator
+from sources.settings import SourceSettings
+from tests.conftest import PROJECT_ROOT, child_environment
+
+pytestmark = pytest.mark.subprocess
+
+STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
+# What reading a question loads: the planner's semantic matcher and its English word list.
+READING_ONLY = ("wordllama", "spellchecker")
+
+# A worker of its own: the question as read elsewhere, answered on the five sources forked here.
+_WORKER = """
+import base64, json, pickle, sys
+import anyio
+from coordinator.batch.work import Setup, answer
+from coordinator.core import Config, Coordinator
+from sources.faults import FaultSettings
+from sources.settings import SourceSettings
+
+question, planned = pickle.loads(base64.b64decode(sys.argv[1]))
+
+async def main():
+    settings = SourceSettings.from_environment()
+    config = Config.for_ask(settings)
+    targets = {name: entry.connect(settings, FaultSettings(), over="stdio")
+               for name, entry in config.registry.sources().items()}
+    with anyio.fail_after(60):
+        async with Coordinator(config, targets=targets) as coordinator:
+            got = await answer(question, Setup(settings, urls={}), coordinator, planned)
+    loaded = sorted(name for name in sys.argv[2:] if name in sys.modules)
+    print(json.dumps({"status": got.status, "violations": got.violations, "loaded": loaded}))
+
+anyio.run(main)
+"""
+
+
+def test_a_worker_given_the_drivers_plan_loads_neither_the_matcher_nor_the_word_list(
+    settings: SourceSettings,
+) -> None:
+    """Each Ray worker held the planner's matcher and word list (some 110 MB) to plan questions the
+    driver can plan once: given the plan and the writes the question asks for, a worker reads nothing."""
+    question = Question(id="story", query=STORY)
+    setup = Setup(settings, urls={})
+    planned = anyio.run(read, question, setup, reading_coordinator(setup))  # no source is asked: no wait
+    assert not isinstance(planned, Answer), planned
+    assert planned.plan.tasks
+    shipped = base64.b64encode(pickle.dumps((question, planned))).decode()
+    done = subprocess.run(  # this test's own worker script
+        [sys.executable, "-c", _WORKER, shipped, *READING_ONLY], env=child_environment(settings),
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    worker = json.loads(done.stdout.splitlines()[-1])
+    assert worker == {
+        "status": "partial",
+        "violations": [],
+        "loaded": [],
+    }  # the £750 refund is a gap by design

@@ -1,0 +1,62 @@
+"""The fork server (``sources.processes.forked``): a forked source starts from what the fork server loaded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from sources.settings import SourceSettings
+from tests.conftest import PROJECT_ROOT, child_environment
+from tests.imports_after_fork import REPORT_PREFIX
+
+pytestmark = pytest.mark.subprocess
+
+# A coordinator of its own: the fork server with the import reporter first on its preload list, the
+# five sources forked, each asked one call through the mcp client.
+_FORK_AND_CALL = """
+import anyio
+from sources.catalogue import SOURCES
+from sources.processes import forked
+from sources.settings import SourceSettings
+from subagents.sessions.connection import Connections, forked_target
+
+forked._PRELOAD.insert(0, "tests.imports_after_fork")
+CALLS = {
+    "customers": ("customer_lookup", {"identifier": "CUST-00042"}),
+    "orders": ("search_orders", {"customer_id": "CUST-00042"}),
+    "billing": ("list_invoices", {"customer_id": "CUST-00042"}),
+    "tickets": ("search_tickets", {"query": "damaged"}),
+    "kb": ("search_policies", {"query": "refunds"}),
+}
+
+async def main():
+    settings = SourceSettings.from_environment()
+    with anyio.fail_after(60):
+        async with Connections.opened({source: forked_target(source, settings) for source in SOURCES}) as open_:
+            for source, (tool, arguments) in CALLS.items():
+                client, _ = await open_[source].session()
+                await client.call_tool(tool, arguments, read_timeout_seconds=20)
+    print("called", len(CALLS))
+
+anyio.run(main)
+"""
+
+
+def test_a_forked_source_imports_nothing_on_its_way_to_its_first_answers(settings: SourceSettings) -> None:
+    """What every source needs is imported once, in the fork server: five children importing it each,
+    at once, on two cores, was most of the second between forking them and their first answer."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_AND_CALL], env=child_environment(settings), cwd=PROJECT_ROOT,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "called 5" in done.stdout, done.stderr
+    imported = sorted(
+        {
+            line.removeprefix(REPORT_PREFIX)
+            for line in done.stderr.splitlines()
+            if line.startswith(REPORT_PREFIX)
+        }
+    )
+    assert imported == [], " ".join(imported)
