@@ -77,6 +77,12 @@ def test_a_fleet_on_a_chosen_address_answers_another_host_only_with_the_token(
                 env=environment,
                 cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60, check=False,
             )  # fmt: skip
+            arguments = json.dumps({"identifier": "CUST-00042"})
+            called = subprocess.run(
+                [*hosts.b.prefix, sys.executable, "-c", CLI, "sources", "call", "customers", "customer_lookup",
+                 arguments, "--url", urls["customers"]],
+                env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
         finally:
             Fleet(settings).down()
     assert namespaces_left(hosts) == []
@@ -95,6 +101,9 @@ def test_a_fleet_on_a_chosen_address_answers_another_host_only_with_the_token(
         "with_token": [False, seen["with_token"][1]],
     }, seen
     assert seen["with_token"][1] >= 1  # the coordinator's session, its token sent, answered over the veth
+    # `research sources call --url` on another host: the demo source dialled with its token, as a worker does
+    assert called.returncode == 0, called.stderr
+    assert json.loads(called.stdout)["resultCount"] == 1, called.stdout
 
 
 def test_every_interface_is_refused_in_one_line() -> None:

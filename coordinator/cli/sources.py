@@ -31,10 +31,12 @@ if TYPE_CHECKING:
     import anyio
 
     from coordinator import ask_service, core, registered_tools
+    from coordinator.registry import SourceEntry
     from sources import settings as source_settings
     from sources.processes.fleet import MemberStatus
     from subagents import subagent
     from subagents.sessions import connection
+    from subagents.sessions.connection import Target
 else:
     anyio = deferred("anyio")
     ask_service = deferred("coordinator.ask_service")
@@ -45,6 +47,17 @@ else:
     connection = deferred("subagents.sessions.connection")
 
 _CALL_TIMEOUT_SECONDS = 15.0  # listing a source's tools, or one call of `sources call`
+
+
+def _call_target(entry: SourceEntry, settings: source_settings.SourceSettings, url: str | None) -> Target:
+    """Where `sources call` reaches a source: spawned for the one call, or at ``url``. A demo source
+    there is dialled with the bearer token a fleet off loopback requires (as a batch's worker dials
+    it); a registered source's URL is its own server's, called as given."""
+    if url is None:
+        return entry.connect(settings, settings.faults, over="spawn")
+    if entry.name in SOURCES:
+        return entry.connect(settings, settings.faults, over="http", url=url)
+    return connection.http_target(url)
 
 
 @sources_app.command("list")
@@ -152,7 +165,7 @@ def call_source(
     config = core.Config.for_call(settings, registry)
     task = subagent.Task(f"{source}.{tool}", source, tool, dict(arguments or {}), purpose="you called it")
     approvals, _ = approvals_for_task(task, config, (), yes, why="you called it")
-    target = connection.http_target(url) if url else entry.connect(settings, settings.faults, over="spawn")
+    target = _call_target(entry, settings, url)
     answers = _Answers()
     report = anyio.run(
         functools.partial(
