@@ -325,8 +325,8 @@ def target_of(entry: SourceEntry, log_dir: Path | None = None) -> Any:
 @asynccontextmanager
 async def _logged(open_stdio: Any, parameters: Any, log: Path) -> AsyncIterator[Any]:
     private_folder(log.parent)  # in the data folder, 0700; the log 0600: it may quote what was asked
-    with open_private_file(log, "a") as kept, redacting_pipe(kept) as errlog:
-        async with open_stdio(parameters, errlog=errlog) as streams:
+    with open_private_file(log, "a") as kept:
+        async with redacting_pipe(kept) as errlog, open_stdio(parameters, errlog=errlog) as streams:
             yield streams
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import IO
+
+import anyio
 
 from traces.redact import for_trace
 
@@ -32,15 +34,16 @@ def redact_last_resort() -> None:
         logging.lastResort.setFormatter(RedactingFormatter())
 
 
-@contextmanager
-def redacting_pipe(log: IO[str], *, settle_s: float = 1.0) -> Iterator[IO[str]]:
+@asynccontextmanager
+async def redacting_pipe(log: IO[str], *, settle_s: float = 1.0) -> AsyncIterator[IO[str]]:
     """A file to hand a child process as its stderr: each line it writes reaches ``log`` redacted.
 
     A registered server logs what it likes (the questions it was asked, the records it answered), and
     the project keeps that log in the data folder, so it is redacted as spans are. A thread copies: the
     child writes to a real pipe, as it would to a file. The copy ends when every writer has closed
     (the child has exited); a grandchild that keeps the pipe open past ``settle_s`` is left to it, and
-    nothing more is written once ``log`` is closed."""
+    nothing more is written once ``log`` is closed. The wait for the copy runs on a worker thread, so
+    the event loop (the other sessions, the deadline) goes on meanwhile."""
     read_end, write_end = os.pipe()
     writer = os.fdopen(write_end, "w", encoding="utf-8")
 
@@ -59,4 +62,4 @@ def redacting_pipe(log: IO[str], *, settle_s: float = 1.0) -> Iterator[IO[str]]:
         yield writer
     finally:
         writer.close()
-        copying.join(timeout=settle_s)
+        await anyio.to_thread.run_sync(copying.join, settle_s, abandon_on_cancel=True)
