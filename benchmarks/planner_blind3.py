@@ -64,13 +64,15 @@ def plan_or_refusal(query: str) -> tuple[object, str]:
         return None, str(exc)
 
 
-async def all_rounds(coordinator: Coordinator, plan: Plan) -> Plan:
+async def all_rounds(coordinator: Coordinator, plan: Plan) -> tuple[Plan, corpus.RanWith]:
     """``plan`` with the tasks its later rounds added and what was left unplanned by the end, as
-    researched against the sources (a plan without follow-ups is its one round)."""
-    if not plan.follow_ups:
-        return plan
+    researched against the sources, and the arguments each task ran with (an upstream value filled
+    in: what the case's concrete value is compared with, beside the plan's ``{task.field}``)."""
     with anyio.fail_after(60):
         report = await coordinator.research(plan.query, plan=plan, deadline_s=20, seed=1, record=False)
+    ran_with = {task.id: task.arguments for task in report.tasks}
+    if not plan.follow_ups:
+        return plan, ran_with
     added = [
         PlannedTask(
             task.id,
@@ -85,7 +87,7 @@ async def all_rounds(coordinator: Coordinator, plan: Plan) -> Plan:
         if task.id not in plan.tasks
     ]
     unplanned = tuple(Unplanned(item.what, item.why, item.next_step) for item in report.unplanned)
-    return Plan.of(plan.query, [*plan.tasks.values(), *added], unplanned, plan.notes, rounds=2)
+    return Plan.of(plan.query, [*plan.tasks.values(), *added], unplanned, plan.notes, rounds=2), ran_with
 
 
 def in_memory(settings: SourceSettings) -> dict[str, Any]:
@@ -160,13 +162,14 @@ async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
         started = time.perf_counter()
         plan, refusal = plan_or_refusal(case.query)
         TIMES["first round"].append((time.perf_counter() - started) * 1000)
+        ran_with: corpus.RanWith = {}
         if plan is not None and not args.first_round:
-            plan = await all_rounds(coordinator, plan)  # type: ignore[arg-type]
-        seen = corpus.outcome(case, plan, refusal)  # type: ignore[arg-type]
+            plan, ran_with = await all_rounds(coordinator, plan)  # type: ignore[arg-type]
+        seen = corpus.outcome(case, plan, refusal, ran_with)  # type: ignore[arg-type]
         overall[seen] += 1
         by_kind[kind][seen] += 1
         if seen != "exact":
-            misses.append((kind, seen, case, plan, refusal))
+            misses.append((kind, seen, case, plan, refusal, ran_with))
 
     def line(name: str, counts: Counter[str]) -> str:
         total = sum(counts.values())
@@ -184,10 +187,10 @@ async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
     for name, times in TIMES.items():
         print("  " + _percentiles(name, times))
     if args.misses:
-        for kind, seen, case, plan, refusal in misses:
+        for kind, seen, case, plan, refusal, ran_with in misses:
             print(f"\n[{kind}] {seen}: {' '.join(case.query.split())[:140]}")
             print(f"  planned: {describe(plan) if plan is not None else 'refused: ' + refusal}")
-            for problem in corpus.mismatches(case, plan, refusal):  # type: ignore[arg-type]
+            for problem in corpus.mismatches(case, plan, refusal, ran_with):  # type: ignore[arg-type]
                 print(f"  - {problem}")
 
 

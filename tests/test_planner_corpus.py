@@ -138,6 +138,31 @@ def test_a_story_s_date_qualifies_nothing_and_the_ask_after_the_letter_is_planne
     assert roles["We moved house in September"] == "story"
 
 
+@pytest.mark.parametrize(
+    ("ran", "matches"),
+    [
+        ({"amount": 38.0}, True),
+        ({"amount": 45.0}, False),
+        ({"amount": "{order.total}"}, False),
+        (None, False),
+    ],
+)
+def test_a_researched_plan_s_upstream_value_is_scored_as_it_ran(
+    ran: dict[str, Any] | None, matches: bool
+) -> None:
+    """ "in full" is planned as ``{order.total}``; a case that writes the total in the data (38) matches
+    the value the coordinator filled in, and never one it did not fill in or a different one."""
+    plan = plan_query("can we refund ORD-10451 in full?")
+    case = Case(plan.query, False, tuple(corpus._expected(spec) for spec in [
+        "orders.get_order order_id=ORD-10451", "billing.refund_eligibility order_id=ORD-10451 amount=38",
+        "kb.search_policies query~refund"]), None)  # fmt: skip
+    ran_with = {"refund": ran} if ran is not None else None
+    assert (mismatches(case, plan, "", ran_with) == []) is matches
+    notation = Case(plan.query, False, (*case.calls[::2], corpus._expected(
+        "billing.refund_eligibility order_id=ORD-10451 amount={order.total}")), None)  # fmt: skip
+    assert mismatches(notation, plan, "", ran_with) == []  # the plan's own notation always matches
+
+
 def test_amounts_and_counts_in_words() -> None:
     assert (
         plan_query("pay back sixty-four pounds fifty on ORD-10008").tasks["refund"].arguments["amount"]
