@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from coordinator.planning.english import correct, is_english
 from coordinator.planning.intents import (
     ACTION_VERBS,
+    ELIGIBILITY_WORDS,
     GENERIC_WORDS,
     INTENTS,
     LIGHT_WORDS,
@@ -170,6 +171,8 @@ def _unexplained_runs(
                 or word in known
                 or (keyword_asked and word in TOPIC_WORDS)  # "damaged" qualifies an ask of tickets
                 or (keyword_asked and word in phrase_words())  # "issues raised by": a phrase's word
+                # "£38 back on ORD-10451, acceptable?": whether the check planned passes
+                or (bool(checked) and word in ELIGIBILITY_WORDS)
             )
         if explained:
             continue
