@@ -153,13 +153,10 @@ class _Planner:
         self.intents = set(reading.intents)
         self.refund_paid = bool(REFUND_PAID.search(reading.query.lower()))
         money_back = "refund" not in self.intents and not self.refund_paid and asks_money_back(reading)
-        if money_back and reading.of("email", "customer_id", "name") and not reading.values("order_id"):
-            # "can we give her the £139 back": a refund on one of her orders, whatever the verb (the
-            # next round finds which); with the order named, the amount's check is planned as it was
-            self.intents.add("refund")
-        if money_back and reading.values("order_id") and "?" in reading.query:
-            # "thirty-eight pounds back on ORD-10451, ok?": a question whether the refund is allowed,
-            # which the policy search answers beside the check (a reported "wants £45 back" asks nothing)
+        # "give her the £139 back": a refund on one of her orders (the next round finds which); of an order
+        # named, a question ("£38 back on ORD-1, ok?") asks if it is allowed (not "she wants £45 back")
+        ordered = reading.values("order_id")
+        if money_back and ("?" in reading.query if ordered else reading.of("email", "customer_id", "name")):
             self.intents.add("refund")
         if self.refund_paid:
             # whether a refund was paid: the invoices say, and the orders which one was sent back
@@ -193,13 +190,7 @@ class _Planner:
         self.articles = [_Subject("article", a, {"article_id": a}) for a in reading.values("article_id")]
         # One search text for every text search: the query's own words, and the word each topical
         # intent always searches for ("refund" for "money back").
-        # "TCK-20535": an id of a kind no tool takes is never searched as "tck"; with no customer or order
-        # named to find it among ("INV-40008 of cust 42's" is among her invoices), it is listed
-        unknown_ids = _unknown_ids(reading.query)
-        unknown_prefixes = {identifier.split("-")[0].lower() for identifier in unknown_ids}
-        words = [word for word in reading.topic if word not in unknown_prefixes]
-        among = reading.of("email", "customer_id", "name", "order_id")
-        self.unknown_ids = [] if among else unknown_ids
+        words, self.unknown_ids = _without_unknown_ids(reading)
         for intent in INTENTS:
             if intent.name in self.intents and intent.default_topic and intent.default_topic not in words:
                 words.append(intent.default_topic)
@@ -909,6 +900,15 @@ _KNOWN_PREFIXES = {ORDER_ID.prefix, CUSTOMER_ID.prefix, SKU.prefix, ARTICLE_ID.p
 def _unknown_ids(query: str) -> list[str]:
     found = (match.group(0).upper() for match in _ID_SHAPE.finditer(query))
     return list(dict.fromkeys(i for i in found if i.split("-")[0] not in _KNOWN_PREFIXES))
+
+
+def _without_unknown_ids(reading: Reading) -> tuple[list[str], list[str]]:
+    """The topic words but an unknown id's prefix ("TCK-20535" is never searched as "tck"), and the
+    unknown ids to list: those with no customer or order named to find them among ("INV-40008, cust
+    42's" is among her invoices)."""
+    unknown = _unknown_ids(reading.query)
+    words = [word for word in reading.topic if word not in {i.split("-")[0].lower() for i in unknown}]
+    return words, [] if reading.of("email", "customer_id", "name", "order_id") else unknown
 
 
 def _no_tool_takes(identifier: str) -> Unplanned:
