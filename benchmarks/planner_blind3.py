@@ -16,15 +16,17 @@ p90 over the set (target: p50 at most 20 ms a round).
     .venv/bin/python benchmarks/planner_blind3.py [--misses] [--first-round]
 
 Figures (2026-12-05, issue 45's first slice: deterministic rounds): at first sight, before any
-work, 15/69 exact, 11 false COMPLETE (the set's header); after, every round scored: 42/69 exact,
-6 false COMPLETE (through 24/39 with 2, billing 4/7 with 1, ordinary 14/23 with 3). The six left:
-an expectation's notation (`amount=38` for "in full", where the plan checks the order's total,
-`{order.total}`, 38 in the data); a case the labelled corpus rules otherwise ("who placed ORD-10412,
-and what else have they ordered": rule 5 of tests/planner_corpus.toml plans no orders search); a
-vocabulary call ("he's chasing" reads as tickets); and three ordinary misses the rounds do not
-touch (a policy search beside "£38 back on ORD-10451, ok?", "wrong colour" not searched as ticket
-text, a ticket id TCK-20535 not read). Planning per round: first p50 about 2 ms, later rounds p50
-under 0.1 ms.
+work, 15/69 exact, 11 false COMPLETE (the set's header); after the rounds, 42/69 exact, 6 false
+COMPLETE. Then (every plan researched, a ``{task.field}`` compared with the value it ran with; a
+question of money back on an order read as a refund-eligibility question with its policy search; a
+customer's tickets searched for what they are "about"; an id of a kind no tool takes, TCK-20535,
+listed, never searched as "tck"): 48/69 exact, 2 false COMPLETE (through 26/39 with 1, billing 4/7
+with 1, ordinary 18/23 with 0; the ticket id is refused, saying why). The two left are cases the
+labelled corpus rules otherwise: "who placed ORD-10412, and what else have they ordered" (rule 5:
+"who placed ORD-10023 and what else did they buy" plans no orders search) and "he's chasing" read as
+tickets (the corpus's "any news on order 10999 shes chasing" plans them); both plans hold every call
+the case expects or one more. Planning per round: first p50 about 2 ms, later rounds p50 under 0.1 ms
+(idle machine).
 """
 
 from __future__ import annotations
@@ -64,13 +66,15 @@ def plan_or_refusal(query: str) -> tuple[object, str]:
         return None, str(exc)
 
 
-async def all_rounds(coordinator: Coordinator, plan: Plan) -> Plan:
+async def all_rounds(coordinator: Coordinator, plan: Plan) -> tuple[Plan, corpus.RanWith]:
     """``plan`` with the tasks its later rounds added and what was left unplanned by the end, as
-    researched against the sources (a plan without follow-ups is its one round)."""
-    if not plan.follow_ups:
-        return plan
+    researched against the sources, and the arguments each task ran with (an upstream value filled
+    in: what the case's concrete value is compared with, beside the plan's ``{task.field}``)."""
     with anyio.fail_after(60):
         report = await coordinator.research(plan.query, plan=plan, deadline_s=20, seed=1, record=False)
+    ran_with = {task.id: task.arguments for task in report.tasks}
+    if not plan.follow_ups:
+        return plan, ran_with
     added = [
         PlannedTask(
             task.id,
@@ -85,7 +89,7 @@ async def all_rounds(coordinator: Coordinator, plan: Plan) -> Plan:
         if task.id not in plan.tasks
     ]
     unplanned = tuple(Unplanned(item.what, item.why, item.next_step) for item in report.unplanned)
-    return Plan.of(plan.query, [*plan.tasks.values(), *added], unplanned, plan.notes, rounds=2)
+    return Plan.of(plan.query, [*plan.tasks.values(), *added], unplanned, plan.notes, rounds=2), ran_with
 
 
 def in_memory(settings: SourceSettings) -> dict[str, Any]:
@@ -160,13 +164,14 @@ async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
         started = time.perf_counter()
         plan, refusal = plan_or_refusal(case.query)
         TIMES["first round"].append((time.perf_counter() - started) * 1000)
+        ran_with: corpus.RanWith = {}
         if plan is not None and not args.first_round:
-            plan = await all_rounds(coordinator, plan)  # type: ignore[arg-type]
-        seen = corpus.outcome(case, plan, refusal)  # type: ignore[arg-type]
+            plan, ran_with = await all_rounds(coordinator, plan)  # type: ignore[arg-type]
+        seen = corpus.outcome(case, plan, refusal, ran_with)  # type: ignore[arg-type]
         overall[seen] += 1
         by_kind[kind][seen] += 1
         if seen != "exact":
-            misses.append((kind, seen, case, plan, refusal))
+            misses.append((kind, seen, case, plan, refusal, ran_with))
 
     def line(name: str, counts: Counter[str]) -> str:
         total = sum(counts.values())
@@ -184,10 +189,10 @@ async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
     for name, times in TIMES.items():
         print("  " + _percentiles(name, times))
     if args.misses:
-        for kind, seen, case, plan, refusal in misses:
+        for kind, seen, case, plan, refusal, ran_with in misses:
             print(f"\n[{kind}] {seen}: {' '.join(case.query.split())[:140]}")
             print(f"  planned: {describe(plan) if plan is not None else 'refused: ' + refusal}")
-            for problem in corpus.mismatches(case, plan, refusal):  # type: ignore[arg-type]
+            for problem in corpus.mismatches(case, plan, refusal, ran_with):  # type: ignore[arg-type]
                 print(f"  - {problem}")
 
 

@@ -5,6 +5,11 @@ each as ``source.tool`` followed by the key arguments: ``name=value`` (exact; nu
 numbers; ``{task.field}`` is a value from an upstream lookup) or ``name~word`` (the argument holds the
 word). ``unplanned`` lists text each of which some not-researched entry must mention; without it the
 plan must leave nothing unplanned. Used by the corpus test and by ``benchmarks/planner.py``.
+
+A plan that was researched (``benchmarks/planner_blind3.py``) is also given the arguments each task
+ran with (``ran_with``, by task id): an upstream value (``Ref``) then matches either its notation or
+the value the coordinator filled in, so a case may write a derived argument as the value in the
+data ("in full" on ORD-10451 as ``amount=38``) where the plan checks ``{order.total}``.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +33,7 @@ __all__ = [
     "NATURAL_BLIND2",
     "NATURAL_HELD_OUT",
     "Case",
+    "RanWith",
     "load_cases",
     "mismatches",
     "outcome",
@@ -95,10 +102,16 @@ def load_cases(path: Path = CORPUS) -> list[Case]:
     ]
 
 
-def _same(expected: str, actual: Any, plan: Plan) -> bool:
+# The arguments each task of a researched plan ran with, by task id (an upstream value filled in).
+RanWith = Mapping[str, Mapping[str, Any]]
+
+
+def _same(expected: str, actual: Any, plan: Plan, ran: Any = None) -> bool:
     if isinstance(actual, Ref):  # "{customer.id}": from the customer lookup, whatever the planner named it
         upstream = plan.tasks[actual.task]
-        return expected == f"{{{TASK_NAMES[f'{upstream.source}.{upstream.tool}']}.{actual.field}}}"
+        notation = f"{{{TASK_NAMES[f'{upstream.source}.{upstream.tool}']}.{actual.field}}}"
+        filled = ran is not None and not isinstance(ran, Ref) and not str(ran).startswith("{")
+        return expected == notation or (filled and _same(expected, ran, plan))
     if isinstance(actual, int | float) and not isinstance(actual, bool):
         try:
             return float(expected) == float(actual)
@@ -107,11 +120,12 @@ def _same(expected: str, actual: Any, plan: Plan) -> bool:
     return expected == str(actual)
 
 
-def _matches(expected: Expected, task: PlannedTask, plan: Plan) -> bool:
+def _matches(expected: Expected, task: PlannedTask, plan: Plan, ran_with: RanWith) -> bool:
     if f"{task.source}.{task.tool}" != expected.tool:
         return False
+    ran = ran_with.get(task.id, {})
     for name, value in expected.exact.items():
-        if name not in task.arguments or not _same(value, task.arguments[name], plan):
+        if name not in task.arguments or not _same(value, task.arguments[name], plan, ran.get(name)):
             return False
     for name, word in expected.contains.items():
         if word.lower() not in str(task.arguments.get(name, "")).lower():
@@ -119,8 +133,11 @@ def _matches(expected: Expected, task: PlannedTask, plan: Plan) -> bool:
     return True
 
 
-def mismatches(case: Case, plan: Plan | None, refusal: str = "") -> list[str]:
-    """How ``plan`` (None when the planner refused the query) differs from what ``case`` expects."""
+def mismatches(
+    case: Case, plan: Plan | None, refusal: str = "", ran_with: RanWith | None = None
+) -> list[str]:
+    """How ``plan`` (None when the planner refused the query) differs from what ``case`` expects;
+    ``ran_with``: the arguments each task ran with, when the plan was researched."""
     if case.refused:
         return [] if plan is None else [f"expected a refusal, got {_calls(plan)}"]
     if plan is None:
@@ -133,7 +150,7 @@ def mismatches(case: Case, plan: Plan | None, refusal: str = "") -> list[str]:
         problems.append(f"tools {dict(sorted(planned.items()))} != expected {dict(sorted(wanted.items()))}")
     free = list(tasks)
     for expected in case.calls:
-        match = next((task for task in free if _matches(expected, task, plan)), None)
+        match = next((task for task in free if _matches(expected, task, plan, ran_with or {})), None)
         if match is None:
             problems.append(f"no task matches {expected.tool} {expected.exact} {expected.contains}")
         else:
@@ -153,11 +170,11 @@ def _calls(plan: Plan) -> str:
     return "; ".join(f"{task.source}.{task.tool} {task.arguments}" for task in plan.tasks.values())
 
 
-def outcome(case: Case, plan: Plan | None, refusal: str = "") -> str:
+def outcome(case: Case, plan: Plan | None, refusal: str = "", ran_with: RanWith | None = None) -> str:
     """``exact`` (planned as the case expects), ``partial`` (not, but the plan says what it left out),
     ``refused`` (not, and refused with what was understood), or ``false complete``: not as expected,
     yet reported complete. The last is the figure that matters most."""
-    if not mismatches(case, plan, refusal):
+    if not mismatches(case, plan, refusal, ran_with):
         return "exact"
     if plan is None:
         return "refused"

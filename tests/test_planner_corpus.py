@@ -138,6 +138,82 @@ def test_a_story_s_date_qualifies_nothing_and_the_ask_after_the_letter_is_planne
     assert roles["We moved house in September"] == "story"
 
 
+@pytest.mark.parametrize(
+    ("ran", "matches"),
+    [
+        ({"amount": 38.0}, True),
+        ({"amount": 45.0}, False),
+        ({"amount": "{order.total}"}, False),
+        (None, False),
+    ],
+)
+def test_a_researched_plan_s_upstream_value_is_scored_as_it_ran(
+    ran: dict[str, Any] | None, matches: bool
+) -> None:
+    """ "in full" is planned as ``{order.total}``; a case that writes the total in the data (38) matches
+    the value the coordinator filled in, and never one it did not fill in or a different one."""
+    plan = plan_query("can we refund ORD-10451 in full?")
+    case = Case(plan.query, False, tuple(corpus._expected(spec) for spec in [
+        "orders.get_order order_id=ORD-10451", "billing.refund_eligibility order_id=ORD-10451 amount=38",
+        "kb.search_policies query~refund"]), None)  # fmt: skip
+    ran_with = {"refund": ran} if ran is not None else None
+    assert (mismatches(case, plan, "", ran_with) == []) is matches
+    notation = Case(plan.query, False, (*case.calls[::2], corpus._expected(
+        "billing.refund_eligibility order_id=ORD-10451 amount={order.total}")), None)  # fmt: skip
+    assert mismatches(notation, plan, "", ran_with) == []  # the plan's own notation always matches
+
+
+@pytest.mark.parametrize("order", ["ORD-10451", "ORD-10031"])
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "thirty-eight pounds back on {order}, ok?",
+        "£38 back on {order}, is that allowed?",
+        "is two hundred and fifty-eight pounds back on {order} acceptable?",
+        "is £38 back on {order} possible?",
+    ],
+)
+def test_a_question_of_money_back_on_an_order_is_a_refund_eligibility_question(
+    phrasing: str, order: str
+) -> None:
+    """Checked, and the refund policy searched beside the check; its eligibility word is understood."""
+    plan = plan_query(phrasing.format(order=order))
+    checks = [task.arguments["order_id"] for task in plan.tasks.values() if task.tool == "refund_eligibility"]
+    searched = [task.arguments["query"] for task in plan.tasks.values() if task.tool == "search_policies"]
+    assert checks == [order] and len(searched) == 1 and "refund" in searched[0], plan.tasks
+    assert plan.unplanned == (), plan.unplanned
+    reported = plan_query(f"she says the jug on {order} came broken and wants 45 quid back")
+    assert [task.tool for task in reported.tasks.values()] == ["refund_eligibility"]  # asks nothing
+
+
+@pytest.mark.parametrize("customer", ["CUST-00010", "jane.doe@example.com"])
+@pytest.mark.parametrize(
+    ("about", "searched"),
+    [("a wrong colour", "wrong colour"), ("the grinder", "grinder"), ("a cracked jug", "cracked jug")],
+)
+def test_a_customer_s_tickets_about_a_topic_search_hers_for_it(
+    customer: str, about: str, searched: str
+) -> None:
+    plan = plan_query(f"any tickets about {about} for customer {customer}?")
+    tickets = next(task for task in plan.tasks.values() if task.tool == "search_tickets")
+    assert tickets.arguments["query"] == searched and "customer_id" in tickets.arguments
+
+
+@pytest.mark.parametrize("identifier", ["TCK-20535", "XYZ-123", "abc-0042"])
+@pytest.mark.parametrize("phrasing", ["what's the status of ticket {id}?", "any news on {id}", "{id} pls"])
+def test_an_id_of_a_kind_no_tool_takes_is_reported_never_searched_as_text(
+    identifier: str, phrasing: str
+) -> None:
+    try:
+        plan = plan_query(phrasing.format(id=identifier))
+    except QueryError as refusal:  # nothing else asked: refused, saying why
+        assert identifier.upper() in str(refusal) and "no tool looks a record up" in str(refusal)
+    else:
+        assert any(identifier.upper() in item.what for item in plan.unplanned), plan.unplanned
+        searched = " ".join(str(task.arguments.get("query", "")) for task in plan.tasks.values())
+        assert identifier.split("-")[0].lower() not in searched.split(), searched
+
+
 def test_amounts_and_counts_in_words() -> None:
     assert (
         plan_query("pay back sixty-four pounds fifty on ORD-10008").tasks["refund"].arguments["amount"]

@@ -105,7 +105,8 @@ async def test_a_second_check_a_third_of_the_first_is_made_when_billing_refuses_
     settings: SourceSettings,
 ) -> None:
     report = await ask(settings, "£900 back on ORD-10023 OK? If not, what about a third of it?")
-    first = next(task for task in report.tasks if not task.follows)
+    checks = [task for task in report.tasks if task.tool == "refund_eligibility"]  # beside a policy search
+    first = next(task for task in checks if not task.follows)
     (second,) = follow_ups(report)
     assert first.arguments == {"order_id": "ORD-10023", "amount": 900.0} and first.state == "escalated"
     assert second.arguments == {"order_id": "ORD-10023", "amount": 300.0} and second.state == "ok"

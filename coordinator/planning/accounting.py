@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from coordinator.planning.english import correct, is_english
 from coordinator.planning.intents import (
     ACTION_VERBS,
+    ELIGIBILITY_WORDS,
     GENERIC_WORDS,
     INTENTS,
     LIGHT_WORDS,
@@ -136,10 +137,9 @@ def _unexplained_runs(
         return []  # the clause as a whole asks that intent
     in_phrases = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
     keyword_asked = bool(span.asked) or any(_asks(token.word) for token in span.tokens)
-    verb_until = _verb_until(span, reading, checked)
+    verb_until, eligibility = _verb_until(span, reading, checked), ELIGIBILITY_WORDS if checked else set()
     about = _about_from(span, keyword_asked or named or (span.match is not None and span.match.understood))
-    thing_until = 0 if keyword_asked else _thing_until(span)
-    which = _which_thing(span)
+    thing_until, which = (0 if keyword_asked else _thing_until(span)), _which_thing(span)
     runs: list[list[tuple[int, Token]]] = []
     unread = {word.lower() for part in span.unread for word in part.split()}  # listed as not read
     content = {token for token in span.content if token.written.lower() not in unread}
@@ -170,6 +170,7 @@ def _unexplained_runs(
                 or word in known
                 or (keyword_asked and word in TOPIC_WORDS)  # "damaged" qualifies an ask of tickets
                 or (keyword_asked and word in phrase_words())  # "issues raised by": a phrase's word
+                or word in eligibility  # "£38 back on ORD-10451, acceptable?": whether the check passes
             )
         if explained:
             continue

@@ -48,6 +48,7 @@ from coordinator.planning.intents import (
     Intent,
     intent_named,
 )
+from coordinator.planning.intents import TOPIC_WORDS as SEARCHED_TOPICS
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
 from coordinator.planning.rounds import (
@@ -80,7 +81,7 @@ from coordinator.planning.tools import (
 )
 from coordinator.planning.writes import REFUND_TOOL, writes_in
 from sources.domain import TODAY, pounds
-from sources.identifiers import CUSTOMER_ID, ORDER_ID
+from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, ORDER_ID, SKU
 from subagents.writes import AskedWrite
 
 __all__ = ["QueryError", "account_for", "plan_query", "read_for"]
@@ -152,9 +153,10 @@ class _Planner:
         self.intents = set(reading.intents)
         self.refund_paid = bool(REFUND_PAID.search(reading.query.lower()))
         money_back = "refund" not in self.intents and not self.refund_paid and asks_money_back(reading)
-        if money_back and reading.of("email", "customer_id", "name") and not reading.values("order_id"):
-            # "can we give her the £139 back": a refund on one of her orders, whatever the verb (the
-            # next round finds which); with the order named, the amount's check is planned as it was
+        # "give her the £139 back": a refund on one of her orders (the next round finds which); of an order
+        # named, a question ("£38 back on ORD-1, ok?") asks if it is allowed (not "she wants £45 back")
+        ordered = reading.values("order_id")
+        if money_back and ("?" in reading.query if ordered else reading.of("email", "customer_id", "name")):
             self.intents.add("refund")
         if self.refund_paid:
             # whether a refund was paid: the invoices say, and the orders which one was sent back
@@ -188,7 +190,7 @@ class _Planner:
         self.articles = [_Subject("article", a, {"article_id": a}) for a in reading.values("article_id")]
         # One search text for every text search: the query's own words, and the word each topical
         # intent always searches for ("refund" for "money back").
-        words = list(reading.topic)
+        words, self.unknown_ids = _without_unknown_ids(reading)
         for intent in INTENTS:
             if intent.name in self.intents and intent.default_topic and intent.default_topic not in words:
                 words.append(intent.default_topic)
@@ -261,6 +263,10 @@ class _Planner:
             takes_subject = takes_subject or argument.kind in SUBJECT_KINDS
         if not takes_subject:
             return None
+        text = next((name for name, argument in self.tools[tool].items() if argument.kind == "text"), None)
+        about = _searched_about(self.reading) if subject.kind == "customer" and text else None
+        if text and about:  # "her tickets about a wrong colour": what to search for within hers
+            arguments[text] = about
         return _Call(tool, arguments, subject=subject.label, needs=needs)
 
     def _value(
@@ -416,12 +422,13 @@ class _Planner:
         awaited = {amount for f in follow_ups for amount in f.amounts_placed}
         self.unplanned += [awaiting(a.describe()) for a in reading.of("amount") if a.value in awaited]
         self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog)
+        self.unplanned += [_no_tool_takes(identifier) for identifier in self.unknown_ids]
         # A write the question seems to ask but cannot be honoured as asked: not done, and what to write
         # instead (where the planner lists the same thing already, "a refund on ORD-10031", its entry stays).
         listed = {item.what for item in self.unplanned}
         self.unplanned += [gap for gap in self.asked.gaps if gap.what not in listed]
         not_read, spans = account_for_words(reading, tasks)
-        read = self._read_here(tasks, follow_ups)
+        read = self._read_here(tasks, follow_ups) | {i.split("-")[0].lower() for i in self.unknown_ids}
         not_read = [item for item in not_read if not (_words_in(item.what) or {""}) <= read]
         self.unplanned += not_read
         # A refund word alone plans the refund policy; with the refund itself not researchable and no
@@ -873,6 +880,45 @@ def _dated(dates: dict[str, str]) -> str:
 
 
 # The words of a date argument's name that say which bound it is (the planner's ``_date`` reads them so).
+# "tickets about a wrong colour", "complaints regarding the grinder": what a customer's records are
+# searched for, the topic words (things sold, what goes wrong) of the phrase after the preposition.
+_ABOUT = re.compile(r"\b(?:about|regarding|concerning|re)\s+((?:[\w'-]+\s+){0,3}[\w'-]+)")
+
+
+def _searched_about(reading: Reading) -> str | None:
+    about = _ABOUT.search(reading.query.lower())
+    words = [word for word in about[1].split() if word in SEARCHED_TOPICS] if about else []
+    return " ".join(words) or None
+
+
+# An identifier's shape (letters, a hyphen, digits: "TCK-20535", "XYZ-123"); those of a kind the
+# sources know (``sources.identifiers``) are read as mentions, any other is listed, not dropped.
+_ID_SHAPE = re.compile(r"\b([A-Za-z]{2,6})-(\d{3,})\b")
+_KNOWN_PREFIXES = {ORDER_ID.prefix, CUSTOMER_ID.prefix, SKU.prefix, ARTICLE_ID.prefix}
+
+
+def _unknown_ids(query: str) -> list[str]:
+    found = (match.group(0).upper() for match in _ID_SHAPE.finditer(query))
+    return list(dict.fromkeys(i for i in found if i.split("-")[0] not in _KNOWN_PREFIXES))
+
+
+def _without_unknown_ids(reading: Reading) -> tuple[list[str], list[str]]:
+    """The topic words but an unknown id's prefix ("TCK-20535" is never searched as "tck"), and the
+    unknown ids to list: those with no customer or order named to find them among ("INV-40008, cust
+    42's" is among her invoices)."""
+    unknown = _unknown_ids(reading.query)
+    words = [word for word in reading.topic if word not in {i.split("-")[0].lower() for i in unknown}]
+    return words, [] if reading.of("email", "customer_id", "name", "order_id") else unknown
+
+
+def _no_tool_takes(identifier: str) -> Unplanned:
+    return Unplanned(
+        identifier,
+        f"no tool looks a record up by an id of this kind ({identifier.split('-')[0]}-...)",
+        "name the customer or the order it is about, e.g. 'tickets of CUST-00042' or 'tickets on ORD-10031'",
+    )
+
+
 _LOWER_BOUND = re.compile(r"(?:^|_)(?:after|since|from)(?:_|$)")
 _UPPER_BOUND = re.compile(r"(?:^|_)(?:before|until|to)(?:_|$)")
 
