@@ -40,14 +40,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from coordinator.planning.accounting import account_for_words
-from coordinator.planning.intents import (
-    INTENTS,
-    PRODUCT_WORDS,
-    REFUND_PAID,
-    SYMPTOM_WORDS,
-    Intent,
-    intent_named,
-)
+from coordinator.planning.intents import INTENTS, Intent, intent_named
+from coordinator.planning.lexicon import ONE_ORDER, PRODUCT_WORDS, REFUND_PAID, SYMPTOM_WORDS
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
 from coordinator.planning.rounds import (
@@ -177,7 +171,7 @@ class _Planner:
             if subject.label not in paired_orders
         }
         self.intents -= _answered_by_lookups(reading)
-        if self.orders and _asked_words(reading) & intent_named("orders").words <= _ONE_ORDER:
+        if self.orders and _asked_words(reading) & intent_named("orders").words <= ONE_ORDER:
             # "the knock box in my order has a crack" beside "#10019": the order named is the one meant;
             # so is a story's "I ordered it (ORD-10023)": only what asks can ask for other orders.
             self.intents.discard("orders")
@@ -663,9 +657,6 @@ def _asked_words(reading: Reading) -> set[str]:
     """The words of the spans that ask (not a story's, not courtesy)."""
     return {token.word for span in reading.spans if span.role == ASKS for token in span.tokens}
 
-
-# The words for one order ("my order", "the shipment"): with an order named, that order is meant.
-_ONE_ORDER = frozenset({"order", "purchase", "shipment"})
 
 # Arguments that qualify a call rather than say what it is about.
 _QUALIFIERS = frozenset({"text", "choice", "other", "date", "amount", "sku", "links"})
