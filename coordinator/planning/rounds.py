@@ -256,7 +256,7 @@ def next_round(
     for task in tasks:  # a registered source's tasks stay as the first round checked them
         offered.setdefault(task.source, set()).add(task.tool)
     return Plan.of(
-        plan.query, tasks, tuple(unplanned), plan.notes, offered=offered, spans=plan.spans,
+        plan.query, tasks, tuple(unplanned), plan.notes, offered=offered, spans=plan.spans, rules=plan.rules,
         follow_ups=tuple(later), rounds=plan.rounds + 1,
     )  # fmt: skip
 
