@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from coordinator.planning.intents import EXAMPLES, STOPWORDS
+from coordinator.planning.lexicon import EXAMPLES, STOPWORDS
 from coordinator.planning.meaning import THRESHOLD, nearest_intent
 from coordinator.planning.reading import read_query
 from tests.conftest import PROJECT_ROOT

@@ -19,17 +19,19 @@ import functools
 from dataclasses import dataclass
 
 from coordinator.planning.english import correct, is_english
-from coordinator.planning.intents import (
+from coordinator.planning.intents import INTENTS
+from coordinator.planning.lexicon import (
+    ABOUT_WORDS,
+    ACTION_OBJECTS,
+    ACTION_OPENERS,
     ACTION_VERBS,
     ELIGIBILITY_WORDS,
     GENERIC_WORDS,
-    INTENTS,
     LIGHT_WORDS,
     REQUEST_WORDS,
     STOPWORDS,
     SYMPTOM_WORDS,
     TOPIC_WORDS,
-    words_of,
 )
 from coordinator.planning.meaning import THRESHOLD
 from coordinator.planning.plan import PlannedTask, Unplanned
@@ -211,7 +213,7 @@ def _about_from(span: Span, asks: bool) -> int:
     if asks:
         for index, token in enumerate(span.tokens):
             after_what = index and span.tokens[index - 1].word in {"what", "how"}  # "what about X" asks X
-            if token.word in _ABOUT and not after_what:
+            if token.word in ABOUT_WORDS and not after_what:
                 return index
     return len(span.tokens)
 
@@ -293,31 +295,22 @@ def _asking(span: Span) -> bool:
     )
 
 
-_OPENERS = words_of("please pls plz kindly can could would you u we just do need to should i")
-
-
 def _action(span: Span) -> str:
     """The clause as written where it opens with a verb that asks for something to be done ("reset
     his password", "pls send out a replacement jug"), else ""."""
     words = [token.word for token in span.tokens]
-    first = next((i for i, word in enumerate(words) if word not in _OPENERS), None)
+    first = next((i for i, word in enumerate(words) if word not in ACTION_OPENERS), None)
     if first is None:
         return ""
     verb, after = words[first], words[first + 1 : first + 2]
     # A verb, not a noun: something follows it as its object ("reset his password", "cancel ORD-1");
     # "phone number", "change of address" name things.
-    if not (span.names or (after and after[0] in _OBJECTS)):
+    if not (span.names or (after and after[0] in ACTION_OBJECTS)):
         return ""
     # "send me her invoices", "send the invoices over" deliver what is found; "send out a replacement" acts
     thing = next((w for w in words[first + 1 :] if w not in STOPWORDS or w == "out"), "")
     sends_out = verb == "send" and not _asks(thing) and after != ["me"]
     return span.text if verb in ACTION_VERBS or sends_out else ""
-
-
-_OBJECTS = frozenset(
-    {"the", "a", "an", "his", "her", "their", "my", "our", "your", "its", "him", "them", "it", "out"}
-    | {"whether", "if", "off", "that"}
-)
 
 
 def _corrected_to_a_topic(token: Token) -> bool:
@@ -326,9 +319,6 @@ def _corrected_to_a_topic(token: Token) -> bool:
     written = token.written.lower().removesuffix("'s")
     trusted = _asks(token.word) or token.word in phrase_words() or token.word in record_words()
     return written != token.word and not trusted
-
-
-_ABOUT = frozenset({"about", "re", "regarding", "concerning", "touching", "mentioning", "wrt"})
 
 
 @functools.cache

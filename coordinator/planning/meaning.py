@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coordinator.planning.intents import EXAMPLE_TOPICS, EXAMPLES, STOPWORDS
+from coordinator.planning.lexicon import EXAMPLE_TOPICS, EXAMPLES, STOPWORDS, TOKEN
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ __all__ = ["THRESHOLD", "Match", "nearest_intent"]
 THRESHOLD = 0.6
 
 _READABLE = re.compile(r"[A-Za-z]")
-_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ def _examples() -> tuple[tuple[tuple[str, str], ...], Any]:
     pairs = tuple((intent, example) for intent, examples in EXAMPLES.items() for example in examples)
     # Embedded as a clause is (the same words, lower case, no punctuation), so an example meets itself.
     return pairs, _model().embed(
-        [" ".join(_WORD.findall(example.lower())) for _, example in pairs], norm=True
+        [" ".join(TOKEN.findall(example.lower())) for _, example in pairs], norm=True
     )
 
 
@@ -98,7 +97,7 @@ def _example_words() -> tuple[list[str], Any, list[list[int]]]:
     """Each example's content words (not function words), embedded one by one: the distinct words,
     their vectors, and for each example the indices of its words."""
     pairs, _ = _examples()
-    content = [_meaning_words(_WORD.findall(example.lower()), STOPWORDS) for _, example in pairs]
+    content = [_meaning_words(TOKEN.findall(example.lower()), STOPWORDS) for _, example in pairs]
     distinct = sorted({word for words in content for word in words})
     at = {word: index for index, word in enumerate(distinct)}
     return distinct, _model().embed(distinct, norm=True), [[at[w] for w in words] for words in content]
@@ -130,7 +129,7 @@ _WORD_SUPPORT = 0.5
 def nearest_intent(text: str, unexplained: Collection[str]) -> Match | None:
     """The intent whose example is nearest to ``text`` or to a run of its words holding one of
     ``unexplained``; None when it holds no word the model reads."""
-    words = _WORD.findall(text.lower())
+    words = TOKEN.findall(text.lower())
     if not _READABLE.search(text) or not words:
         return None  # emoji, digits, another script: nothing to compare
     marked = [word in unexplained for word in words]

@@ -185,6 +185,8 @@ class Plan:
     # Asks that wait for a round's findings to say which record they are about (the next round's).
     follow_ups: tuple[FollowUp, ...] = ()
     rounds: int = 1  # how many rounds planned it: each later one added tasks that follow findings
+    # The intent rules that fired (coordinator.planning.rules.RULES), by name: the deterministic planner's.
+    rules: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -198,6 +200,7 @@ class Plan:
         spans: tuple[Any, ...] = (),
         follow_ups: tuple[FollowUp, ...] = (),
         rounds: int = 1,
+        rules: tuple[str, ...] = (),
     ) -> Plan:
         """Build and check a plan; a plan that must not run raises ``PlanError``.
 
@@ -236,7 +239,7 @@ class Plan:
                 raise PlanError(f"a follow-up waits for {follow_up.after!r}, which is not in the plan")
         return cls(
             query=query, tasks=by_id, graph=graph, unplanned=unplanned, notes=notes, spans=spans,
-            follow_ups=follow_ups, rounds=rounds,
+            follow_ups=follow_ups, rounds=rounds, rules=rules,
         )  # fmt: skip
 
     def order(self) -> list[PlannedTask]:
@@ -294,4 +297,5 @@ class Plan:
             "spans": [span.describe() for span in self.spans],
             **({"follow_ups": [f.describe() for f in self.follow_ups]} if self.follow_ups else {}),
             **({"rounds": self.rounds} if self.rounds > 1 else {}),
+            **({"rules": list(self.rules)} if self.rules else {}),
         }

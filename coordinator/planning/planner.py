@@ -40,28 +40,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from coordinator.planning.accounting import account_for_words
-from coordinator.planning.intents import (
-    INTENTS,
-    PRODUCT_WORDS,
-    REFUND_PAID,
-    SYMPTOM_WORDS,
-    Intent,
-    intent_named,
-)
-from coordinator.planning.intents import TOPIC_WORDS as SEARCHED_TOPICS
+from coordinator.planning.intents import INTENTS, Intent, intent_named
+from coordinator.planning.lexicon import REFUND_PAID
+from coordinator.planning.lexicon import TOPIC_WORDS as SEARCHED_TOPICS
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
 from coordinator.planning.rounds import (
-    asks_money_back,
     awaiting,
     fallback_of,
     follow_up,
     newest,
     on_the_order,
-    refunds_all,
     words_read,
 )
-from coordinator.planning.spans import ASKS, Span
+from coordinator.planning.rules import Facts, adjust
 from coordinator.planning.spans import clauses as clauses_of
 from coordinator.planning.tools import (
     ARGUMENT_PHRASES,
@@ -150,26 +142,12 @@ class _Planner:
         # (ask, orders search): an ask about the order the next round chooses from what the search finds
         self.awaiting: list[tuple[str, _Call]] = []
         self.refund_amount_known = True
-        self.intents = set(reading.intents)
         self.refund_paid = bool(REFUND_PAID.search(reading.query.lower()))
-        money_back = "refund" not in self.intents and not self.refund_paid and asks_money_back(reading)
-        # "give her the £139 back": a refund on one of her orders (the next round finds which); of an order
-        # named, a question ("£38 back on ORD-1, ok?") asks if it is allowed (not "she wants £45 back")
-        ordered = reading.values("order_id")
-        if money_back and ("?" in reading.query if ordered else reading.of("email", "customer_id", "name")):
-            self.intents.add("refund")
-        if self.refund_paid:
-            # whether a refund was paid: the invoices say, and the orders which one was sent back
-            self.intents = (self.intents - {"refund"}) | {"invoices"}
-            if reading.of("email", "customer_id", "name"):
-                self.intents.add("orders")
         self.pairs, self.single_amounts = _pair_amounts(reading)
         self.pairs = self._at_most(
             self.pairs, "refund checks", lambda pair: f"{pair[1].describe()} on {pair[0].value}"
         )
         paired_orders = {order.value for order, _ in self.pairs}
-        if "invoices" in self.intents and _only_the_amount_paid(reading, self.pairs):
-            self.intents.discard("invoices")
         self.customers = self._customers()
         orders = self._at_most(reading.values("order_id"), "orders", str)
         self.orders = [_Subject("order", order, {"order_id": order}) for order in orders]
@@ -178,16 +156,10 @@ class _Planner:
             for subject in self.orders
             if subject.label not in paired_orders
         }
-        self.intents -= _answered_by_lookups(reading)
-        if self.orders and _asked_words(reading) & intent_named("orders").words <= _ONE_ORDER:
-            # "the knock box in my order has a crack" beside "#10019": the order named is the one meant;
-            # so is a story's "I ordered it (ORD-10023)": only what asks can ask for other orders.
-            self.intents.discard("orders")
-        if "orders" in reading.inferred and self.order_lookups:
-            # "can you check where this is up to?" after naming ORD-10002: read by meaning, an ask about
-            # orders is about the order named, which its lookup answers, not a search of all of them.
-            self.intents.discard("orders")
         self.articles = [_Subject("article", a, {"article_id": a}) for a in reading.values("article_id")]
+        # What the question's records imply beyond its words: the intent rules (``rules.RULES``)
+        intents, self.rules = adjust(self._facts(), reading.intents)
+        self.intents = set(intents)
         # One search text for every text search: the query's own words, and the word each topical
         # intent always searches for ("refund" for "money back").
         words, self.unknown_ids = _without_unknown_ids(reading)
@@ -398,7 +370,6 @@ class _Planner:
                 or self._lookup_call("article_id", article.label)
             )
         self.plan_refunds()
-        self._implied_intents()
         self._await_the_tickets()
         for intent in INTENTS:
             if intent.name in self.intents and not self.plan_intent(intent):
@@ -441,30 +412,15 @@ class _Planner:
             )
         return Plan.of(
             reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable,
-            spans=tuple(spans), follow_ups=follow_ups,
+            spans=tuple(spans), follow_ups=follow_ups, rules=self.rules,
         )  # fmt: skip
 
-    def _implied_intents(self) -> None:
-        """What the question's records imply beyond its words."""
-        reading = self.reading
-        if not self.customers or refunds_all(reading):
-            # everything about an order is the order alone (below); "refund the lot" is the whole
-            # order, not all about the customer
-            self.intents.discard("everything")
-        nobody = not self.customers and not self.orders and not self.articles
-        if (
-            nobody
-            and not self.intents & {"tickets", "policies"}
-            and set(reading.topic) & (PRODUCT_WORDS | SYMPTOM_WORDS)
-        ):
-            self.intents |= {"tickets", "policies"}  # a product or symptom alone: who reported it, what we do
-        if (
-            self.order_lookups
-            and not self.customers
-            and not self.articles
-            and not (self.intents | reading.weak_intents) - {"orders"}
-        ):
-            self.intents.add("tickets")  # an order alone: what the sources can say about it
+    def _facts(self) -> Facts:
+        return Facts(
+            self.reading, customers=bool(self.customers), orders=bool(self.orders),
+            order_lookups=bool(self.order_lookups), articles=bool(self.articles), refund_paid=self.refund_paid,
+            only_the_amount_paid=_only_the_amount_paid(self.reading, self.pairs),
+        )  # fmt: skip
 
     def _refund_research_purpose(self) -> None:
         """The broker grants financial records for refund research (a write keeps its own purpose)."""
@@ -665,14 +621,6 @@ def _why_asked(write: AskedWrite) -> str:
         return f"the question asks to refund {write.target} in full (the order's total): '{said}'"
     return f"the question asks to refund {pounds(write.amount or 0)} on {write.target}: '{said}'"
 
-
-def _asked_words(reading: Reading) -> set[str]:
-    """The words of the spans that ask (not a story's, not courtesy)."""
-    return {token.word for span in reading.spans if span.role == ASKS for token in span.tokens}
-
-
-# The words for one order ("my order", "the shipment"): with an order named, that order is meant.
-_ONE_ORDER = frozenset({"order", "purchase", "shipment"})
 
 # Arguments that qualify a call rather than say what it is about.
 _QUALIFIERS = frozenset({"text", "choice", "other", "date", "amount", "sku", "links"})
@@ -933,28 +881,6 @@ def _words_in(listed: str) -> set[str]:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:24] or "x"
-
-
-def _answered_by_lookups(reading: Reading) -> set[str]:
-    """The intents asked only in clauses that name what one of their tools looks up: "related
-    articles for KB-ESCALATION", "which policies sit two steps from KB-RETURNS" ask for the article's
-    links, which its lookup answers, not for a search of the words."""
-    answered = set()
-    for intent in INTENTS:
-        if len(intent.tools) != 1:
-            continue  # "everything about jane.doe@example.com" asks every tool, not the lookup alone
-        alternatives = {tool.strip() for tool in intent.tools[0].split("|")}
-        kinds = {kind for kind, tool in LOOKUPS.items() if tool in alternatives}
-        spans = list(reading.spans)
-        clauses = [[spans[i] for i in group] for group in clauses_of(spans)]
-        asking = [clause for clause in clauses if intent.name in {i for span in clause for i in span.asked}]
-        if kinds and asking and all(any(m.kind in kinds for m in _named_in(c, reading)) for c in asking):
-            answered.add(intent.name)
-    return answered
-
-
-def _named_in(clause: list[Span], reading: Reading) -> list[Mention]:
-    return [mention for span in clause for mention in reading.mentions_in(span)]
 
 
 def _unanswerable(intent: Intent) -> Unplanned:

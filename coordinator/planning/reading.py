@@ -41,23 +41,25 @@ from rapidfuzz import process
 from rapidfuzz.distance import DamerauLevenshtein
 
 from coordinator.planning.english import correct, is_english
-from coordinator.planning.intents import (
+from coordinator.planning.intents import INTENTS, Intent, vocabulary
+from coordinator.planning.lexicon import (
     CONTRAST_PHRASES,
+    COUNT_WORDS,
     COURTESY_WORDS,
     FULL_AMOUNT_PHRASES,
     GENERIC_WORDS,
-    INTENTS,
     LIGHT_WORDS,
     LINK_UNITS,
     MONEY_WORDS,
     NEGATION_WORDS,
     NOT_NAMES,
+    NUMBER_WORDS,
+    RECORD_NOUNS,
     REQUEST_WORDS,
     SHORTHAND,
     STOPWORDS,
+    TOKEN,
     TOPIC_WORDS,
-    Intent,
-    vocabulary,
 )
 from coordinator.planning.meaning import nearest_intent
 from coordinator.planning.spans import ASKS, COURTESY, STORY, Span, cut, sentences
@@ -197,9 +199,7 @@ _QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|‘[^’\n]*’|`[^`\n]*`|(?
 # The kinds of thing a question may name only to leave out: what would be looked up or acted on.
 EXCLUDABLE = frozenset({"email", "customer_id", "order_id", "sku", "article_id"})
 # What may stand between a negation and what it leaves out ("not about order ORD-10134", "except for").
-_GOVERNED = STOPWORDS | frozenset(
-    {"order", "orders", "customer", "customers", "account", "email", "sku", "article"}
-)
+_GOVERNED = STOPWORDS | RECORD_NOUNS
 _WORD = re.compile(r"[A-Za-z]{2,}")
 _ID_END = re.compile(r"^\S+")
 
@@ -295,59 +295,23 @@ _ORDER_IDS = (*_in_a_sentence(ORDER_ID, _ORDER_NUMBER), re.compile(rf"(?<![\w£$
 
 # --- money -----------------------------------------------------------------------------------------
 
-_NUMBER = r"(\d{1,3}(?:,\d{3})+(?:\.\d{1,2})?|\d+(?:\.\d{1,2})?)"
+_POUNDS_NUMBER = r"(\d{1,3}(?:,\d{3})+(?:\.\d{1,2})?|\d+(?:\.\d{1,2})?)"
 _POUNDS = (
-    re.compile(rf"£\s?{_NUMBER}"),
-    re.compile(rf"\bGBP\s?{_NUMBER}", re.I),
-    re.compile(rf"{_NUMBER}\s?(?:GBP|pounds?(?:\s+sterling)?|quid|sterling)\b", re.I),
+    re.compile(rf"£\s?{_POUNDS_NUMBER}"),
+    re.compile(rf"\bGBP\s?{_POUNDS_NUMBER}", re.I),
+    re.compile(rf"{_POUNDS_NUMBER}\s?(?:GBP|pounds?(?:\s+sterling)?|quid|sterling)\b", re.I),
     # A bare number right after a refund word is an amount in pounds ("refund 45 on ORD-10031"); only
     # the number is taken, so the refund word is still read.
     re.compile(
         rf"\b(?:refund|reimburse|money\s+back|pay\s+back|give\s+back|compensation)\s+(?:of\s+|for\s+)?"
-        rf"(?P<span>{_NUMBER})\b(?!\s*(?:%|days?|weeks?|months?|years?|items?|x)\b)",
+        rf"(?P<span>{_POUNDS_NUMBER})\b(?!\s*(?:%|days?|weeks?|months?|years?|items?|x)\b)",
         re.I,
     ),
 )
-_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-           "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
-           "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20,
-           "thirty": 30, "sixty": 60, "ninety": 90}  # fmt: skip
-# Counts as written in a sentence: a digit, or a word of ``_COUNTS``.
-_COUNT = rf"(?:\d+|{'|'.join(_COUNTS)})"
+# Counts as written in a sentence: a digit, or a word of ``COUNT_WORDS``.
+_COUNT = rf"(?:\d+|{'|'.join(COUNT_WORDS)})"
 # Amounts in words: "fifty quid", "twenty-five pounds", "a tenner", "two fivers" (MONEY_WORDS).
-_NUMBER_WORDS = [
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-    "twenty",
-    "thirty",
-    "forty",
-    "fifty",
-    "sixty",
-    "seventy",
-    "eighty",
-    "ninety",
-    "hundred",
-    "thousand",
-]
-_IN_WORDS = rf"(?:{'|'.join(_NUMBER_WORDS)})(?:[\s-]+(?:and[\s-]+)?(?:{'|'.join(_NUMBER_WORDS)}))*"
+_IN_WORDS = rf"(?:{'|'.join(NUMBER_WORDS)})(?:[\s-]+(?:and[\s-]+)?(?:{'|'.join(NUMBER_WORDS)}))*"
 _POUNDS_IN_WORDS = re.compile(
     rf"\b(?:a\s+)?(?P<words>{_IN_WORDS})\s+(?:pounds?|quid|gbp|sterling)(?:\s+(?:and\s+)?(?P<pence>{_IN_WORDS})(?:\s+p(?:ence)?)?)?\b",
     re.I,
@@ -383,7 +347,7 @@ def _pounds_in_words(match: re.Match[str]) -> float | None:
 
 
 def _count(word: str) -> int:
-    return int(word) if word.isdigit() else _COUNTS[word.lower()]
+    return int(word) if word.isdigit() else COUNT_WORDS[word.lower()]
 
 
 def _money_word(match: re.Match[str]) -> float:
@@ -398,12 +362,12 @@ def _links(match: re.Match[str]) -> int:
 # An amount in another currency, whole as it was typed (what the gap quotes): "$450", "US$1,250.50",
 # "€12,50", "USD 45", "450 €", "45 dollars", "$5k". A number ends on a digit: "$450." quotes "$450". The
 # number before a symbol or word starts a number ("10031 $" of "ORD-10031 $45" is none).
-_NUMBER = r"\d(?:[\d,.]*\d)?"
+_TYPED_NUMBER = r"\d(?:[\d,.]*\d)?"
 _CURRENCY_CODE = r"(?:USD|EUR|JPY|AUD|CAD|INR|CHF)"
 _OTHER_CURRENCY = re.compile(
-    rf"(?:\b(?:US|AU|CA|NZ|HK|A|C|S))?[$€¥₹]\s?{_NUMBER}(?:k\b)?"
-    rf"|\b{_CURRENCY_CODE}\s?{_NUMBER}(?:k\b)?"
-    rf"|(?<![\w.,-]){_NUMBER}k?\s?(?:[$€¥₹]|(?:{_CURRENCY_CODE}|dollars?|euros?|bucks|yen|rupees?|cents?)\b)",
+    rf"(?:\b(?:US|AU|CA|NZ|HK|A|C|S))?[$€¥₹]\s?{_TYPED_NUMBER}(?:k\b)?"
+    rf"|\b{_CURRENCY_CODE}\s?{_TYPED_NUMBER}(?:k\b)?"
+    rf"|(?<![\w.,-]){_TYPED_NUMBER}k?\s?(?:[$€¥₹]|(?:{_CURRENCY_CODE}|dollars?|euros?|bucks|yen|rupees?|cents?)\b)",
     re.I,
 )
 
@@ -438,8 +402,6 @@ _LAST_N = re.compile(rf"(?:the\s+)?(?:last|past|previous)\s+(?P<count>{_COUNT})\
 _PAST_ONE = re.compile(
     r"(?:the\s+)?(?:past|last)\s+(?P<unit>fortnight)|(?:the\s+)?past\s+(?P<unit2>week|month|year)", re.I
 )
-
-_TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 # A path as people write one: from the root, home or here ("/srv/docs", "~/notes", "./docs", "../a"),
 # or folders and a file with an extension ("docs/refund-policy.md"). "and/or" is no path.
@@ -772,7 +734,7 @@ def _read_words(left: str) -> tuple[list[str], dict[str, str], list[tuple[str, s
     corrected: dict[str, str] = {}
     corrections: list[tuple[str, str]] = []
     words: list[str] = []
-    for token in _TOKEN.findall(left.lower()):
+    for token in TOKEN.findall(left.lower()):
         word = token.removesuffix("'s")
         corrected[word] = _correct(word)
         if corrected[word] != word:
@@ -836,7 +798,7 @@ def _sentence_intents(spans: list[Span], left: str) -> list[frozenset[str]]:
     """For each span, what its sentence asks by keywords."""
     asked: list[frozenset[str]] = [frozenset()] * len(spans)
     for group in sentences(spans, left):
-        words = _TOKEN.findall(" ".join(left[spans[i].start : spans[i].end] for i in group).lower())
+        words = TOKEN.findall(" ".join(left[spans[i].start : spans[i].end] for i in group).lower())
         intents = _intents(words, " ".join(words))[0]
         for i in group:
             asked[i] = intents
@@ -867,7 +829,7 @@ def _by_meaning(
 
 
 def _words_of(left: str, span: Span) -> str:
-    return " ".join(_TOKEN.findall(left[span.start : span.end].lower()))
+    return " ".join(TOKEN.findall(left[span.start : span.end].lower()))
 
 
 def _unexplained(span: Span, phrases_text: str) -> list[str]:

@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from coordinator.planning.intents import PRODUCT_WORDS, words_of
+from coordinator.planning.lexicon import ANY_ITEM_WORDS, COUNT_WORDS, PRODUCT_WORDS
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Unplanned, said_share
 from coordinator.planning.reading import Reading
 from sources.catalogue import TOOLS
@@ -80,8 +80,6 @@ _ON_THE_ORDER = re.compile(
     r"\b(?:on|about|for) (?:it|that|that order|this order|the order|the one|them|those|these)\b"
 )
 _EACH = re.compile(r"\b(?:on|about|for) (?:them|those|these)\b|\beach\b")
-# Words of things sold that name no item in particular: they pick no order.
-_ANY_ITEM = words_of("item items product products parcel package appliance appliances")
 
 
 def words_read(text: str) -> set[str]:
@@ -117,11 +115,12 @@ def asks_money_back(reading: Reading) -> bool:
 
 # "her three most recent tickets": a count the question states, passed as the search's limit (the
 # orders and tickets searches give the newest first).
+# The counts a question states of its newest records, in words ("three most recent"): two to ten.
+_COUNTS = {word: count for word, count in COUNT_WORDS.items() if 2 <= count <= 10}
 _NEWEST = re.compile(
-    r"\b(?P<count>\d{1,2}|two|three|four|five|six|seven|eight|nine|ten) (?:most recent|latest|last|newest) "
+    rf"\b(?P<count>\d{{1,2}}|{'|'.join(_COUNTS)}) (?:most recent|latest|last|newest) "
     r"(?P<what>tickets|orders)\b"
 )
-_COUNTS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
 
 
 def newest(reading: Reading) -> dict[str, int]:
@@ -175,7 +174,9 @@ def follow_up(ask: str, after: str, reading: Reading, amounts: Sequence[Any]) ->
         if reading.full_amount and reading.full_amount.lower() in text[:split]
         else _share(text[:split]),
         words=tuple(
-            dict.fromkeys(_singular(w) for w in reading.topic if w in PRODUCT_WORDS and w not in _ANY_ITEM)
+            dict.fromkeys(
+                _singular(w) for w in reading.topic if w in PRODUCT_WORDS and w not in ANY_ITEM_WORDS
+            )
         ),
         totals=tuple(first),
         status=next((status for said, status in _STATUSES if said.search(text)), None),
@@ -255,7 +256,7 @@ def next_round(
     for task in tasks:  # a registered source's tasks stay as the first round checked them
         offered.setdefault(task.source, set()).add(task.tool)
     return Plan.of(
-        plan.query, tasks, tuple(unplanned), plan.notes, offered=offered, spans=plan.spans,
+        plan.query, tasks, tuple(unplanned), plan.notes, offered=offered, spans=plan.spans, rules=plan.rules,
         follow_ups=tuple(later), rounds=plan.rounds + 1,
     )  # fmt: skip
 

@@ -25,14 +25,24 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from coordinator.planning.english import is_english
-from coordinator.planning.intents import (
+from coordinator.planning.lexicon import (
     COURTESY_WORDS,
+    DETERMINERS,
+    GREETINGS,
     IRREGULAR_PAST,
+    JOINING,
+    JOINT_PARTS,
+    JOINTS,
+    MOOD_FILLERS,
+    PEOPLE,
+    POSSESSIVES,
     QUESTION_WORDS,
     REQUEST_WORDS,
     SIGN_OFF_WORDS,
     STOPWORDS,
     STORY_OPENERS,
+    TOKEN,
+    WHAT_WORDS,
 )
 
 if TYPE_CHECKING:
@@ -54,7 +64,6 @@ __all__ = [
 
 ASKS, STORY, COURTESY = "asks", "story", "courtesy"
 
-_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 # Where a clause ends: sentence ends, line breaks, commas, dashes and colons, brackets, and the words
 # that join two asks ("orders and tickets", "refund it but check the policy").
 # "+", "&" and list markers ("1)", "(b)") join asks as commas do.
@@ -63,8 +72,6 @@ _BREAK = re.compile(
     r"|\b(?:and|but|also|plus|then|btw|so|as\s+well\s+as|along\s+with|together\s+with|not\s+to\s+mention)\b",
     re.I,
 )
-# Words before a noun that make it the thing asked for ("the tracking number", "her phone").
-_DETERMINERS = frozenset({"the", "their", "her", "his", "its", "my", "your", "our", "a", "an", "any"})
 
 
 @dataclass(frozen=True)
@@ -118,8 +125,8 @@ def cut(
     broken = set(cuts)
     for _, end in named:  # a thing named closes its clause: what follows it is a clause of its own
         end += 2 if text[end : end + 2].lower() == "'s" else 0  # "jane's phone": the possessive is the name's
-        following = _WORD.search(left.lower(), end)
-        if following and not left[end : following.start()].strip() and following[0] not in _JOINING:
+        following = TOKEN.search(left.lower(), end)
+        if following and not left[end : following.start()].strip() and following[0] not in JOINING:
             cuts.add(end)
     possessive = {end + 2 for _, end in named if text[end : end + 2].lower() == "'s"}
     starts = sorted(start for start, _ in named)
@@ -136,7 +143,7 @@ def cut(
             continue
         tokens = tuple(
             Token(correct.get(found[0].removesuffix("'s"), found[0].removesuffix("'s")), start + found.start(), found[0])
-            for found in _WORD.finditer(left[start:end].lower())
+            for found in TOKEN.finditer(left[start:end].lower())
         )  # fmt: skip
         names = names_in(start, end)
         if not names and not _unread(left[start:end]) and _joint(tokens, text[end : end + 1] == "?"):
@@ -147,7 +154,7 @@ def cut(
         unread = tuple(part for part in (_unread(left[start:end]), _foreign(tokens, known)) if part)
         span = replace(span, unread=unread)
         listed = bool(spans) and spans[-1].things and not re.search(r"[.!?;\n]", text[spans[-1].end : start])
-        if start in possessive or listed or (tokens and tokens[0].word in _WHAT):
+        if start in possessive or listed or (tokens and tokens[0].word in WHAT_WORDS):
             span = replace(span, things=True)
         if spans and start not in broken and not text[spans[-1].end : start].strip(" \t'"):
             span = replace(span, goes_on=True)
@@ -155,20 +162,15 @@ def cut(
     return _pasted_letter(_questions_run_on(spans, text), text)
 
 
-# Who a support agent speaks of: a clause that is only one of them and how they feel tells.
-_PEOPLE = frozenset({"customer", "cx", "client", "caller", "she", "he", "they", "she's", "he's", "they're"})
-_POLITE = frozenset({"please", "pls", "plz", "kindly", "is", "are", "very", "really", "so", "getting"})
-
-
 def _a_mood(words: list[str], names: bool, question: bool, known: frozenset[str]) -> bool:
     """Whether a clause only says how someone feels ("cx moaning", "customer furious", "pls, she's
     really upset"): a person, then one word the sources know nothing of, at most a courtesy between."""
-    said = [word for word in words if word not in _POLITE]
+    said = [word for word in words if word not in MOOD_FILLERS]
     return (
         not names
         and not question
         and len(said) == 2
-        and said[0] in _PEOPLE
+        and said[0] in PEOPLE
         and said[1] not in known
         and said[1] not in STOPWORDS
     )
@@ -177,20 +179,13 @@ def _a_mood(words: list[str], names: bool, question: bool, known: frozenset[str]
 def _joint(tokens: tuple[Token, ...], asked: bool) -> bool:
     """Whether a clause is only the joint between two others ("and", "so then"); a question of
     function words is not ("what can we do for her?")."""
-    if all(token.word in _JOINTS or token.word in _JOINT_PARTS for token in tokens):
+    if all(token.word in JOINTS or token.word in JOINT_PARTS for token in tokens):
         return True
     return (
         not asked
         and len(tokens) <= 2
         and all(t.word in STOPWORDS and t.word not in COURTESY_WORDS for t in tokens)
     )
-
-
-_JOINT_PARTS = frozenset({"as", "well", "along", "with", "together", "not", "to", "mention"})  # "as well as"
-_GREETINGS = frozenset({"hi", "hello", "hey", "dear", "hiya", "morning", "afternoon", "evening"})
-_JOINTS = frozenset({"and", "but", "also", "plus", "then", "btw", "so"})
-# Words that go on from a thing named within one clause ("ORD-10031 for 45 quid", "jane's orders").
-_JOINING = frozenset({"for", "on", "of", "to", "from", "with", "in", "at", "by", "s", "or", "vs", "x"})
 
 
 def _span(
@@ -209,7 +204,7 @@ def _span(
     asked = bool(words) and (words[0] in QUESTION_WORDS or words[0] in {"whether", "if"})
     question = written.endswith("?") or rest.startswith("?") or asked
     request = question or any(w in REQUEST_WORDS for w in words)
-    greeting = bool(words) and words[0] in _GREETINGS and len(words) <= 4 and not question
+    greeting = bool(words) and words[0] in GREETINGS and len(words) <= 4 and not question
     if (not content and not names and not question and not _unread(text[start:end])) or (
         greeting and not request
     ):
@@ -408,9 +403,6 @@ def _goes_on(span: Span) -> bool:
     return span.role != COURTESY or not any(t.word in COURTESY_WORDS for t in span.tokens)
 
 
-_POSSESSIVES = frozenset({"her", "his", "their", "its", "my", "your", "our"})
-
-
 def possessed(span: Span, index: int) -> bool:
     """Whether the word at ``index`` is someone's ("her delivery address", "the courier's phone"):
     a thing of theirs asked for, even where its words are a topic's."""
@@ -418,7 +410,7 @@ def possessed(span: Span, index: int) -> bool:
     if before is None:
         return False
     # "jane's", "the courier's"; "it's", "that's", "she's" are "it is", "that is", "she is"
-    return before.word in _POSSESSIVES or (before.written.endswith("'s") and before.word not in STOPWORDS)
+    return before.word in POSSESSIVES or (before.written.endswith("'s") and before.word not in STOPWORDS)
 
 
 def quantity(span: Span, index: int) -> bool:
@@ -428,18 +420,15 @@ def quantity(span: Span, index: int) -> bool:
     return len(words) >= 2 and words[-2] == "how" and words[-1] in {"much", "many"}
 
 
-_WHAT = frozenset({"what", "what's", "whats", "which"})
-
-
 def asks_for_a_thing(span: Span, index: int) -> bool:
     """Whether the word at ``index`` of ``span.tokens`` is a thing asked for: in a clause that names
     things asked for (``Span.things``), after a determiner or a possessive ("the tracking number",
     "her phone"), or before "of/for/on" ("courier for ORD-10768")."""
     before = span.tokens[index - 1] if index else None
-    after = next((t.word for t in span.tokens[index + 1 :] if t.word not in _DETERMINERS), "")
+    after = next((t.word for t in span.tokens[index + 1 :] if t.word not in DETERMINERS), "")
     return (
         span.things
         or quantity(span, index)
-        or (before is not None and (before.word in _DETERMINERS or before.written.endswith("'s")))
+        or (before is not None and (before.word in DETERMINERS or before.written.endswith("'s")))
         or after in {"of", "for", "on"}
     )

@@ -59,7 +59,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from coordinator.planning.intents import (
+from coordinator.planning.intents import intent_named
+from coordinator.planning.lexicon import (
     ACTION_VERBS,
     ADDRESSED_LEAD_INS,
     ANAPHORS,
@@ -71,6 +72,7 @@ from coordinator.planning.intents import (
     FULL_AMOUNT_PHRASES,
     MONEY_BACK_VERBS,
     NEGATION_WORDS,
+    NOT_BEFORE_A_VERB,
     NOUN_AFTER,
     PAY_BACK_VERBS,
     PLEASE_WORDS,
@@ -81,6 +83,7 @@ from coordinator.planning.intents import (
     REFUND_NOUNS,
     REFUND_PARTICLES,
     REFUND_VERBS,
+    RELATIVE_WORDS,
     REPORTING_WORDS,
     REQUEST_LEAD_INS,
     REQUEST_WORDS,
@@ -89,7 +92,8 @@ from coordinator.planning.intents import (
     RUN_VERBS,
     SIGN_OFF_WORDS,
     STOPWORDS,
-    intent_named,
+    TOKEN,
+    WANTING_WORDS,
 )
 from coordinator.planning.plan import Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query
@@ -122,18 +126,7 @@ _LEADS = sorted(
     key=lambda lead: -len(lead[0]),
 )
 # The words that open a clause asking for something else ("check ...", "tell me ...", "let me know").
-_OTHER_ASKS = (
-    (REQUEST_WORDS | ACTION_VERBS | {"let"})
-    - REFUND_VERBS
-    - PLEASE_WORDS
-    - {"need", "needs", "want", "wants", "like"}
-)
-# Words before a refund verb that make it no request ("if we can refund it", "to refund").
-_NOT_BEFORE_A_VERB = frozenset(
-    {"to", "can", "could", "would", "should", "will", "may", "might", "must", "we", "i", "you", "they", "she",
-     "he", "be", "cannot", "can't", "not", "never", "don't", "dont"}
-)  # fmt: skip
-_RELATIVE = frozenset({"which", "who", "whom", "whose", "that"})
+_OTHER_ASKS = (REQUEST_WORDS | ACTION_VERBS | {"let"}) - REFUND_VERBS - PLEASE_WORDS - WANTING_WORDS
 _MOST_QUOTED = 80  # characters of a condition an unclear sentence quotes
 _MOST_BETWEEN = 5  # words between a doing verb and its refund noun ("issue her a full goodwill refund")
 
@@ -285,7 +278,7 @@ class _Question:
         please = addressed or self._please(clause)
         if at < len(tokens) and tokens[at].written == "if":  # "if so refund it": the condition, then the verb
             for verb in range(at + 1, min(at + 7, len(tokens))):
-                if tokens[verb - 1].written not in _NOT_BEFORE_A_VERB and self._asks_a_refund(tokens, verb):
+                if tokens[verb - 1].written not in NOT_BEFORE_A_VERB and self._asks_a_refund(tokens, verb):
                     return _Head(verb, please, tokens[at:verb])
             return None
         # The verb opens the clause: after a thing named it is a noun ("ORD-10023 refund £750").
@@ -549,14 +542,11 @@ class _Question:
         nothing: "refund ORD-10031 please, not in full" asks no whole amount."""
         if at <= start:
             return True
-        written = _WRITTEN.findall(self.text[start:at].lower())
+        written = TOKEN.findall(self.text[start:at].lower())
         said = f" {' '.join(written)} "
         return not set(written) & NEGATION_WORDS and not any(
             f" {phrase} " in said for phrase in CONTRAST_PHRASES
         )
-
-
-_WRITTEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 
 def _with_what_follows(clause: _Clause) -> list[tuple[Span, int]]:
@@ -715,7 +705,7 @@ def _opens_a_question(clause: _Clause) -> bool:
     there ..."), not a relative pronoun ("..., which must never be refunded")."""
     tokens = clause.tokens
     at = _lead_in(tokens)[0]
-    return at < len(tokens) and tokens[at].written in QUESTION_WORDS - _RELATIVE
+    return at < len(tokens) and tokens[at].written in QUESTION_WORDS - RELATIVE_WORDS
 
 
 def _marker(tokens: tuple[Token, ...], at: int) -> str:

@@ -1,0 +1,47 @@
+"""The intent rules as a table of named rules: the plan names those that fired, and every rule the
+planner corpus cites is written down (coordinator.planning.rules)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from coordinator.planning.planner import plan_query
+from coordinator.planning.rules import ELSEWHERE, RULES
+
+CORPUS = Path(__file__).parent / "planner_corpus.toml"
+
+
+@pytest.mark.parametrize(
+    ("query", "fired"),
+    [
+        ("what's going on with ORD-10023?", "rule 4: an order alone is the order and its tickets"),
+        ("cracked grinder lid", "rule 12: a product or symptom alone is tickets and policies"),
+        ("everything on ORD-10023", "rule 11: everything is about a customer"),
+        ("was she ever refunded? jane.doe@example.com", "rule 7: whether a refund was paid is asked of the invoices"),
+    ],
+)  # fmt: skip
+def test_the_plan_names_the_rules_that_fired(query: str, fired: str) -> None:
+    plan = plan_query(query)
+    assert fired in plan.rules
+    assert fired in plan.describe()["rules"]
+
+
+def test_a_plan_no_rule_changed_names_none() -> None:
+    plan = plan_query("orders of CUST-00042")
+    assert plan.rules == ()
+    assert "rules" not in plan.describe()
+
+
+def test_every_rule_the_corpus_cites_is_written_down() -> None:
+    cited = {
+        int(n)
+        for group in re.findall(r"rules? ([\d ,and-]+)", CORPUS.read_text())
+        for n in re.findall(r"\d+", group)
+    }
+    written = {int(n) for rule in RULES for n in re.findall(r"\d+", rule.name.split(":")[0])}
+    written |= {int(name.split()[1]) for name in ELSEWHERE}
+    assert cited <= written, f"rules cited but not written down: {sorted(cited - written)}"
+    assert len({rule.name for rule in RULES}) == len(RULES)
