@@ -57,6 +57,9 @@ from tests import corpus  # noqa: E402
 from tests.conftest import MODULES  # noqa: E402
 
 BLIND3 = ROOT / "tests" / "planner_natural_blind3.toml"
+# Of the false COMPLETEs, those whose one difference is reading more: every expected call made and every
+# expected gap listed, plus read-only calls the case does not expect (``tests.corpus.extra_reads``).
+READS_MORE = "false complete, only reading more"
 
 
 def plan_or_refusal(query: str) -> tuple[object, str]:
@@ -170,15 +173,19 @@ async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
         seen = corpus.outcome(case, plan, refusal, ran_with)  # type: ignore[arg-type]
         overall[seen] += 1
         by_kind[kind][seen] += 1
+        if seen == "false complete" and corpus.extra_reads(case, plan, ran_with):  # type: ignore[arg-type]
+            overall[READS_MORE] += 1
+            by_kind[kind][READS_MORE] += 1
         if seen != "exact":
             misses.append((kind, seen, case, plan, refusal, ran_with))
 
     def line(name: str, counts: Counter[str]) -> str:
-        total = sum(counts.values())
+        total = sum(n for outcome, n in counts.items() if outcome != READS_MORE)
         return (
             f"{name:<9} exact {counts['exact']}/{total} = {counts['exact'] / total:.0%}; "
             f"partial {counts['partial']}, refused {counts['refused']}, "
             f"false complete {counts['false complete']}"
+            + (f" ({counts[READS_MORE]} of them only reading more)" if counts[READS_MORE] else "")
         )
 
     print(f"corpus: {args.corpus.name}, {len(cases)} cases")
@@ -194,6 +201,8 @@ async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
             print(f"  planned: {describe(plan) if plan is not None else 'refused: ' + refusal}")
             for problem in corpus.mismatches(case, plan, refusal, ran_with):  # type: ignore[arg-type]
                 print(f"  - {problem}")
+            if extra := corpus.extra_reads(case, plan, ran_with):  # type: ignore[arg-type]
+                print(f"  - only reading more: every expected call made, and {', '.join(extra)}")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any
 
 from coordinator.planning.plan import Plan, PlannedTask, Ref
 from coordinator.planning.tools import TASK_NAMES
+from sources.catalogue import tool_annotations
 
 __all__ = [
     "CORPUS",
@@ -148,13 +149,29 @@ def mismatches(
     wanted = Counter(expected.tool for expected in case.calls)
     if planned != wanted:
         problems.append(f"tools {dict(sorted(planned.items()))} != expected {dict(sorted(wanted.items()))}")
-    free = list(tasks)
+    missing, _ = _paired(case, plan, ran_with or {})
+    problems += [
+        f"no task matches {expected.tool} {expected.exact} {expected.contains}" for expected in missing
+    ]
+    problems += _unplanned_problems(case, plan)
+    return problems
+
+
+def _paired(case: Case, plan: Plan, ran_with: RanWith) -> tuple[list[Expected], list[PlannedTask]]:
+    """The expected calls no task of ``plan`` matches, and the tasks no expected call took."""
+    free = list(plan.tasks.values())
+    missing = []
     for expected in case.calls:
-        match = next((task for task in free if _matches(expected, task, plan, ran_with or {})), None)
+        match = next((task for task in free if _matches(expected, task, plan, ran_with)), None)
         if match is None:
-            problems.append(f"no task matches {expected.tool} {expected.exact} {expected.contains}")
+            missing.append(expected)
         else:
             free.remove(match)
+    return missing, free
+
+
+def _unplanned_problems(case: Case, plan: Plan) -> list[str]:
+    problems = []
     listed = [str(item) for item in plan.unplanned]
     if case.unplanned is None:
         if listed:
@@ -164,6 +181,22 @@ def mismatches(
             if not any(text.lower() in item.lower() for item in listed):
                 problems.append(f"unplanned should mention {text!r}: {listed}")
     return problems
+
+
+def extra_reads(case: Case, plan: Plan | None, ran_with: RanWith | None = None) -> list[str]:
+    """The calls ``plan`` makes beyond what ``case`` expects, when that is its only difference: every
+    expected call made, the gaps expected listed, and each further call a read (``readOnlyHint``).
+    Empty otherwise: a plan that misses anything, or writes more, is not merely reading more. A
+    benchmark figure only: the tests count such a plan as a miss like any other."""
+    if case.refused or plan is None or _unplanned_problems(case, plan):
+        return []
+    missing, free = _paired(case, plan, ran_with or {})
+    annotations = tool_annotations()
+    if missing or any(
+        not annotations.get(task.source, {}).get(task.tool, {}).get("readOnlyHint") for task in free
+    ):
+        return []
+    return [f"{task.source}.{task.tool}" for task in free]
 
 
 def _calls(plan: Plan) -> str:

@@ -163,6 +163,37 @@ def test_a_researched_plan_s_upstream_value_is_scored_as_it_ran(
     assert mismatches(notation, plan, "", ran_with) == []  # the plan's own notation always matches
 
 
+@pytest.mark.parametrize(
+    ("expected", "extra"),
+    [
+        (
+            ["orders.get_order order_id=ORD-10451", "kb.search_policies query~refund"],
+            ["billing.refund_eligibility"],
+        ),
+        (["orders.get_order order_id=ORD-10451"], ["billing.refund_eligibility", "kb.search_policies"]),
+        (["orders.get_order order_id=ORD-10999", "kb.search_policies query~refund"], []),  # one missed
+        (
+            [
+                "orders.get_order order_id=ORD-10451",
+                "billing.refund_eligibility order_id=ORD-10451",
+                "kb.search_policies query~refund",
+                "tickets.search_tickets",
+            ],
+            [],
+        ),
+    ],
+)
+def test_only_reading_more_is_told_apart_from_missing_something(
+    expected: list[str], extra: list[str]
+) -> None:
+    """The benchmark's split of a false COMPLETE: every expected call made plus read-only ones, or not."""
+    plan = plan_query("can we refund ORD-10451 in full?")
+    case = Case(plan.query, False, tuple(corpus._expected(spec) for spec in expected), None)
+    assert sorted(corpus.extra_reads(case, plan)) == extra
+    gap = Case(plan.query, False, case.calls, ("ORD-10451",))
+    assert corpus.extra_reads(gap, plan) == []  # an expected gap not listed is missing something
+
+
 @pytest.mark.parametrize("order", ["ORD-10451", "ORD-10031"])
 @pytest.mark.parametrize(
     "phrasing",
