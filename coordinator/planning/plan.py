@@ -99,6 +99,8 @@ class FollowUp:
       ``after``) the question points at by what it holds (``words``), its total (``totals``), its
       ``status`` or being the ``latest``; of ``amount``, or else ``share`` of the order's total;
     - "tickets": the tickets of that order (of each such order, up to a bound, when ``each``);
+    - "order": nothing more than that order itself, found already ("her cafetiere order"): several
+      matching where the question means one is a gap listing them;
     - "fallback": a second check on ``order`` made only if the check ``after`` was refused ("if
       not, what about a third?"): of ``amount``, or ``share`` of it.
     A refund follow-up with ``fallback_amount`` or ``fallback_share`` leaves such a fallback in turn.
