@@ -7,6 +7,7 @@ why, and the trace shows a ``plan`` span per round.
 
 from __future__ import annotations
 
+import calendar
 import functools
 import random
 from collections import Counter
@@ -312,3 +313,23 @@ async def test_an_order_picked_by_its_items_among_several_is_a_gap_naming_each(
         if asked == 4:
             break
     assert asked == 4
+
+
+def _dated(order: dict[str, Any]) -> bool:
+    """An order of a customer anyone may look up, not placed in May ("may" is read as a verb)."""
+    return order["customer_id"] not in {"CUST-00001", "CUST-00013"} and order["placed_on"][5:7] != "05"
+
+
+@pytest.mark.parametrize("order", _drawn(3, _dated), ids=lambda o: o["id"])
+@pytest.mark.parametrize(
+    "phrasing",
+    ["{name}'s {month} order - did it ever get delivered?", "{name}: the {month} order, any news?"],
+)
+def test_a_month_before_the_order_dates_the_customers_orders_searched(
+    order: dict[str, Any], phrasing: str
+) -> None:
+    month = calendar.month_name[int(order["placed_on"][5:7])]
+    plan = plan_query(phrasing.format(name=_customer_of(order)["name"], month=month))
+    (search,) = [task for task in plan.tasks.values() if task.tool == "search_orders"]
+    assert search.arguments["placed_after"][5:7] == order["placed_on"][5:7], search.arguments
+    assert [f.ask for f in plan.follow_ups] == ["order"] and plan.follow_ups[0].dated

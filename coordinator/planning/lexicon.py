@@ -275,7 +275,7 @@ REFUND_PAID = re.compile(
     r"|\b(?:did|has|have)\b[^.?!]{0,40}?\b(?:money|refund|refnd|payment)\b[^.?!]{0,40}?"
     r"\b(?:go|gone|went) (?:back|through|thru)(?: (?:on|to|into) (?:his|her|their|the|my) (?:card|account|bank))?\b"
     # "the money of his return, it is arrived on his account?"
-    r"|\b(?:money|refund|payment)\b[^?!]{0,60}?\b(?:arrived|landed|reached|hit|shown up|showed up)\b"
+    r"|\b(?:money|refund|payment)\b(?:[^.?!\n]|\.(?=\w)){0,60}?\b(?:arrived|landed|reached|hit|shown up|showed up)\b"
     r"[^.?!]{0,20}?\b(?:account|card|bank)\b"
     r"|\b(?:took|taken|take) (?:the |his |her |their |my )?(?:money|payment)\b"
     r"|\b(?:it|that|he|she|they) (?:was|were|has been|have been|had been) refunded\b"

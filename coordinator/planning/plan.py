@@ -115,6 +115,7 @@ class FollowUp:
     status: str | None = None  # "the returned one"
     latest: bool = False  # "her last order"
     each: bool = False  # "tickets on them": every order that matches
+    dated: bool = False  # "her October order": the orders search was narrowed to the dates asked
     order: str = ""  # a fallback's order
     fallback_amount: float | None = None
     fallback_share: float | None = None
@@ -123,7 +124,7 @@ class FollowUp:
     def picks(self) -> bool:
         """Whether the question says which order beyond an amount alone: "refund £45 for
         CUST-00042" names no order to look for (the amount is listed as not placed, as in one round)."""
-        return bool(self.words or self.status or self.latest or self.share is not None)
+        return bool(self.words or self.status or self.latest or self.dated or self.share is not None)
 
     @property
     def amounts_placed(self) -> tuple[float, ...]:

@@ -185,6 +185,7 @@ def follow_up(ask: str, after: str, reading: Reading, amounts: Sequence[Any]) ->
         status=next((status for said, status in _STATUSES if said.search(text)), None),
         latest=bool(_LATEST.search(text)),
         each=bool(_EACH.search(text)),
+        dated=bool(reading.of("dates")),
         fallback_amount=second[0] if second else None,
         fallback_share=_share(text[split:]) if split < len(text) else None,
     )
@@ -313,7 +314,7 @@ def _fallback(follow_up: FollowUp, first: PlannedTask, taken: set[str]) -> Plann
 
 def _select(follow_up: FollowUp, orders: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
     """The orders the question picks among ``orders``, and how it picked them, in words."""
-    chosen, said = list(orders), []
+    chosen, said = list(orders), ["it was placed in the dates asked"] if follow_up.dated else []
     if follow_up.totals:
         by_total = [o for o in chosen if _number(o.get("total")) in follow_up.totals]
         if by_total:
