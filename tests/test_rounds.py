@@ -7,6 +7,11 @@ why, and the trace shows a ``plan`` span per round.
 
 from __future__ import annotations
 
+import calendar
+import functools
+import random
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,6 +23,7 @@ from coordinator.planning.rounds import MOST_CHOSEN, next_round
 from coordinator.reporting.report import ResearchReport, TaskSummary
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
+from sources.world import build_world
 from tests.conftest import MODULES, call, credential, wire
 from tests.test_coordinator import ask, in_memory
 from traces import attributes as names
@@ -215,3 +221,115 @@ async def test_a_count_the_question_states_is_the_searchs_limit(settings: Source
     (tickets,) = [task for task in report.tasks if task.tool == "search_tickets"]
     assert tickets.arguments["limit"] == 3
     assert len([f for f in report.findings if f.tool == "search_tickets"]) <= 3
+
+
+# --- issue 45, blind set 4: records reached through another record, and has-the-money-moved asks ----
+# Generated from the demo world (seed 42): several phrasings x several records drawn from it.
+
+
+@functools.cache
+def _world_orders() -> tuple[dict[str, Any], ...]:
+    return tuple(build_world(42).tables["orders"]["orders"])
+
+
+def _drawn(count: int, keep: Callable[[dict[str, Any]], bool] = lambda order: True) -> list[dict[str, Any]]:
+    """``count`` orders of the demo world, drawn with seed 42 among those ``keep`` accepts."""
+    return random.Random(42).sample([order for order in _world_orders() if keep(order)], count)
+
+
+@pytest.mark.parametrize("order", [order["id"] for order in _drawn(3)])
+@pytest.mark.parametrize(
+    ("phrasing", "tool", "arguments"),
+    [
+        ("{id} - what else has that customer ordered from us?", "search_orders", {}),
+        ("who placed {id}, and what else have they bought?", "search_orders", {}),
+        ("Whoever placed {id}: pull up their other orders", "search_orders", {}),
+        ("Who placed {id}? Pull any other open tickets that customer has.", "search_tickets", {"status": "open"}),
+    ],
+)  # fmt: skip
+def test_the_other_records_of_an_orders_customer_are_searched_by_its_customer_id(
+    order: str, phrasing: str, tool: str, arguments: dict[str, Any]
+) -> None:
+    plan = plan_query(phrasing.format(id=order))
+    (search,) = [task for task in plan.tasks.values() if task.tool == tool]
+    lookup = next(task for task in plan.tasks.values() if task.tool == "get_order")
+    assert lookup.arguments == {"order_id": order}
+    assert search.arguments == {"customer_id": Ref(lookup.id, "customer_id"), **arguments}, search.arguments
+
+
+_PAID_ASKS = (
+    "has teh refnd for {order} gone thru??",
+    "{order} was sent back - did the money ever go back to the customer?",
+    "did the refund for {order} go back on the card?",
+    "has the refund for {email} come through?",
+    "Writing for {email}. The money of his return, it is arrived on his account or still not?",
+    "{name} thinks we still took the money for the cancelled order",
+)
+
+
+def _customer_of(order: dict[str, Any]) -> dict[str, Any]:
+    return next(
+        c for c in build_world(42).tables["customers"]["customers"] if c["id"] == order["customer_id"]
+    )
+
+
+@pytest.mark.parametrize(
+    "order", _drawn(3, lambda order: order["status"] == "returned"), ids=lambda o: o["id"]
+)
+@pytest.mark.parametrize("phrasing", _PAID_ASKS)
+def test_has_the_money_gone_back_in_other_words_is_asked_of_the_invoices(
+    order: dict[str, Any], phrasing: str
+) -> None:
+    customer = _customer_of(order)
+    query = phrasing.format(order=order["id"], email=customer["email"], name=customer["name"])
+    tools = {task.tool for task in plan_query(query).tasks.values()}
+    assert "list_invoices" in tools and "refund_eligibility" not in tools, (query, tools)
+
+
+async def test_an_order_picked_by_its_items_among_several_is_a_gap_naming_each(
+    settings: SourceSettings,
+) -> None:
+    """ "Scott Knowles cafetiere order": the orders whose items hold the product named, listed where
+    several match and one is meant; never complete."""
+    rng, asked = random.Random(42), 0
+    for customer_id in sorted({o["customer_id"] for o in _world_orders()}):
+        found = await orders_of(settings, customer_id)
+        products = Counter(
+            item["description"] for o in found for item in {i["description"]: i for i in o["items"]}.values()
+        )
+        shared = sorted(name for name, count in products.items() if count >= 2)
+        customer = next(c for c in build_world(42).tables["customers"]["customers"] if c["id"] == customer_id)
+        if not shared or customer_id in {"CUST-00001", "CUST-00013"}:
+            continue
+        product = rng.choice(shared)
+        word = product.split(",")[0].lower()
+        phrasing = rng.choice(["can u check {c} {p} order", "{c}'s {p} order — what's going on with it?"])
+        query = phrasing.format(c=customer["email"], p=word)
+        matching = [o["id"] for o in found if any(i["description"] == product for i in o["items"])]
+        report = await ask(settings, query)
+        listed = " ".join(item.why for item in report.unplanned)
+        assert report.status == "partial" and all(order in listed for order in matching), (query, listed)
+        asked += 1
+        if asked == 4:
+            break
+    assert asked == 4
+
+
+def _dated(order: dict[str, Any]) -> bool:
+    """An order of a customer anyone may look up, not placed in May ("may" is read as a verb)."""
+    return order["customer_id"] not in {"CUST-00001", "CUST-00013"} and order["placed_on"][5:7] != "05"
+
+
+@pytest.mark.parametrize("order", _drawn(3, _dated), ids=lambda o: o["id"])
+@pytest.mark.parametrize(
+    "phrasing",
+    ["{name}'s {month} order - did it ever get delivered?", "{name}: the {month} order, any news?"],
+)
+def test_a_month_before_the_order_dates_the_customers_orders_searched(
+    order: dict[str, Any], phrasing: str
+) -> None:
+    month = calendar.month_name[int(order["placed_on"][5:7])]
+    plan = plan_query(phrasing.format(name=_customer_of(order)["name"], month=month))
+    (search,) = [task for task in plan.tasks.values() if task.tool == "search_orders"]
+    assert search.arguments["placed_after"][5:7] == order["placed_on"][5:7], search.arguments
+    assert [f.ask for f in plan.follow_ups] == ["order"] and plan.follow_ups[0].dated

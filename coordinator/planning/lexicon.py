@@ -266,9 +266,19 @@ EXAMPLE_TOPICS: dict[str, tuple[str, ...]] = {
 # whether money moved is in billing's invoices (paid and refunded amounts), not in a policy, and not
 # a question of whether a refund would be allowed. Such a question is answered from the invoices
 # (and the customer's orders, to tell which was sent back), never complete without them.
+# A dot followed by a letter is inside an email or a name ("jane.doe@example.com"), not a sentence's end.
 REFUND_PAID = re.compile(
-    r"\b(?:refund|refunds|money|it|that|payment)\b[^.?!]{0,40}?\b(?:gone through|went through|come through|"
-    r"came through|been paid|paid out|gone out|went out|been processed|been issued|gone back|paid yet)\b"
+    r"\b(?:refund|refunds|refnd|rfnd|money|it|that|payment)\b(?:[^.?!]|\.(?=\w)){0,40}?"
+    r"\b(?:(?:gone|went|come|came) (?:through|thru)|"
+    r"been paid|paid out|gone out|went out|been processed|been issued|gone back|paid yet)\b"
+    # "did the money ever go back to the customer?", "did his refund ... go back on his card?"
+    r"|\b(?:did|has|have)\b[^.?!]{0,40}?\b(?:money|refund|refnd|payment)\b[^.?!]{0,40}?"
+    r"\b(?:go|gone|went) (?:back|through|thru)(?: (?:on|to|into) (?:his|her|their|the|my) (?:card|account|bank))?\b"
+    # "the money of his return, it is arrived on his account?"
+    r"|\b(?:money|refund|payment)\b(?:[^.?!\n]|\.(?=\w)){0,60}?\b(?:arrived|landed|reached|hit|shown up|showed up)\b"
+    r"[^.?!]{0,20}?\b(?:account|card|bank)\b"
+    r"|\b(?:took|taken|take) (?:the |his |her |their |my )?(?:money|payment)\b"
+    r"|\b(?:it|that|he|she|they) (?:was|were|has been|have been|had been) refunded\b"
     r"|\b(?:ever|been|actually|already|they|he|she) (?:been )?refunded\b"
     r"|\brefund (?:paid|processed|issued|sent)\b"
     r"|\bwas (?:s?he|they|it) (?:ever |actually )?(?:charged|refunded)\b"
@@ -492,6 +502,13 @@ ABOUT_WORDS = frozenset({"about", "re", "regarding", "concerning", "touching", "
 RECORD_NOUNS = frozenset({"order", "orders", "customer", "customers", "account", "email", "sku", "article"})
 # The words for one order ("my order", "the shipment"): with an order named, that order is meant.
 ONE_ORDER = frozenset({"order", "purchase", "shipment"})
+# "Who placed ORD-10412, and what else have they ordered?", "any other open tickets that customer has":
+# with an order named and no customer, the customer who placed it is whom the orders or tickets asked
+# are of (their search takes the order's customer_id), not the order itself.
+THEIR_OTHER = re.compile(
+    r"\bwhat else\b|\belse (?:have|has|did|do|does) (?:they|he|she|that customer|the customer)\b"
+    r"|\b(?:any|their|his|her|all)? ?other (?:open |closed |recent )?(?:orders|tickets|purchases)\b"
+)
 
 # --- numbers in words (coordinator.planning.reading, coordinator.planning.rounds) --------------------
 

@@ -99,6 +99,8 @@ class FollowUp:
       ``after``) the question points at by what it holds (``words``), its total (``totals``), its
       ``status`` or being the ``latest``; of ``amount``, or else ``share`` of the order's total;
     - "tickets": the tickets of that order (of each such order, up to a bound, when ``each``);
+    - "order": nothing more than that order itself, found already ("her cafetiere order"): several
+      matching where the question means one is a gap listing them;
     - "fallback": a second check on ``order`` made only if the check ``after`` was refused ("if
       not, what about a third?"): of ``amount``, or ``share`` of it.
     A refund follow-up with ``fallback_amount`` or ``fallback_share`` leaves such a fallback in turn.
@@ -113,6 +115,7 @@ class FollowUp:
     status: str | None = None  # "the returned one"
     latest: bool = False  # "her last order"
     each: bool = False  # "tickets on them": every order that matches
+    dated: bool = False  # "her October order": the orders search was narrowed to the dates asked
     order: str = ""  # a fallback's order
     fallback_amount: float | None = None
     fallback_share: float | None = None
@@ -121,7 +124,7 @@ class FollowUp:
     def picks(self) -> bool:
         """Whether the question says which order beyond an amount alone: "refund £45 for
         CUST-00042" names no order to look for (the amount is listed as not placed, as in one round)."""
-        return bool(self.words or self.status or self.latest or self.share is not None)
+        return bool(self.words or self.status or self.latest or self.dated or self.share is not None)
 
     @property
     def amounts_placed(self) -> tuple[float, ...]:

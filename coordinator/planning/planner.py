@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 from coordinator.planning.accounting import account_for_words
 from coordinator.planning.intents import INTENTS, Intent, intent_named
-from coordinator.planning.lexicon import REFUND_PAID
+from coordinator.planning.lexicon import ONE_ORDER, REFUND_PAID, THEIR_OTHER
 from coordinator.planning.lexicon import TOPIC_WORDS as SEARCHED_TOPICS
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
@@ -51,6 +51,7 @@ from coordinator.planning.rounds import (
     follow_up,
     newest,
     on_the_order,
+    singular,
     words_read,
 )
 from coordinator.planning.rules import Facts, adjust
@@ -157,6 +158,7 @@ class _Planner:
             if subject.label not in paired_orders
         }
         self.articles = [_Subject("article", a, {"article_id": a}) for a in reading.values("article_id")]
+        self.placed_by = self._placed_by()
         # What the question's records imply beyond its words: the intent rules (``rules.RULES``)
         intents, self.rules = adjust(self._facts(), reading.intents)
         self.intents = set(intents)
@@ -194,6 +196,21 @@ class _Planner:
             values = {"customer": mention.value if mention.kind != "name" else None}
             values["customer_id"] = mention.value if mention.kind == "customer_id" else None
             subjects.append(_Subject("customer", mention.value, values, lookup))
+        return subjects
+
+    def _placed_by(self) -> list[_Subject]:
+        """The customers who placed the orders named, where the question asks of them and names no
+        customer ("who placed ORD-10412, and what else have they ordered?"): their searches take the
+        customer_id the order's lookup gives."""
+        if self.customers or not self.orders or not THEIR_OTHER.search(self.reading.query.lower()):
+            return []
+        subjects = []
+        for order in self.orders:
+            lookup = self.order_lookups.get(order.label) or self._add(
+                self._lookup_call("order_id", order.label)
+            )
+            self.order_lookups[order.label] = lookup
+            subjects.append(_Subject("customer", f"the customer of {order.label}", {}, lookup))
         return subjects
 
     def _lookup_call(self, kind: str, value: str) -> _Call:
@@ -301,7 +318,7 @@ class _Planner:
         return planned
 
     def _calls_for(self, alternatives: list[str]) -> list[_Call]:
-        scopes: list[list[_Subject]] = [self.customers, self.orders]
+        scopes: list[list[_Subject]] = [self.customers or self.placed_by, self.orders]
         if self.text:
             scopes.append([_Subject("text", self.text, {"text": self.text})])
         scopes.append(self.articles)
@@ -380,6 +397,7 @@ class _Planner:
             for call in self._registered_calls(tool):
                 self._add(call)
         self._await_the_order()
+        self._await_the_order_meant()
         for call in self.calls:  # "her three most recent tickets": the newest three, not a text search's best
             limit = newest(reading).get(call.tool)
             if limit and "query" not in call.arguments and "limit" in self.tools[call.tool]:
@@ -419,6 +437,7 @@ class _Planner:
         return Facts(
             self.reading, customers=bool(self.customers), orders=bool(self.orders),
             order_lookups=bool(self.order_lookups), articles=bool(self.articles), refund_paid=self.refund_paid,
+            placed_by=bool(self.placed_by),
             only_the_amount_paid=_only_the_amount_paid(self.reading, self.pairs),
         )  # fmt: skip
 
@@ -435,6 +454,7 @@ class _Planner:
         been-paid ask, answered from the invoices."""
         query = self.reading.query
         read = {word for f in follow_ups for word in f.words}
+        read |= {word for word in self.reading.topic if singular(word) in read}  # "scales" as "scale"
         if follow_ups or any(task.tool == "search_orders" for task in tasks):
             read |= words_read(query)
         paid = REFUND_PAID.search(query.lower())
@@ -454,6 +474,17 @@ class _Planner:
             return
         self.refund_amount_known = wanted.how_much
         self._await("refund")
+
+    def _await_the_order_meant(self) -> None:
+        """One of a customer's orders the question picks by what it holds, its status or date ("Scott
+        Knowles' cafetiere order", "her October order"), asked of itself: the next round selects it
+        among the orders found, and lists the candidates where several match."""
+        asked = {token.word for span in self.reading.spans for token in span.tokens}
+        one_order = bool(asked & ONE_ORDER) and not asked & {"orders", "purchases"}
+        if "orders" not in self.intents or self.awaiting or self.orders or not one_order:
+            return
+        if follow_up("order", "", self.reading, self.single_amounts).picks:
+            self._await("order")
 
     def _await(self, ask: str) -> None:
         for customer in self.customers:

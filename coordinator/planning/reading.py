@@ -395,7 +395,9 @@ _DATES = re.compile(
     rf"\bbetween\s+(?P<first>{_WHEN})\s+and\s+(?P<second>{_WHEN})\b"
     rf"|\b(?:(?P<keyword>{_KEYWORD})\s+(?:the\s+)?)?(?P<when>{_WHEN})\b"
     # A month or a year alone is a date only after a word that says so ("in october", "since 2025").
-    rf"|\b(?P<bare_keyword>{_KEYWORD})\s+(?:the\s+)?(?P<bare>{_MONTH}|20\d\d)(?=\W|$)",
+    rf"|\b(?P<bare_keyword>{_KEYWORD})\s+(?:the\s+)?(?P<bare>{_MONTH}|20\d\d)(?=\W|$)"
+    # or before the order it dates ("her October order"; not "may", a verb as often as a month)
+    rf"|\b(?!may\b)(?P<month_of>{_MONTH})(?=\s+(?:order|orders|purchase|purchases)\b)",
     re.I,
 )
 _LAST_N = re.compile(rf"(?:the\s+)?(?:last|past|previous)\s+(?P<count>{_COUNT})\s+(?P<unit>{_UNIT})", re.I)
@@ -520,7 +522,7 @@ def _back(count: int, unit: str) -> date:
 def _dates(match: re.Match[str]) -> DateRange:
     if match["first"]:
         return _bounds(_period(match["first"])[0], _period(match["second"])[1])
-    first, last = _period(match["when"] or match["bare"])
+    first, last = _period(match["when"] or match["bare"] or match["month_of"])
     keyword = " ".join((match["keyword"] or match["bare_keyword"] or "").lower().split())
     keyword = SHORTHAND.get(keyword, keyword)  # "b4 2026-06-01"
     if keyword == "from" and last > first:  # "orders from October 2026": placed in it

@@ -40,6 +40,7 @@ __all__ = [
     "next_round",
     "on_the_order",
     "refunds_all",
+    "singular",
     "words_read",
 ]
 
@@ -175,13 +176,16 @@ def follow_up(ask: str, after: str, reading: Reading, amounts: Sequence[Any]) ->
         else _share(text[:split]),
         words=tuple(
             dict.fromkeys(
-                _singular(w) for w in reading.topic if w in PRODUCT_WORDS and w not in ANY_ITEM_WORDS
+                singular(w)
+                for w in reading.topic
+                if PRODUCT_WORDS & {w, singular(w)} and w not in ANY_ITEM_WORDS
             )
         ),
         totals=tuple(first),
         status=next((status for said, status in _STATUSES if said.search(text)), None),
         latest=bool(_LATEST.search(text)),
         each=bool(_EACH.search(text)),
+        dated=bool(reading.of("dates")),
         fallback_amount=second[0] if second else None,
         fallback_share=_share(text[split:]) if split < len(text) else None,
     )
@@ -242,6 +246,8 @@ def next_round(
         if not chosen or len(chosen) > (MOST_CHOSEN if follow_up.each else 1):
             unplanned.append(_candidates(follow_up, chosen or orders, how, matched=bool(chosen)))
             continue
+        if follow_up.ask == "order":
+            continue  # the order meant is among the findings already: nothing more to research
         for order in chosen:
             added = _task_for(follow_up, order, how, taken={task.id for task in tasks})
             if isinstance(added, Unplanned):
@@ -308,7 +314,7 @@ def _fallback(follow_up: FollowUp, first: PlannedTask, taken: set[str]) -> Plann
 
 def _select(follow_up: FollowUp, orders: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
     """The orders the question picks among ``orders``, and how it picked them, in words."""
-    chosen, said = list(orders), []
+    chosen, said = list(orders), ["it was placed in the dates asked"] if follow_up.dated else []
     if follow_up.totals:
         by_total = [o for o in chosen if _number(o.get("total")) in follow_up.totals]
         if by_total:
@@ -341,10 +347,10 @@ def _held(order: Mapping[str, Any]) -> set[str]:
         str(item.get("description", "")) for item in order.get("items") or [] if isinstance(item, dict)
     )
     words = set(re.findall(r"[a-z]+", text.lower()))
-    return words | {_singular(word) for word in words}
+    return words | {singular(word) for word in words}
 
 
-def _singular(word: str) -> str:
+def singular(word: str) -> str:
     return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
 
 
@@ -401,7 +407,9 @@ def _unique(task: PlannedTask, taken: set[str]) -> PlannedTask:
 
 
 def _asked(follow_up: FollowUp) -> str:
-    return "the order the refund is about" if follow_up.ask == "refund" else "the order the tickets are about"
+    return {"refund": "the order the refund is about", "tickets": "the order the tickets are about"}.get(
+        follow_up.ask, "the order meant"
+    )
 
 
 def _candidates(follow_up: FollowUp, orders: list[dict[str, Any]], how: str, *, matched: bool) -> Unplanned:

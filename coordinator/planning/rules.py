@@ -34,6 +34,7 @@ class Facts:
     articles: bool  # a KB article is named
     refund_paid: bool  # "has the refund been paid / come through"
     only_the_amount_paid: bool  # every clause asking of invoices holds a refund check's amount
+    placed_by: bool  # the orders or tickets asked are of the customer who placed the order named
 
 
 @dataclass(frozen=True)
@@ -147,14 +148,18 @@ RULES: tuple[Rule, ...] = (
         '"the knock box in my order has a crack" beside "#10019": its lookup answers it; only words '
         "that ask for other orders search them",
         lambda facts, intents: (
-            facts.orders and _asked_words(facts.reading) & intent_named("orders").words <= ONE_ORDER
+            facts.orders
+            and not facts.placed_by
+            and _asked_words(facts.reading) & intent_named("orders").words <= ONE_ORDER
         ),
         lambda facts, intents: intents - {"orders"},
     ),
     Rule(
         "rule 5: orders read by meaning are the order named",
         '"can you check where this is up to?" after naming ORD-10002: the order\'s lookup answers it',
-        lambda facts, intents: "orders" in facts.reading.inferred and facts.order_lookups,
+        lambda facts, intents: (
+            "orders" in facts.reading.inferred and facts.order_lookups and not facts.placed_by
+        ),
         lambda facts, intents: intents - {"orders"},
     ),
     Rule(
