@@ -333,3 +333,31 @@ def test_a_month_before_the_order_dates_the_customers_orders_searched(
     (search,) = [task for task in plan.tasks.values() if task.tool == "search_orders"]
     assert search.arguments["placed_after"][5:7] == order["placed_on"][5:7], search.arguments
     assert [f.ask for f in plan.follow_ups] == ["order"] and plan.follow_ups[0].dated
+
+
+def _one_of_status(status: str) -> list[dict[str, Any]]:
+    """Orders that are their customer's only one of ``status``, drawn with seed 42."""
+    counts = Counter((o["customer_id"], o["status"]) for o in _world_orders())
+    return _drawn(2, lambda o: o["status"] == status and counts[o["customer_id"], status] == 1 and _dated(o))
+
+
+@pytest.mark.parametrize(
+    ("phrasing", "status"),
+    [
+        ("{name}'s order that's shown as shipped - anything in tickets about it?", "shipped"),
+        ("{name}: the shipped one, any tickets on it?", "shipped"),
+        ("{name}, order marked as shipped. tickets on it?", "shipped"),
+        ("{name}: the one still processing, any tickets on it?", "processing"),
+        ("{name} - the cancelled one, tickets on it?", "cancelled"),
+    ],
+)
+async def test_a_status_word_picks_the_order_the_tickets_are_on(
+    settings: SourceSettings, phrasing: str, status: str
+) -> None:
+    for order in _one_of_status(status):
+        plan = plan_query(phrasing.format(name=_customer_of(order)["name"]))
+        (search,) = [task for task in plan.tasks.values() if task.tool == "search_orders"]
+        grown = next_round(plan, {search.id: await orders_of(settings, order["customer_id"])})
+        assert grown is not None
+        tickets = [task.arguments for task in grown.tasks.values() if task.tool == "search_tickets"]
+        assert tickets == [{"order_id": order["id"]}], (phrasing, order, grown.unplanned)

@@ -74,6 +74,14 @@ _STATUSES = (
     (re.compile(r"\bprocessing\b"), "processing"),
     (re.compile(r"\bcancel(?:l?ed)?\b"), "cancelled"),
     (re.compile(r"\b(?:was|were|got|been|that) (?:actually )?delivered\b"), "delivered"),
+    # "shown as shipped", "the shipped one": said of the order's state, not "when will it be shipped"
+    (
+        re.compile(
+            r"\b(?:shown|marked|listed|showing|shows|says|that's|that is|which is|still|already) (?:as )?shipped\b"
+            r"|\bshipped (?:one|order)\b"
+        ),
+        "shipped",
+    ),
 )
 _LATEST = re.compile(r"\b(?:latest|most recent|newest|last order|recent order)\b")
 # Tickets asked of the order the question points at ("any tickets on it"), or of several ("on them").
