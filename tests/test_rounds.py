@@ -361,3 +361,28 @@ async def test_a_status_word_picks_the_order_the_tickets_are_on(
         assert grown is not None
         tickets = [task.arguments for task in grown.tasks.values() if task.tool == "search_tickets"]
         assert tickets == [{"order_id": order["id"]}], (phrasing, order, grown.unplanned)
+
+
+def _articles() -> list[dict[str, Any]]:
+    """Policy articles of the demo world, drawn with seed 42 (the VIP one is about accounts, not read here)."""
+    policies = [p for p in build_world(42).tables["kb"]["policies"] if p["id"] != "KB-VIP"]
+    return random.Random(42).sample(policies, 3)
+
+
+@pytest.mark.parametrize("article", _articles(), ids=lambda a: a["id"])
+@pytest.mark.parametrize(
+    ("phrasing", "depth"),
+    [
+        ("the {title} policy and whatever it points to pls", None),
+        ("Look up our policy on {title} and list the articles linked to it.", None),
+        ("{title} article plus anything linked to it up to two hops away", 2),
+        ("Find the {title} article and everything up to three links away from it", 3),
+    ],
+)
+async def test_the_links_of_an_article_found_by_a_search_are_followed_at_the_depth_stated(
+    settings: SourceSettings, article: dict[str, Any], phrasing: str, depth: int | None
+) -> None:
+    report = await ask(settings, phrasing.format(title=article["title"].lower()))
+    (related,) = [task for task in report.tasks if task.tool == "related_policies"]
+    assert related.arguments == {"article_id": article["id"], **({"depth": depth} if depth else {})}
+    assert related.follows and related.follows.startswith("policies:"), related.follows

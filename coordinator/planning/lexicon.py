@@ -136,7 +136,8 @@ STOPWORDS = words_of(
     "same other another one two three both each per via re regarding regards concerning touching case's customer's "
     "quick quickly asap urgent today yesterday now currently still ever again after before since until till "
     "between during last past this next week weeks month months year years day days ago back placed may "
-    "made make when where whose has been thing things older linked related connected links link"
+    "made make when where whose has been thing things older linked related connected links link "
+    "points pointing"
 )
 
 # First names that are also everyday English words: never read as a person in a query.
@@ -313,6 +314,12 @@ FULL_AMOUNT_PHRASES = (
 # Counts of links in words ("two hops out", "3 links away", "depth 2"): the unit words, read as a count
 # for an argument whose schema says it counts links (``sources.formats.LINKS_DESCRIPTION``).
 LINK_UNITS = words_of("hop hops link links level levels step steps jump jumps deep")
+# The articles linked to the one a policy search finds ("the returns policy and whatever it points
+# to", "the articles linked to it"): the next round follows the links of the search's best match.
+ARTICLE_LINKS = re.compile(
+    r"\b(?:linked|related|connected|links?|points?|pointing|refers?|referring) (?:to|from|with) (?:it|that|this)\b"
+    r"|\b(?:it|that|this) (?:points|links|refers) to\b"
+)
 
 # --- the structure of a clause: what asks, what tells a story, what is only courtesy -------------------
 

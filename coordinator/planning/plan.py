@@ -103,6 +103,8 @@ class FollowUp:
       matching where the question means one is a gap listing them;
     - "fallback": a second check on ``order`` made only if the check ``after`` was refused ("if
       not, what about a third?"): of ``amount``, or ``share`` of it.
+    - "related": the articles linked to the best match of the policy search ``after`` ("the returns
+      policy and whatever it points to"), up to ``depth`` links away where the question says.
     A refund follow-up with ``fallback_amount`` or ``fallback_share`` leaves such a fallback in turn.
     """
 
@@ -119,6 +121,7 @@ class FollowUp:
     order: str = ""  # a fallback's order
     fallback_amount: float | None = None
     fallback_share: float | None = None
+    depth: int | None = None  # a related follow-up's count of links ("two hops out")
 
     @property
     def picks(self) -> bool:
@@ -150,6 +153,10 @@ class FollowUp:
             else f"of {whole}" if self.share == 1.0
             else f"of £{self.amount:g}" if self.amount is not None else ""
         )  # fmt: skip
+        if self.ask == "related":
+            return f"after {self.after}: the articles linked to the best match" + (
+                f", up to {self.depth} links away" if self.depth else ""
+            )
         if self.ask == "fallback":
             return f"if billing refuses {self.after}: a second refund check {how_much} on {self.order}"
         clauses = [

@@ -41,12 +41,13 @@ from typing import Any, TypeVar
 
 from coordinator.planning.accounting import account_for_words
 from coordinator.planning.intents import INTENTS, Intent, intent_named
-from coordinator.planning.lexicon import ONE_ORDER, REFUND_PAID, THEIR_OTHER
+from coordinator.planning.lexicon import ARTICLE_LINKS, ONE_ORDER, REFUND_PAID, THEIR_OTHER
 from coordinator.planning.lexicon import TOPIC_WORDS as SEARCHED_TOPICS
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
 from coordinator.planning.rounds import (
     awaiting,
+    awaiting_links,
     fallback_of,
     follow_up,
     newest,
@@ -398,6 +399,7 @@ class _Planner:
                 self._add(call)
         self._await_the_order()
         self._await_the_order_meant()
+        self._await_the_article()
         for call in self.calls:  # "her three most recent tickets": the newest three, not a text search's best
             limit = newest(reading).get(call.tool)
             if limit and "query" not in call.arguments and "limit" in self.tools[call.tool]:
@@ -410,7 +412,7 @@ class _Planner:
         # An amount a follow-up places is listed until the round that places it (so no plan drops it)
         awaited = {amount for f in follow_ups for amount in f.amounts_placed}
         self.unplanned += [awaiting(a.describe()) for a in reading.of("amount") if a.value in awaited]
-        self.unplanned += _unaccounted(reading, tasks, self.unplanned, self.catalog)
+        self.unplanned += self._unaccounted_now(tasks, follow_ups)
         self.unplanned += [_no_tool_takes(identifier) for identifier in self.unknown_ids]
         # A write the question seems to ask but cannot be honoured as asked: not done, and what to write
         # instead (where the planner lists the same thing already, "a refund on ORD-10031", its entry stays).
@@ -432,6 +434,14 @@ class _Planner:
             reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable,
             spans=tuple(spans), follow_ups=follow_ups, rules=self.rules,
         )  # fmt: skip
+
+    def _unaccounted_now(self, tasks: list[PlannedTask], follow_ups: tuple[FollowUp, ...]) -> list[Unplanned]:
+        """What the query names that this round's tasks do not use; a count of links a related
+        follow-up passes as its depth is listed as awaiting that round, as an amount is."""
+        depths = {f.depth for f in follow_ups if f.depth}
+        waiting = [awaiting_links(m.text) for m in self.reading.of("links") if m.value in depths]
+        unused = _unaccounted(self.reading, tasks, [*self.unplanned, *waiting], self.catalog)
+        return [*waiting, *(gap for gap in unused if gap.what not in {w.what for w in waiting})]
 
     def _facts(self) -> Facts:
         return Facts(
@@ -485,6 +495,15 @@ class _Planner:
             return
         if follow_up("order", "", self.reading, self.single_amounts).picks:
             self._await("order")
+
+    def _await_the_article(self) -> None:
+        """The links of an article the question finds by a search, not by its id ("the returns policy
+        and whatever it points to", "the shipping article and everything two links away from it"):
+        the next round follows the links of the search's best match."""
+        asked = self.reading.of("links") or ARTICLE_LINKS.search(self.reading.query.lower())
+        search = next((call for call in self.calls if call.tool == "kb.search_policies"), None)
+        if asked and search is not None and not self.articles:
+            self.awaiting.append(("related", search))
 
     def _await(self, ask: str) -> None:
         for customer in self.customers:

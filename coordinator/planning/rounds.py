@@ -34,6 +34,7 @@ __all__ = [
     "MOST_CHOSEN",
     "asks_money_back",
     "awaiting",
+    "awaiting_links",
     "fallback_of",
     "follow_up",
     "newest",
@@ -196,6 +197,7 @@ def follow_up(ask: str, after: str, reading: Reading, amounts: Sequence[Any]) ->
         dated=bool(reading.of("dates")),
         fallback_amount=second[0] if second else None,
         fallback_share=_share(text[split:]) if split < len(text) else None,
+        depth=next(iter(reading.values("links")), None) if ask == "related" else None,
     )
 
 
@@ -216,12 +218,17 @@ def fallback_of(
     return FollowUp("fallback", check, amount=amount, share=share, order=order)
 
 
-_AWAITING = "a later round places it from what the earlier ones find (the order meant, or billing's answer to a first check)"
+_AWAITING = "a later round places it from what the earlier ones find (the order or article meant, or billing's answer to a first check)"
 
 
 def awaiting(amount: str) -> Unplanned:
     """An amount a follow-up places, listed until the round that places it: no plan drops it."""
     return Unplanned(f"the amount {amount}", _AWAITING, "nothing: the next round places it")
+
+
+def awaiting_links(said: str) -> Unplanned:
+    """A count of links a related follow-up passes as its depth ("two hops"), listed until then."""
+    return Unplanned(f"'{said}'", _AWAITING, "nothing: the next round places it")
 
 
 def next_round(
@@ -238,6 +245,13 @@ def next_round(
     unplanned = [item for item in plan.unplanned if item.why != _AWAITING]  # placed now, or not needed
     later: list[FollowUp] = []
     for follow_up in plan.follow_ups:
+        if follow_up.ask == "related":
+            added = _related(follow_up, findings.get(follow_up.after, ()), taken={t.id for t in tasks})
+            if isinstance(added, PlannedTask):
+                tasks.append(added)
+            else:
+                unplanned.append(added)
+            continue
         if follow_up.ask == "fallback":
             if follow_up.after in refused:
                 tasks.append(_fallback(follow_up, plan.tasks[follow_up.after], taken={t.id for t in tasks}))
@@ -316,6 +330,26 @@ def _fallback(follow_up: FollowUp, first: PlannedTask, taken: set[str]) -> Plann
         {"order_id": follow_up.order, "amount": amount}, purpose=_REFUND_PURPOSE, depends_on=(),
         why=f"follows {first.id}, refused: the question asks next whether {pounds(amount)} ({said}) may be refunded",
         follows=f"{first.id}:refused",
+    )  # fmt: skip
+    return _unique(task, taken)
+
+
+def _related(follow_up: FollowUp, found: Sequence[Any], taken: set[str]) -> PlannedTask | Unplanned:
+    """The links of the article a policy search found first: the search ranks its best match first,
+    and that is the article the question means ("the returns policy and whatever it points to")."""
+    articles = [str(r["id"]) for r in found if isinstance(r, dict) and "id" in r]
+    if not articles:
+        return Unplanned(
+            "the articles linked to the one asked about",
+            f"no policy article was found ({follow_up.after} found none)",
+            "name the article, e.g. 'articles linked to KB-RETURNS'",
+        )
+    depth = {"depth": follow_up.depth} if follow_up.depth else {}
+    task = PlannedTask(
+        f"related_policies_{_slug(articles[0])}", "kb", "related_policies", {"article_id": articles[0], **depth},
+        depends_on=(follow_up.after,), follows=f"{follow_up.after}:{articles[0]}",
+        why=f"follows {articles[0]}, the best match of {follow_up.after}: the article meant; the articles "
+        "linked to it were asked" + (f", up to {follow_up.depth} links away" if follow_up.depth else ""),
     )  # fmt: skip
     return _unique(task, taken)
 
