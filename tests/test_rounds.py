@@ -386,3 +386,44 @@ async def test_the_links_of_an_article_found_by_a_search_are_followed_at_the_dep
     (related,) = [task for task in report.tasks if task.tool == "related_policies"]
     assert related.arguments == {"article_id": article["id"], **({"depth": depth} if depth else {})}
     assert related.follows and related.follows.startswith("policies:"), related.follows
+
+
+@functools.cache
+def _items_of_orders() -> dict[str, list[str]]:
+    items: dict[str, list[str]] = {}
+    for item in build_world(42).tables["orders"]["order_items"]:
+        items.setdefault(item["order_id"], []).append(item["description"])
+    return items
+
+
+def _only_holder(order: dict[str, Any]) -> bool:
+    """An order holding one product that no other order of its customer holds."""
+    items = _items_of_orders()
+    others = {d for o in _world_orders() if o["customer_id"] == order["customer_id"] and o["id"] != order["id"]
+              for d in items.get(o["id"], [])}  # fmt: skip
+    return (
+        _dated(order) and len(set(items.get(order["id"], []))) == 1 and not others & set(items[order["id"]])
+    )
+
+
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "Subject: {product} never arrived\n\nHello,\nI ordered a {product} and it still hasn't turned up. "
+        "Can someone tell me what is happening?\n\nKind regards,\n{name}",
+        "{name} says the {product} she ordered never arrived - can you look into it?",
+        "{email}: ordered a {product}, still waiting for it. what's going on?",
+    ],
+)
+async def test_a_complaint_that_the_order_never_came_is_asked_of_its_tickets(
+    settings: SourceSettings, phrasing: str
+) -> None:
+    for order in _drawn(3, _only_holder):
+        customer = _customer_of(order)
+        product = _items_of_orders()[order["id"]][0].split(",")[0].lower()
+        plan = plan_query(phrasing.format(product=product, name=customer["name"], email=customer["email"]))
+        (search,) = [task for task in plan.tasks.values() if task.tool == "search_orders"]
+        grown = next_round(plan, {search.id: await orders_of(settings, order["customer_id"])})
+        assert grown is not None, (phrasing, order, plan.follow_ups)
+        tickets = [task.arguments for task in grown.tasks.values() if task.tool == "search_tickets"]
+        assert tickets == [{"order_id": order["id"]}], (phrasing, order, product, grown.unplanned)

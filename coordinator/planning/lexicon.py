@@ -517,6 +517,14 @@ THEIR_OTHER = re.compile(
     r"|\b(?:any|their|his|her|all)? ?other (?:open |closed |recent )?(?:orders|tickets|purchases)\b"
 )
 
+# "never arrived", "they still haven't turned up", "still waiting on it": a complaint that an order did
+# not come, which the order's tickets answer (what support was told, what they did).
+NOT_ARRIVED = re.compile(
+    r"\b(?:never|not|hasn['’]?t|haven['’]?t|didn['’]?t|not yet|still not)\s+(?:yet\s+)?"
+    r"(?:arrived?|turn(?:ed)? up|show(?:n|ed)? up|received?|been delivered|got here|come|came)\b"
+    r"|\bstill waiting\b"
+)
+
 # --- numbers in words (coordinator.planning.reading, coordinator.planning.rounds) --------------------
 
 # Counts as written in a sentence ("the last two weeks", "three hops out").

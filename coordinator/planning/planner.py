@@ -41,7 +41,14 @@ from typing import Any, TypeVar
 
 from coordinator.planning.accounting import account_for_words
 from coordinator.planning.intents import INTENTS, Intent, intent_named
-from coordinator.planning.lexicon import ARTICLE_LINKS, ONE_ORDER, REFUND_PAID, THEIR_OTHER
+from coordinator.planning.lexicon import (
+    ARTICLE_LINKS,
+    NOT_ARRIVED,
+    ONE_ORDER,
+    REFUND_PAID,
+    SYMPTOM_WORDS,
+    THEIR_OTHER,
+)
 from coordinator.planning.lexicon import TOPIC_WORDS as SEARCHED_TOPICS
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
@@ -490,11 +497,14 @@ class _Planner:
         Knowles' cafetiere order", "her October order"), asked of itself: the next round selects it
         among the orders found, and lists the candidates where several match."""
         asked = {token.word for span in self.reading.spans for token in span.tokens}
-        one_order = bool(asked & ONE_ORDER) and not asked & {"orders", "purchases"}
+        # "I ordered two cold brew makers and they never arrived": a complaint about the order that
+        # holds them, asked of its tickets
+        complaint = bool(NOT_ARRIVED.search(self.reading.query.lower()) or asked & SYMPTOM_WORDS)
+        one_order = bool(asked & ONE_ORDER or complaint) and not asked & {"orders", "purchases"}
         if "orders" not in self.intents or self.awaiting or self.orders or not one_order:
             return
         if follow_up("order", "", self.reading, self.single_amounts).picks:
-            self._await("order")
+            self._await("tickets" if complaint else "order")
 
     def _await_the_article(self) -> None:
         """The links of an article the question finds by a search, not by its id ("the returns policy
