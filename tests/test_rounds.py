@@ -427,3 +427,33 @@ async def test_a_complaint_that_the_order_never_came_is_asked_of_its_tickets(
         assert grown is not None, (phrasing, order, plan.follow_ups)
         tickets = [task.arguments for task in grown.tasks.values() if task.tool == "search_tickets"]
         assert tickets == [{"order_id": order["id"]}], (phrasing, order, product, grown.unplanned)
+
+
+def _newest_of_customer(order: dict[str, Any]) -> str | None:
+    """The id of the newest order of ``order``'s customer, if one order alone is the newest."""
+    theirs = [o for o in _world_orders() if o["customer_id"] == order["customer_id"]]
+    last = max(o["placed_on"] for o in theirs)
+    newest = [o["id"] for o in theirs if o["placed_on"] == last]
+    return newest[0] if len(newest) == 1 else None
+
+
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "Whoever owns {id}: find their newest order and tell me if there are tickets about it.",
+        "who placed {id}? any tickets on their latest order?",
+        "{id} - whoever placed it, pull their most recent order and any tickets on it",
+    ],
+)
+async def test_the_newest_order_of_whoever_owns_an_order_is_found_through_its_customer(
+    settings: SourceSettings, phrasing: str
+) -> None:
+    for order in _drawn(3, lambda o: _dated(o) and _newest_of_customer(o) not in (None, o["id"])):
+        plan = plan_query(phrasing.format(id=order["id"]))
+        lookup = next(task for task in plan.tasks.values() if task.tool == "get_order")
+        (search,) = [task for task in plan.tasks.values() if task.tool == "search_orders"]
+        assert search.arguments == {"customer_id": Ref(lookup.id, "customer_id")}
+        grown = next_round(plan, {search.id: await orders_of(settings, order["customer_id"])})
+        assert grown is not None, (phrasing, plan.follow_ups)
+        tickets = [task.arguments for task in grown.tasks.values() if task.tool == "search_tickets"]
+        assert tickets == [{"order_id": _newest_of_customer(order)}], (phrasing, order, grown.unplanned)

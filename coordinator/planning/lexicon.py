@@ -352,7 +352,7 @@ LIGHT_WORDS = words_of(
     "history details detail record records twice once yet else especially particularly mainly only even "
     "news update updates info everything anything stuff bits thing things case cases say says said "
     "tell told ask asked mention mentioned exactly actually really definitely probably maybe either "
-    "whether anyone someone somebody people person folks mistake error sure behind whoever whatever "
+    "whether anyone someone somebody people person folks mistake error sure behind whoever whatever owns "
     "agent pasted inbox forwarded fwd within neighbours neighbors "
     "connect connects reachable deep away lately nearly almost nothin nuthin true correct "
     # contractions typed without their apostrophe
@@ -509,12 +509,14 @@ ABOUT_WORDS = frozenset({"about", "re", "regarding", "concerning", "touching", "
 RECORD_NOUNS = frozenset({"order", "orders", "customer", "customers", "account", "email", "sku", "article"})
 # The words for one order ("my order", "the shipment"): with an order named, that order is meant.
 ONE_ORDER = frozenset({"order", "purchase", "shipment"})
-# "Who placed ORD-10412, and what else have they ordered?", "any other open tickets that customer has":
+# "Who placed ORD-10412, and what else have they ordered?", "any other open tickets that customer has",
+# "whoever owns ORD-10098: their newest order":
 # with an order named and no customer, the customer who placed it is whom the orders or tickets asked
 # are of (their search takes the order's customer_id), not the order itself.
 THEIR_OTHER = re.compile(
     r"\bwhat else\b|\belse (?:have|has|did|do|does) (?:they|he|she|that customer|the customer)\b"
     r"|\b(?:any|their|his|her|all)? ?other (?:open |closed |recent )?(?:orders|tickets|purchases)\b"
+    r"|\b(?:their|his|her) (?:newest|latest|most recent|last|recent) (?:orders?|purchases?)\b"
 )
 
 # "never arrived", "they still haven't turned up", "still waiting on it": a complaint that an order did

@@ -515,8 +515,13 @@ class _Planner:
         if asked and search is not None and not self.articles:
             self.awaiting.append(("related", search))
 
+    def _whose_orders(self) -> list[_Subject]:
+        """The customers whose orders a follow-up chooses among: those named, else those who placed
+        the orders named ("whoever owns ORD-10098: their newest order")."""
+        return self.customers or self.placed_by
+
     def _await(self, ask: str) -> None:
-        for customer in self.customers:
+        for customer in self._whose_orders():
             search = self._bind("orders.search_orders", customer, derived=False)
             if search is not None:
                 self.awaiting.append((ask, self._add(search)))
@@ -524,7 +529,8 @@ class _Planner:
     def _await_the_tickets(self) -> None:
         """Tickets asked of the order a customer's question points at ("her latest order and any
         tickets on it"): that order's tickets, next round, not every ticket of the customer."""
-        if "tickets" in self.intents and self.customers and not self.orders and on_the_order(self.reading):
+        meant = not self.orders or self.placed_by  # an order named only to say whose is not the one meant
+        if "tickets" in self.intents and self._whose_orders() and meant and on_the_order(self.reading):
             self.intents.discard("tickets")
             self._await("tickets")
 

@@ -88,6 +88,7 @@ _LATEST = re.compile(r"\b(?:latest|most recent|newest|last order|recent order)\b
 # Tickets asked of the order the question points at ("any tickets on it"), or of several ("on them").
 _ON_THE_ORDER = re.compile(
     r"\b(?:on|about|for) (?:it|that|that order|this order|the order|the one|them|those|these)\b"
+    r"|\b(?:on|about|for) (?:their|his|her) (?:newest|latest|most recent|last) order\b"
 )
 _EACH = re.compile(r"\b(?:on|about|for) (?:them|those|these)\b|\beach\b")
 
