@@ -457,3 +457,34 @@ async def test_the_newest_order_of_whoever_owns_an_order_is_found_through_its_cu
         assert grown is not None, (phrasing, plan.follow_ups)
         tickets = [task.arguments for task in grown.tasks.values() if task.tool == "search_tickets"]
         assert tickets == [{"order_id": _newest_of_customer(order)}], (phrasing, order, grown.unplanned)
+
+
+def _only_order_with(description: str) -> Callable[[dict[str, Any]], bool]:
+    def keep(order: dict[str, Any]) -> bool:
+        items = _items_of_orders()
+        theirs = [o["id"] for o in _world_orders() if o["customer_id"] == order["customer_id"]]
+        holding = [i for i in theirs if description in items.get(i, [])]
+        return _dated(order) and holding == [order["id"]]
+
+    return keep
+
+
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "{name}'s cafetière order - any tickets on it?",
+        "{email}: the cafetière one, tickets on it pls",
+        "can u check {name} cafetières order, tickets on it?",
+    ],
+)
+async def test_an_accented_product_name_picks_the_order_holding_it(
+    settings: SourceSettings, phrasing: str
+) -> None:
+    for order in _drawn(3, _only_order_with("Cafetiere, 8 cup")):
+        customer = _customer_of(order)
+        plan = plan_query(phrasing.format(name=customer["name"], email=customer["email"]))
+        (search,) = [task for task in plan.tasks.values() if task.tool == "search_orders"]
+        grown = next_round(plan, {search.id: await orders_of(settings, order["customer_id"])})
+        assert grown is not None, (phrasing, plan.follow_ups)
+        tickets = [task.arguments for task in grown.tasks.values() if task.tool == "search_tickets"]
+        assert tickets == [{"order_id": order["id"]}], (phrasing, order, grown.unplanned)

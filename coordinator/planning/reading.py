@@ -678,6 +678,7 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
     for each in list(_FULL_AMOUNT.finditer(scanner.left)):
         if "refund" not in each[0].lower():  # "the whole order" is an amount, not orders; "full refund" asks
             scanner.blank(*each.span())
+    scanner.left = _without_accents(scanner.left)  # "cafetière" is the shop's "cafetiere"
     words, corrected, corrections = _read_words(scanner.left)
     named = [(mention.start, mention.start + len(mention.text)) for mention in scanner.mentions]
     spans = cut(text, scanner.left, named, corrected, _record_talk())
@@ -700,6 +701,16 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         inferred=intents - keyword_intents,
         excluded=tuple(excluded),
         other_currency=tuple(scanner.set_aside),
+    )
+
+
+def _without_accents(text: str) -> str:
+    """``text`` with each accented letter as its base letter ("cafetière" -> "cafetiere"), one
+    character for one, so every offset into the query still holds (unicodedata's decomposition, not
+    a table of letters of our own)."""
+    return "".join(
+        base[0] if len(base := unicodedata.normalize("NFD", char)) > 1 and base[0].isascii() else char
+        for char in text
     )
 
 
