@@ -705,13 +705,17 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
 
 
 def _without_accents(text: str) -> str:
-    """``text`` with each accented letter as its base letter ("cafetière" -> "cafetiere"), one
-    character for one, so every offset into the query still holds (unicodedata's decomposition, not
-    a table of letters of our own)."""
-    return "".join(
-        base[0] if len(base := unicodedata.normalize("NFD", char)) > 1 and base[0].isascii() else char
-        for char in text
-    )
+    """``text`` with each word of the shop's written with accents as the shop writes it ("cafetière"
+    -> "cafetiere"), one character for one, so every offset into the query still holds; other
+    accented words stay as typed (they are another language, reported as not read)."""
+
+    def plain(word: re.Match[str]) -> str:
+        # unicodedata's decomposition, not a table of letters of our own
+        folded = "".join(unicodedata.normalize("NFD", char)[0] for char in word[0])
+        known = {folded.lower(), folded.lower().removesuffix("s")} & TOPIC_WORDS
+        return folded if known and len(folded) == len(word[0]) else word[0]
+
+    return re.sub(r"\w*[^\W\d_a-zA-Z]\w*", plain, text)
 
 
 def _scan(text: str, entities: Mapping[str, str] | None, *, paths: bool) -> tuple[_Scanner, list[Mention]]:
