@@ -3,6 +3,7 @@ planner corpus cites is written down (coordinator.planning.rules)."""
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
 
@@ -45,3 +46,27 @@ def test_every_rule_the_corpus_cites_is_written_down() -> None:
     written |= {int(name.split()[1]) for name in ELSEWHERE}
     assert cited <= written, f"rules cited but not written down: {sorted(cited - written)}"
     assert len({rule.name for rule in RULES}) == len(RULES)
+
+
+def _policy_titles() -> list[str]:
+    """Titles of the demo world's policy articles, drawn with seed 42."""
+    from sources.world import build_world
+
+    titles = [policy["title"].lower() for policy in build_world(42).tables["kb"]["policies"]]
+    return random.Random(42).sample(titles, 3)
+
+
+@pytest.mark.parametrize("title", _policy_titles())
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "look up the {title} policy",
+        "Look up our policy on {title} please",
+        "can you look up the {title} article?",
+    ],
+)
+def test_a_policy_looked_up_asks_no_customer(phrasing: str, title: str) -> None:
+    plan = plan_query(phrasing.format(title=title))
+    assert [task.tool for task in plan.tasks.values()] == ["search_policies"]
+    assert not [item.what for item in plan.unplanned if "customer" in item.what], plan.unplanned
+    assert "rule 10: a policy looked up asks no customer" in plan.rules

@@ -97,6 +97,16 @@ def _answered_by_lookups(facts: Facts, intents: frozenset[str]) -> frozenset[str
     return intents - answered
 
 
+def _a_record_looked_up_is_no_customer(facts: Facts, intents: frozenset[str]) -> bool:
+    """ "Look up our returns policy": "look up" asks for a customer only where no other record is
+    asked in its clause; here it is the verb of the policy ask, and no one is named to look up."""
+    if "customer" not in intents or facts.customers or facts.orders:
+        return False
+    spans = list(facts.reading.spans)
+    clauses = [{i for index in group for i in spans[index].asked} for group in clauses_of(spans)]
+    return all(asked - {"customer"} for asked in clauses if "customer" in asked)
+
+
 def _asked_words(reading: Reading) -> set[str]:
     """The words of the spans that ask (not a story's, not courtesy)."""
     return {token.word for span in reading.spans if span.role == ASKS for token in span.tokens}
@@ -161,6 +171,13 @@ RULES: tuple[Rule, ...] = (
             "orders" in facts.reading.inferred and facts.order_lookups and not facts.placed_by
         ),
         lambda facts, intents: intents - {"orders"},
+    ),
+    Rule(
+        "rule 10: a policy looked up asks no customer",
+        '"look up our returns policy": with no one named, "look up" is the verb of the other ask in its '
+        "clause, not a question about a customer",
+        _a_record_looked_up_is_no_customer,
+        lambda facts, intents: intents - {"customer"},
     ),
     Rule(
         "rule 11: everything is about a customer",
