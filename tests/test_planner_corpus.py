@@ -7,6 +7,7 @@ did not read its code: phrasings support agents type, each with every call it mu
 from __future__ import annotations
 
 import functools
+import random
 import re
 from typing import Any
 
@@ -19,6 +20,7 @@ from coordinator.llm import ClaudeSettings, claude_plan
 from coordinator.planning.plan import Plan, Ref
 from coordinator.planning.planner import plan_query
 from coordinator.planning.reading import QueryError, read_query
+from sources.world import build_world
 from tests import corpus
 from tests.corpus import Case, load_cases, mismatches
 from tests.fake_messages_api import FakeMessagesApi, plan_as_input, tool_use
@@ -563,3 +565,34 @@ def test_an_order_named_for_a_refund_does_not_stand_for_what_someone_ordered() -
         "I would like a refund of the full £750, please.\n\nKind regards"
     )
     assert sorted(task.tool for task in told.tasks.values()) == ["refund_eligibility", "search_policies"]
+
+
+def _drawn_orders() -> list[dict[str, Any]]:
+    """Three orders of the demo world with their customer and first item, drawn with seed 42."""
+    world = build_world(42)
+    customers = {c["id"]: c for c in world.tables["customers"]["customers"]}
+    items = {i["order_id"]: i for i in world.tables["orders"]["order_items"]}
+    orders = [
+        o for o in world.tables["orders"]["orders"] if o["customer_id"] not in {"CUST-00001", "CUST-00013"}
+    ]
+    drawn = random.Random(42).sample(orders, 3)
+    return [{**o, "customer": customers[o["customer_id"]], "sku": items[o["id"]]["sku"]} for o in drawn]
+
+
+@pytest.mark.parametrize("order", _drawn_orders(), ids=lambda o: o["id"])
+@pytest.mark.parametrize(
+    ("phrasing", "tool"),
+    [
+        ("Kindly provide related policy of KB-REFUNDS up to 2 levels, thank you.", "related_policies"),
+        ("{customer_id} orders containing {sku}", "search_orders"),
+        ("Ay up, can tha tell us what {name}'s had off us? Ta", "search_orders"),
+        ("{name}'s last order, there's a problem with it - any tickets on it?", "search_orders"),
+    ],
+)
+def test_words_that_frame_an_ask_in_other_words_are_read(
+    order: dict[str, Any], phrasing: str, tool: str
+) -> None:
+    customer = order["customer"]
+    plan = plan_query(phrasing.format(customer_id=customer["id"], sku=order["sku"], name=customer["name"]))
+    assert tool in {task.tool for task in plan.tasks.values()}
+    assert plan.unplanned == (), plan.unplanned

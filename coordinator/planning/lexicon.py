@@ -76,7 +76,7 @@ INTENT_PHRASES: dict[str, tuple[str, ...]] = {
         "customer details", "contact details", "account details", "customer info", "look up", "lookup",
         "sign up", "signed up", "joined us", "become a customer", "became a customer",
     ),
-    "orders": ("turn up", "turned up", "show up", "shown up"),
+    "orders": ("turn up", "turned up", "show up", "shown up", "had off us", "bought off us", "had from us"),
     "tickets": (
         "contacted us", "raised an issue", "support case", "support cases", "support request",
         "support requests", "been on to us", "been onto us", "been in touch", "got in touch",
@@ -137,7 +137,7 @@ STOPWORDS = words_of(
     "quick quickly asap urgent today yesterday now currently still ever again after before since until till "
     "between during last past this next week weeks month months year years day days ago back placed may "
     "made make when where whose has been thing things older linked related connected links link "
-    "points pointing"
+    "points pointing tha"
 )
 
 # First names that are also everyday English words: never read as a person in a query.
@@ -332,7 +332,7 @@ QUESTION_WORDS = words_of(
 REQUEST_WORDS = words_of(
     "please pls plz kindly need needs want wants like wondering wonder tell show check find give get list pull "
     "look confirm investigate research summarise summarize see lookup review verify refund reimburse "
-    "search fetch grab send chase compare explain advise assess"
+    "search fetch grab send chase compare explain advise assess provide"
 )
 # Words that open a story: who it happened to.
 STORY_OPENERS = words_of(
@@ -355,6 +355,7 @@ LIGHT_WORDS = words_of(
     "whether anyone someone somebody people person folks mistake error sure behind whoever whatever owns "
     "agent pasted inbox forwarded fwd within neighbours neighbors "
     "connect connects reachable deep away lately nearly almost nothin nuthin true correct "
+    "containing contains contain problem problems "
     # contractions typed without their apostrophe
     "shes hes isnt arent wasnt werent dont doesnt didnt cant couldnt wont wouldnt hasnt havent hadnt "
     "shouldnt theyre youre ive weve theyve youve ill itll thats "
