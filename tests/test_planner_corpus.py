@@ -596,3 +596,29 @@ def test_words_that_frame_an_ask_in_other_words_are_read(
     plan = plan_query(phrasing.format(customer_id=customer["id"], sku=order["sku"], name=customer["name"]))
     assert tool in {task.tool for task in plan.tasks.values()}
     assert plan.unplanned == (), plan.unplanned
+
+
+def _people_named_like_words() -> list[str]:
+    """Customers of the demo world whose first name is also a word ("Jack", "Dawn"), drawn with seed 42."""
+    from coordinator.planning.lexicon import NOT_NAMES
+
+    people = [
+        c["name"] for c in build_world(42).tables["customers"]["customers"]
+        if c["name"].split()[0].lower() in NOT_NAMES and len(c["name"].split()) == 2
+    ]  # fmt: skip
+    return random.Random(42).sample(people, 3)
+
+
+@pytest.mark.parametrize("name", _people_named_like_words())
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "{name}'s tickets, the open ones",
+        "hi its {name}, my knock box came smashed - any tickets?",
+        "{name} - any orders?",
+    ],
+)
+def test_a_first_name_that_is_a_word_before_a_surname_names_a_customer(name: str, phrasing: str) -> None:
+    plan = plan_query(phrasing.format(name=name))
+    lookups = [task.arguments for task in plan.tasks.values() if task.tool == "find_customers"]
+    assert lookups == [{"name": name}], (phrasing, name, plan.unplanned)

@@ -137,7 +137,7 @@ STOPWORDS = words_of(
     "quick quickly asap urgent today yesterday now currently still ever again after before since until till "
     "between during last past this next week weeks month months year years day days ago back placed may "
     "made make when where whose has been thing things older linked related connected links link "
-    "points pointing tha"
+    "points pointing tha ones"
 )
 
 # First names that are also everyday English words: never read as a person in a query.

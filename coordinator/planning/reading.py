@@ -556,6 +556,12 @@ def _first_names() -> frozenset[str]:
 
 
 @functools.cache
+def _last_names() -> frozenset[str]:
+    providers = (en_GB.Provider, en_US.Provider, en_IN.Provider)
+    return frozenset(name.lower() for provider in providers for name in provider.last_names)
+
+
+@functools.cache
 def _vocabulary() -> tuple[frozenset[str], list[str]]:
     # and the words of what records hold: "cancelld" is "cancelled", a status
     words = vocabulary() | {word for word in record_words() if len(word) > 3}
@@ -600,7 +606,7 @@ def _names(scanner: _Scanner) -> list[Mention]:
         word = token[0].lower().removesuffix("'s")
         if token.start() < skip_until or word not in _first_names():
             continue
-        if word in NOT_NAMES or word in STOPWORDS or word in known:
+        if (word in NOT_NAMES or word in STOPWORDS or word in known) and not _capitalised_pair(tokens, index):
             continue
         end = token.end()
         if index + 1 < len(tokens) and not token[0].lower().endswith("'s"):
@@ -610,7 +616,7 @@ def _names(scanner: _Scanner) -> list[Mention]:
             if adjacent and last not in STOPWORDS and last not in known and _correct(last) not in known:
                 end = following.end()
         written = scanner.left[token.start() : end]
-        name = re.sub(r"'s\b", "", written)
+        name = re.sub(r"'s\b", "", written).removesuffix("'")  # "Jack Griffiths' tickets"
         mention = Mention("name", name, name, token.start())
         # "Sam" signing samantha.quinn@example.org's letter: a short form of a name the email spells
         short = len(word) > 2 and any(part.startswith(word) for part in mailed)
@@ -630,6 +636,22 @@ def _names(scanner: _Scanner) -> list[Mention]:
         (aliases if sentence(titled.start()) in named else scanner.mentions).append(mention)
         scanner.blank(titled.start(), titled.end())
     return aliases
+
+
+def _capitalised_pair(tokens: list[re.Match[str]], index: int) -> bool:
+    """ "Jack Griffiths", "Dawn Byrne": a first name that is also a word ("jack", "dawn") is a name
+    where it and the next word are capitalised, side by side, and that word is a surname: no word
+    the planner knows, and a surname people have ("Grant Access" is not a person)."""
+    if index + 1 >= len(tokens):
+        return False
+    first, following = tokens[index][0], tokens[index + 1][0]
+    last = following.lower().removesuffix("'s").removesuffix("'")
+    known = _vocabulary()[0]
+    return (
+        first[:1].isupper() and first[1:].islower() and following[:1].isupper() and following[1:2].islower()
+        and tokens[index].end() + 1 == tokens[index + 1].start()
+        and last in _last_names() and last not in known and last not in STOPWORDS
+    )  # fmt: skip
 
 
 _TITLED = re.compile(r"\b(?:Mr|Mrs|Ms|Miss|Mx|Dr)\.?\s+([A-Z][a-z][A-Za-z'-]*)")
