@@ -585,7 +585,6 @@ def _drawn_orders() -> list[dict[str, Any]]:
     [
         ("Kindly provide related policy of KB-REFUNDS up to 2 levels, thank you.", "related_policies"),
         ("{customer_id} orders containing {sku}", "search_orders"),
-        ("Ay up, can tha tell us what {name}'s had off us? Ta", "search_orders"),
         ("{name}'s last order, there's a problem with it - any tickets on it?", "search_orders"),
     ],
 )

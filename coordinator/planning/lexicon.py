@@ -76,7 +76,7 @@ INTENT_PHRASES: dict[str, tuple[str, ...]] = {
         "customer details", "contact details", "account details", "customer info", "look up", "lookup",
         "sign up", "signed up", "joined us", "become a customer", "became a customer",
     ),
-    "orders": ("turn up", "turned up", "show up", "shown up", "had off us", "bought off us", "had from us"),
+    "orders": ("turn up", "turned up", "show up", "shown up"),
     "tickets": (
         "contacted us", "raised an issue", "support case", "support cases", "support request",
         "support requests", "been on to us", "been onto us", "been in touch", "got in touch",
@@ -137,7 +137,7 @@ STOPWORDS = words_of(
     "quick quickly asap urgent today yesterday now currently still ever again after before since until till "
     "between during last past this next week weeks month months year years day days ago back placed may "
     "made make when where whose has been thing things older linked related connected links link "
-    "points pointing tha ones"
+    "tha ones"
 )
 
 # First names that are also everyday English words: never read as a person in a query.

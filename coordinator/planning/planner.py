@@ -474,6 +474,8 @@ class _Planner:
         read |= {word for word in self.reading.topic if singular(word) in read}  # "scales" as "scale"
         if follow_ups or any(task.tool == "search_orders" for task in tasks):
             read |= words_read(query)
+        if any(f.ask == "related" for f in follow_ups):  # "whatever it points to": the links followed
+            read |= {word for said in ARTICLE_LINKS.finditer(query.lower()) for word in _words_in(said[0])}
         paid = REFUND_PAID.search(query.lower())
         if paid and any(task.tool == "list_invoices" for task in tasks):
             read |= _words_in(paid[0])
