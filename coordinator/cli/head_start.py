@@ -14,8 +14,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from sources.processes import forked
+from sources.deferred import deferred
+
+if TYPE_CHECKING:
+    from sources.processes import forked
+else:
+    forked = deferred("sources.processes.forked")  # multiprocessing and the settings: `ask` only
 
 __all__ = ["asks_over_stdio", "start_sources_early"]
 
