@@ -598,9 +598,11 @@ def _names(scanner: _Scanner) -> list[Mention]:
     aliases: list[Mention] = []
     for index, token in enumerate(tokens):
         word = token[0].lower().removesuffix("'s")
-        if token.start() < skip_until or word not in _first_names():
+        # The planner's own words first: only a word they leave is looked up among first names, so a
+        # query of known words alone never loads Faker's lists of them (start-up).
+        if token.start() < skip_until or word in NOT_NAMES or word in STOPWORDS or word in known:
             continue
-        if word in NOT_NAMES or word in STOPWORDS or word in known:
+        if word not in _first_names():
             continue
         end = token.end()
         if index + 1 < len(tokens) and not token[0].lower().endswith("'s"):
