@@ -398,10 +398,10 @@ class Coordinator:
                 led = await self._lead_round(
                     plan, outcomes, (claude, planning, budget), deadline_at, chosen["asked"]
                 )
-                if led.grew:
-                    grown = led.plan
-                else:  # the rounds end; a lead that failed left a note on the plan
-                    plan = led.plan
+                if not led.grew:
+                    return led.plan, outcomes  # a lead that failed left a note on the plan
+                plan = led.plan
+                continue
             if grown is None:
                 return plan, outcomes
             with plan_span() as planning_span:
@@ -416,13 +416,21 @@ class Coordinator:
     ) -> LeadRound:  # fmt: skip
         """Claude, as the lead, reads the round's findings and may add tasks (``coordinator.lead_rounds``):
         within its share of what is left of the deadline, the query's token budget, the writes asked;
-        ``lead``: its settings, the planning its steps join, the query's budget."""
+        ``lead``: its settings, the planning its steps join, the query's budget. The lead's model call
+        is the round's planning: under its ``plan`` span, tasks added or none."""
         config, (settings, planning, budget) = self.config, lead
-        within_s = (deadline_at - time.monotonic()) * PLANNING_SHARE
-        catalog = await catalog_of(config.registry, config.settings.data_dir, timeout_s=max(within_s, 0.1))
-        return await lead_round(
-            plan, outcomes, settings=settings, budget=budget, summary=planning, within_s=within_s, catalog=catalog, asked=asked, effects=tool_effects(config.registry, config.settings.data_dir),
-        )  # fmt: skip
+        with plan_span() as planning_span:
+            within_s = (deadline_at - time.monotonic()) * PLANNING_SHARE
+            catalog = await catalog_of(
+                config.registry, config.settings.data_dir, timeout_s=max(within_s, 0.1)
+            )
+            led = await lead_round(
+                plan, outcomes, settings=settings, budget=budget, summary=planning, within_s=within_s,
+                catalog=catalog, asked=asked, effects=tool_effects(config.registry, config.settings.data_dir),
+            )  # fmt: skip
+            added = [task.id for task in led.plan.order() if task.id not in plan.tasks]
+            record_plan(planning_span, added, round_number=plan.rounds + 1)
+        return led
 
     async def _run_tasks(
         self, plan: Plan, budget: TokenBudget | None, deadline_at: float, tape: Tape | None,

@@ -106,8 +106,9 @@ async def test_the_lead_adds_a_follow_up_from_a_finding_and_it_runs(
     assert "Jane Doe" not in first and first.count("jane.doe@example.com") == 1  # the query's own, alone
     assert len(api.requests_of("lead")) == 2  # after round 1, and after round 2 (it added nothing)
     plans = [span for span in spans.get_finished_spans() if span.name == "plan"]
-    assert [(span.attributes or {})[names.PLAN_ROUND] for span in plans] == [1, 2]
-    assert list((plans[1].attributes or {})[names.PLAN_TASKS]) == ["refund_45"]
+    # A plan span per round: the first plan, the lead's round that added the check, the one that added none.
+    assert [(span.attributes or {})[names.PLAN_ROUND] for span in plans] == [1, 2, 3]
+    assert [list((span.attributes or {})[names.PLAN_TASKS]) for span in plans[1:]] == [["refund_45"], []]
     (subagent,) = [
         s for s in spans.get_finished_spans() if (s.attributes or {}).get(names.TASK_ID) == "refund_45"
     ]
