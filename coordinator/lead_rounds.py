@@ -26,9 +26,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from coordinator.llm import _bounded, _first_error, _tool_use, _Unanswered
+from coordinator.llm import _bounded, _Conversation, _repaired_once, _TaskInput, _Unanswered
 from coordinator.planning.plan import Plan, PlanError, PlannedTask, Unplanned
 from coordinator.planning.planner import account_for
 from coordinator.planning.rounds import MAX_ROUNDS
@@ -42,7 +42,7 @@ from traces.redact import redact
 
 if TYPE_CHECKING:
     import anthropic
-    from anthropic.types import MessageParam, ToolParam
+    from anthropic.types import ToolParam
 
 __all__ = ["MOST_ADDED", "MOST_ADDED_PER_ROUND", "LeadRound", "lead_round"]
 
@@ -70,12 +70,9 @@ _SYSTEM = (
 )
 
 
-class _AddedTask(BaseModel):
-    id: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
-    source: str
-    tool: str
-    arguments: dict[str, Any]
-    purpose: str = "research"
+class _AddedTask(_TaskInput):
+    """A task as the first plan's are, and, required, the finding it follows and why."""
+
     follows: str = Field(pattern=r"^[a-z_][a-z0-9_]*:\S+$", description="<task id>:<record id>")
     why: str = Field(min_length=1, max_length=300)
 
@@ -135,18 +132,22 @@ async def lead_round(
     }
     justified = frozenset(_ids_in(plan.query)).union(*found_by.values())
     bounds = _Bounds(most, justified, found_by, asked, effects)
-    prompt = _findings(plan, outcomes)
 
-    async def converse(client: anthropic.AsyncAnthropic) -> LeadRound:
-        messages: list[MessageParam] = [{"role": "user", "content": prompt}]
-        return await _converse(
-            plan, outcomes, bounds, _Asking(settings, client, budget, summary, catalog, messages)
+    async def converse(
+        client: anthropic.AsyncAnthropic,
+    ) -> tuple[_AddTasksInput, list[PlannedTask]] | _Unanswered:
+        conversation = _Conversation(
+            settings, client, budget, summary, [{"role": "user", "content": _findings(plan, outcomes)}],
+            system=_SYSTEM.format(most=most, tools=catalog.describe()), tool=_TOOL,
+        )  # fmt: skip
+        return await _repaired_once(
+            conversation, lambda raw: _checked(plan, outcomes, raw, catalog), "list of tasks"
         )
 
     answer = await _bounded(settings, within_s, "the lead agent", converse)
     if isinstance(answer, _Unanswered):
         return _ended(plan, summary, answer.reason, answer.category)
-    return answer
+    return _grown(plan, answer, bounds, summary, settings.model, catalog)
 
 
 def _spent(plan: Plan, budget: TokenBudget, most: int, within_s: float) -> str | None:
@@ -169,63 +170,6 @@ def _ended(plan: Plan, summary: PlanningSummary, reason: str, category: ErrorCat
     return LeadRound(replace(plan, notes=(*plan.notes, note)), grew=False)
 
 
-@dataclass
-class _Asking:
-    settings: ClaudeSettings
-    client: anthropic.AsyncAnthropic
-    budget: TokenBudget
-    summary: PlanningSummary
-    catalog: Catalog
-    messages: list[MessageParam]
-
-    async def ask(self, most: int) -> tuple[str, Any]:
-        """One model turn; the add_tasks tool-use id and its input."""
-        response = await self.client.messages.create(
-            model=self.settings.model,
-            max_tokens=self.settings.max_tokens,
-            system=_SYSTEM.format(most=most, tools=self.catalog.describe()),
-            messages=self.messages,
-            tools=[_TOOL],
-            tool_choice={"type": "tool", "name": "add_tasks"},
-        )
-        input_tokens, output_tokens = self.budget.spend(response.usage)
-        self.summary.input_tokens += input_tokens
-        self.summary.output_tokens += output_tokens
-        self.messages.append({"role": "assistant", "content": response.content})
-        use = _tool_use(response)
-        return ("", None) if use is None else (use.id, use.input)
-
-
-async def _converse(
-    plan: Plan, outcomes: Mapping[str, TaskOutcome], bounds: _Bounds, asking: _Asking
-) -> LeadRound:
-    """Ask for the round's tasks; repair an invalid answer once with the exact error; else end the rounds."""
-    for attempt in (1, 2):
-        if asking.budget.exhausted:
-            return _ended(
-                plan, asking.summary, f"the token budget is spent ({asking.budget.describe()})", None
-            )
-        use_id, raw = await asking.ask(bounds.most)
-        try:
-            answer, added = _checked(plan, outcomes, raw, asking.catalog)
-        except (ValidationError, PlanError) as exc:
-            problem = str(exc).splitlines()[0] if isinstance(exc, PlanError) else _first_error(exc)
-            if attempt == 2:
-                reason = f"the lead's repaired answer is still invalid: {problem}"
-                return _ended(plan, asking.summary, reason, ErrorCategory.VALIDATION)
-            asking.summary.steps.append(
-                PlanningStep(action="repair", reason=problem, category=ErrorCategory.VALIDATION)
-            )
-            asking.messages.append({
-                "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": use_id, "is_error": True,
-                             "content": f"The tasks were refused: {problem}. Submit corrected tasks."}],
-            })  # fmt: skip
-            continue
-        return _grown(plan, added, answer, bounds, asking)
-    raise AssertionError("unreachable: the loop returns on its second pass")
-
-
 def _checked(
     plan: Plan, outcomes: Mapping[str, TaskOutcome], raw: Any, catalog: Catalog
 ) -> tuple[_AddTasksInput, list[PlannedTask]]:
@@ -241,41 +185,44 @@ def _checked(
                 raise PlanError(f"task {task.id!r} argument {name!r} is a reference; write the value out")
         # It waits for what it follows where that found something (a refused check adds no edge:
         # what follows a refusal must not end blocked by it).
-        depends_on = (followed,) if outcomes[followed].state == TaskState.OK else ()
+        waits = (followed,) if outcomes[followed].state == TaskState.OK else ()
         added.append(PlannedTask(
             task.id, task.source, task.tool, dict(task.arguments), purpose=task.purpose,
-            follows=task.follows, depends_on=depends_on, why=task.why,
+            follows=task.follows, depends_on=tuple(dict.fromkeys([*waits, *task.depends_on])), why=task.why,
         ))  # fmt: skip
     Plan.of(plan.query, [*plan.tasks.values(), *added], offered=catalog.plannable)  # raises what is wrong
     return answer, added
 
 
 def _grown(
-    plan: Plan, added: list[PlannedTask], answer: _AddTasksInput, bounds: _Bounds, asking: _Asking
+    plan: Plan,
+    answer: tuple[_AddTasksInput, list[PlannedTask]],
+    bounds: _Bounds,
+    summary: PlanningSummary,
+    model: str,
+    catalog: Catalog,
 ) -> LeadRound:
     """The plan with the lead's tasks that pass the code's rules; each one refused recorded."""
-    summary, kept = asking.summary, list[PlannedTask]()
+    (lead_said, added), kept = answer, list[PlannedTask]()
     for task in added:
         refusal = _refusal(task, bounds, len(kept))
         if refusal is None:
             kept.append(task)
             continue
-        said = json.dumps(redact(task.arguments), sort_keys=True)
+        shown = json.dumps(redact(task.arguments), sort_keys=True)
         summary.steps.append(
-            PlanningStep(action="refuse", reason=f"{task.id} ({task.source}.{task.tool} {said}): {refusal}")
+            PlanningStep(action="refuse", reason=f"{task.id} ({task.source}.{task.tool} {shown}): {refusal}")
         )
     if not kept:
-        done = answer.done or "it added no task the code allows"
+        done = lead_said.done or "it added no task the code allows"
         summary.steps.append(PlanningStep(action="stop", reason=f"the lead added nothing more: {done}"))
         return LeadRound(plan, grew=False)
     summary.steps.append(
-        PlanningStep(
-            action="round", reason=f"round {plan.rounds + 1}: {len(kept)} tasks from {asking.settings.model}"
-        )
+        PlanningStep(action="round", reason=f"round {plan.rounds + 1}: {len(kept)} tasks from {model}")
     )
     grown = Plan.of(
-        plan.query, [*plan.tasks.values(), *kept], _still_unplanned(plan, kept, asking.catalog), plan.notes,
-        offered=asking.catalog.plannable, spans=plan.spans, rounds=plan.rounds + 1,
+        plan.query, [*plan.tasks.values(), *kept], _still_unplanned(plan, kept, catalog), plan.notes,
+        offered=catalog.plannable, spans=plan.spans, rounds=plan.rounds + 1,
     )  # fmt: skip
     return LeadRound(grown, grew=True)
 

@@ -166,7 +166,7 @@ async def test_the_lead_adds_no_more_than_the_bounds_allow(lead_api: Any, settin
         (
             [added(task("t", "tickets", "drop_tickets", {}, "orders:ORD-10031"))] * 2,
             "validation",
-            "the lead's repaired answer is still invalid: task 't' names unknown tool 'drop_tickets'",
+            "the repaired list of tasks is still invalid: task 't' names unknown tool 'drop_tickets'",
         ),
     ],
     ids=["api-error", "invalid-twice"],
