@@ -22,7 +22,7 @@ from coordinator.reporting.report import ResearchReport
 from sources.settings import SourceSettings
 from subagents.claude import ClaudeSettings
 from tests.conftest import MODULES
-from tests.fake_messages_api import Conversations, FakeMessagesApi, Reply, error, text_of, tool_use
+from tests.fake_messages_api import Conversations, FakeMessagesApi, Reply, Silent, error, text_of, tool_use
 from tests.fakes import FakeClock
 from traces import attributes as names
 
@@ -72,15 +72,18 @@ def lead_api() -> Iterator[Any]:
         api.close()
 
 
-async def research(settings: SourceSettings, api: FakeMessagesApi, query: str = QUERY) -> ResearchReport:
+async def research(
+    settings: SourceSettings, api: FakeMessagesApi, *, token_budget: int = 200_000, deadline_s: float = 30.0
+) -> ResearchReport:
     servers = {name: module.create_server(settings) for name, module in MODULES.items()}
     targets = {name: (lambda s=server: s) for name, server in servers.items()}
-    claude = ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=2, timeout_s=10)
+    claude = ClaudeSettings(
+        api_key="test-key", base_url=api.base_url, max_retries=2, timeout_s=10, token_budget=token_budget
+    )
+    config = Config(settings, claude=claude)
     with anyio.fail_after(60):
-        async with Coordinator(
-            Config(settings, claude=claude), targets=targets, clock=FakeClock()
-        ) as coordinator:
-            return await coordinator.research(query, seed=1)
+        async with Coordinator(config, targets=targets, clock=FakeClock()) as coordinator:
+            return await coordinator.research(QUERY, seed=1, deadline_s=deadline_s)
 
 
 def steps(report: ResearchReport, action: str) -> list[str]:
@@ -198,3 +201,36 @@ async def test_a_write_the_lead_adds_that_the_question_did_not_ask_for_is_refuse
     assert "refund_it" not in {summary.id for summary in report.tasks}
     (refused,) = steps(report, "refuse")
     assert "refund_it (billing.issue_refund" in refused and "a write the question does not ask for" in refused
+
+
+async def test_a_spent_token_budget_ends_the_rounds_without_asking_the_lead(
+    lead_api: Any, settings: SourceSettings
+) -> None:
+    api = lead_api(added(REFUND_45))
+    report = await research(settings, api, token_budget=1_000)  # the plan and the first round spend it
+    assert api.requests_of("lead") == []
+    assert "refund_45" not in {summary.id for summary in report.tasks}
+    assert report.planning.steps[-1].action == "stop"
+    assert report.planning.steps[-1].reason.startswith("the token budget is spent")
+
+
+async def test_a_silent_lead_is_bounded_by_its_share_of_what_is_left_of_the_deadline(
+    lead_api: Any, settings: SourceSettings
+) -> None:
+    silent = Silent()
+    api = lead_api()
+    answer = api.respond
+    api.respond = lambda request: (
+        silent(request) if Conversations.route(request) == "lead" else answer(request)
+    )
+    try:
+        report = await research(settings, api, deadline_s=8.0)
+    finally:
+        silent.released.set()
+    assert [(summary.id, summary.state) for summary in report.tasks] == [("customer", "ok"), ("orders", "ok")]
+    stop = report.planning.steps[-1]
+    assert stop.action == "stop" and stop.category == "transient"
+    assert "the lead agent did not answer within" in stop.reason
+    assert any(
+        note.startswith("round 2 was not planned: the lead agent did not answer") for note in report.notes
+    )
