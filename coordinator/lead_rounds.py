@@ -122,10 +122,14 @@ async def lead_round(
 ) -> LeadRound:
     """The lead's next round after ``plan`` ran to ``outcomes``; its steps recorded on ``summary``."""
     most = min(MOST_ADDED_PER_ROUND, MOST_ADDED - sum(1 for task in plan.tasks.values() if task.follows))
-    stop = _spent(plan, budget, most, within_s)
-    if stop is not None:
-        summary.steps.append(PlanningStep(action="stop", reason=stop))
+    if plan.rounds >= MAX_ROUNDS or most <= 0:  # the bounds the rounds are made with: no note
+        spent = f"{MAX_ROUNDS} rounds" if plan.rounds >= MAX_ROUNDS else f"{MOST_ADDED} tasks added"
+        summary.steps.append(PlanningStep(action="stop", reason=f"the rounds are spent ({spent})"))
         return LeadRound(plan, grew=False)
+    if budget.exhausted:  # the query's own limits: the report says the lead could not look
+        return _ended(plan, summary, f"the token budget is spent ({budget.describe()})", None)
+    if within_s <= 0:
+        return _ended(plan, summary, "the query's deadline leaves no time for another round", None)
     found_by = {
         task_id: frozenset([*_ids_in(outcome.arguments), *_ids_in(outcome.results)])
         for task_id, outcome in outcomes.items()
@@ -148,19 +152,6 @@ async def lead_round(
     if isinstance(answer, _Unanswered):
         return _ended(plan, summary, answer.reason, answer.category)
     return _grown(plan, answer, bounds, summary, settings.model, catalog)
-
-
-def _spent(plan: Plan, budget: TokenBudget, most: int, within_s: float) -> str | None:
-    """Why no further round may be planned, if a bound says so."""
-    if plan.rounds >= MAX_ROUNDS:
-        return f"the rounds are spent ({MAX_ROUNDS})"
-    if most <= 0:
-        return f"the lead has added the most tasks a query may add ({MOST_ADDED})"
-    if budget.exhausted:
-        return f"the token budget is spent ({budget.describe()})"
-    if within_s <= 0:
-        return "the query's deadline leaves no time for another round"
-    return None
 
 
 def _ended(plan: Plan, summary: PlanningSummary, reason: str, category: ErrorCategory | None) -> LeadRound:
@@ -292,7 +283,7 @@ def _findings(plan: Plan, outcomes: Mapping[str, TaskOutcome]) -> str:
         said = json.dumps(redact(outcome.arguments), sort_keys=True, default=str)
         ended = outcome.state.value
         if outcome.state != TaskState.OK and outcome.reason:
-            ended += f" ({outcome.category or 'no category'}: {outcome.reason[:_TEXT_SHOWN]})"
+            ended += f" ({outcome.category or 'no category'}: {redact(outcome.reason[:_TEXT_SHOWN])})"
         lines.append(f"- task {task_id}: {task.source}.{task.tool} {said} -> {ended}")
         for record in outcome.results[:_RECORDS_SHOWN]:
             lines.append(f"    {json.dumps(redact(_compact(record)), sort_keys=True, default=str)}")

@@ -159,7 +159,8 @@ async def test_the_lead_adds_no_more_than_the_bounds_allow(lead_api: Any, settin
     assert len(over) == 2 + (2 * MOST_ADDED_PER_ROUND - MOST_ADDED)
     assert all("over the bound" in reason for reason in over)
     assert len(api.requests_of("lead")) == MAX_ROUNDS - 1  # not asked again once the rounds are spent
-    assert steps(report, "stop") == [f"the rounds are spent ({MAX_ROUNDS})"]
+    assert steps(report, "stop") == [f"the rounds are spent ({MAX_ROUNDS} rounds)"]
+    assert report.notes == []  # a bound the rounds are made with, not a failure
 
 
 @pytest.mark.parametrize(
@@ -211,7 +212,10 @@ async def test_a_spent_token_budget_ends_the_rounds_without_asking_the_lead(
     assert api.requests_of("lead") == []
     assert "refund_45" not in {summary.id for summary in report.tasks}
     assert report.planning.steps[-1].action == "stop"
-    assert report.planning.steps[-1].reason.startswith("the token budget is spent")
+    assert report.planning.steps[-1].reason.startswith("round 2 was not planned: the token budget is spent")
+    assert [note for note in report.notes if "the token budget is spent" in note] == [
+        report.planning.steps[-1].reason
+    ]
 
 
 async def test_a_silent_lead_is_bounded_by_its_share_of_what_is_left_of_the_deadline(
