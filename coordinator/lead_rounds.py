@@ -15,7 +15,8 @@ in code, whatever the prompt said:
 - a write is added only as the question asks for it (``AskedWrite``, read from the question as for
   the first plan); the hooks and the approval still stand between it and the source.
 Each refusal is a ``refuse`` step of the report's planning. A lead that fails (its API, or an answer
-invalid twice) ends the rounds with the findings so far and a note saying so: it never aborts the query.
+invalid twice), or that the budget or the deadline leaves no room to ask, ends the rounds with the
+findings so far and a note saying so: it never aborts the query.
 """
 
 from __future__ import annotations
@@ -155,7 +156,8 @@ async def lead_round(
 
 
 def _ended(plan: Plan, summary: PlanningSummary, reason: str, category: ErrorCategory | None) -> LeadRound:
-    """The rounds end on a lead that failed: the findings so far stand, and the report says why."""
+    """The rounds end on a lead that failed or could not be asked (the budget, the deadline): the
+    findings so far stand, and the report's notes say why."""
     note = f"round {plan.rounds + 1} was not planned: {reason}; the rounds ended with the findings so far"
     summary.steps.append(PlanningStep(action="stop", reason=note, category=category))
     return LeadRound(replace(plan, notes=(*plan.notes, note)), grew=False)
@@ -169,8 +171,9 @@ def _checked(
     added = []
     for task in answer.tasks:
         followed = task.follows.partition(":")[0]
-        if followed not in outcomes:
-            raise PlanError(f"task {task.id!r} follows {followed!r}, which is not a task that has run")
+        for upstream in (followed, *task.depends_on):  # so refusing one added task strands no other
+            if upstream not in outcomes:
+                raise PlanError(f"task {task.id!r} names {upstream!r}, which is not a task that has run")
         for name, value in task.arguments.items():
             if isinstance(value, str) and _REFERENCE.match(value):
                 raise PlanError(f"task {task.id!r} argument {name!r} is a reference; write the value out")

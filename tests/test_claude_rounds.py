@@ -238,3 +238,19 @@ async def test_a_silent_lead_is_bounded_by_its_share_of_what_is_left_of_the_dead
     assert any(
         note.startswith("round 2 was not planned: the lead agent did not answer") for note in report.notes
     )
+
+
+async def test_an_added_task_waiting_for_another_added_one_is_sent_back_for_repair(
+    lead_api: Any, settings: SourceSettings
+) -> None:
+    """A round's tasks wait only for what has run: refusing one added task can strand no other."""
+    chained = task(
+        "tickets_45", "tickets", "search_tickets", {"order_id": "ORD-10031"}, "orders:ORD-10031",
+        depends_on=["refund_45"],
+    )  # fmt: skip
+    api = lead_api(added(REFUND_45, chained), added(REFUND_45))
+    report = await research(settings, api)
+    (repair,) = steps(report, "repair")
+    assert repair == "task 'tickets_45' names 'refund_45', which is not a task that has run"
+    assert "Submit a corrected list of tasks" in str(api.requests_of("lead")[1]["messages"][-1]["content"])
+    assert {summary.id: summary.state for summary in report.tasks}["refund_45"] == "ok"
