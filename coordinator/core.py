@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import anyio
 
+from coordinator.lead_rounds import LeadRound, lead_round
 from coordinator.llm import claude_brief, claude_plan
 from coordinator.planning.plan import PLANNING_SHARE, Plan
 from coordinator.planning.planner import plan_query
@@ -300,7 +301,7 @@ class Coordinator:
             # elsewhere (a test, a replay) may come before any was kept, so they are listed now.
             await self._listed(deadline_at)
             plan, outcomes = await self._in_rounds(
-                plan, budget, deadline_at, tape, grants, asked=self.asked_writes(query) if asked is None else asked,
+                plan, budget, deadline_at, tape, grants, planning, asked=self.asked_writes(query) if asked is None else asked,
                 approvals=(*self.config.approvals, *approvals), seed=seed, post_call=post_call,
                 observer=observer, jitter=jitter,
             )  # fmt: skip
@@ -383,20 +384,53 @@ class Coordinator:
 
     async def _in_rounds(
         self, plan: Plan, budget: TokenBudget | None, deadline_at: float, tape: Tape | None,
-        grants: tuple[Grant, ...], **chosen: Any,
+        grants: tuple[Grant, ...], planning: PlanningSummary | None, **chosen: Any,
     ) -> tuple[Plan, dict[str, TaskOutcome]]:  # fmt: skip
         """The plan run round by round: each round runs the tasks its plan added, and the next is
-        planned from their findings (``_next_round``); the plan as it grew, and every task's outcome."""
+        planned from their findings (``_next_round``; in Claude mode, by the lead when Claude made the
+        plan: ``_lead_round``); the plan as it grew, and every task's outcome."""
         outcomes: dict[str, TaskOutcome] = {}
         while True:
             outcomes = await self._run_tasks(plan, budget, deadline_at, tape, grants, outcomes, **chosen)
             grown = _next_round(plan, outcomes)
+            claude = self.config.claude
+            if grown is None and claude is not None and budget is not None and _led_by_claude(planning):
+                led = await self._lead_round(
+                    plan, outcomes, (claude, planning, budget), deadline_at, chosen["asked"]
+                )
+                if not led.grew:
+                    return led.plan, outcomes  # a lead that failed left a note on the plan
+                plan = led.plan
+                continue
             if grown is None:
                 return plan, outcomes
             with plan_span() as planning_span:
                 added = [task.id for task in grown.order() if task.id not in plan.tasks]
                 record_plan(planning_span, added, round_number=grown.rounds)
             plan = grown
+
+    async def _lead_round(
+        self, plan: Plan, outcomes: dict[str, TaskOutcome],
+        lead: tuple[ClaudeSettings, PlanningSummary, TokenBudget], deadline_at: float,
+        asked: tuple[AskedWrite, ...],
+    ) -> LeadRound:  # fmt: skip
+        """Claude, as the lead, reads the round's findings and may add tasks (``coordinator.lead_rounds``):
+        within its share of what is left of the deadline, the query's token budget, the writes asked;
+        ``lead``: its settings, the planning its steps join, the query's budget. The lead's model call
+        is the round's planning: under its ``plan`` span, tasks added or none."""
+        config, (settings, planning, budget) = self.config, lead
+        with plan_span() as planning_span:
+            within_s = (deadline_at - time.monotonic()) * PLANNING_SHARE
+            catalog = await catalog_of(
+                config.registry, config.settings.data_dir, timeout_s=max(within_s, 0.1)
+            )
+            led = await lead_round(
+                plan, outcomes, settings=settings, budget=budget, summary=planning, within_s=within_s,
+                catalog=catalog, asked=asked, effects=tool_effects(config.registry, config.settings.data_dir),
+            )  # fmt: skip
+            added = [task.id for task in led.plan.order() if task.id not in plan.tasks]
+            record_plan(planning_span, added, round_number=plan.rounds + 1)
+        return led
 
     async def _run_tasks(
         self, plan: Plan, budget: TokenBudget | None, deadline_at: float, tape: Tape | None,
@@ -460,6 +494,15 @@ def _next_round(plan: Plan, outcomes: dict[str, TaskOutcome]) -> Plan | None:
         if outcome.state == TaskState.ESCALATED and outcome.category == ErrorCategory.BUSINESS
     ]
     return next_round(plan, findings, refused)
+
+
+def _led_by_claude(planning: PlanningSummary | None) -> TypeGuard[PlanningSummary]:
+    """Whether Claude made the plan (not the deterministic planner it fell back to): the lead plans its rounds."""
+    return (
+        planning is not None
+        and planning.planner == "claude"
+        and any(step.action == "plan" for step in planning.steps)
+    )
 
 
 def _exactly(task: Task) -> AskedWrite:
