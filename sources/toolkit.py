@@ -52,7 +52,7 @@ from sources.settings import SourceSettings
 from sources.store import Store
 from sources.tool_failure import to_call_tool_result
 from sources.wire import Wire
-from sources.world import ensure_world
+from sources.world import CHANGING, ensure_world
 
 __all__ = ["Source", "invalid", "open_source", "page_of"]
 
@@ -189,7 +189,8 @@ def open_source(
         log_level="WARNING",
     )
     server.middleware.append(ArgumentGuard(server))
-    return Source(name=name, server=server, store=Store(world / f"{name}.db"), settings=settings)
+    store = Store(world / f"{name}.db", immutable=name not in CHANGING)
+    return Source(name=name, server=server, store=store, settings=settings)
 
 
 def page_of(
