@@ -280,7 +280,7 @@ def report_calls(measured: dict[str, Measured], calls: int, block: int) -> None:
     print(f"{calls} calls of each over stdio, {block} back to back at a time; wall p50 and p90 in ms,")
     print("the server's CPU per call in ms; ratios of the p50s; on/off: tracing on against off")
     print(
-        f"{'tool':27} {'p50':>5} {'p90':>5} {'x no-op':>7} {'same':>5} {'x same':>6} {'on/off':>6} {'cpu':>5} {'on/off':>6}"
+        f"{'tool':27} {'p50':>5} {'p90':>5} {'x no-op':>7} {'same':>5} {'x same':>6} {'on/off':>6} {'cpu':>5} {'on/off':>6} {'x same':>6}"
     )
     for name, label in ((NOOP, "no-op tool (mcp SDK)"), (ASYNC_NOOP, ASYNC_NOOP)):
         found = measured[name].walls
@@ -306,10 +306,13 @@ def report_calls(measured: dict[str, Measured], calls: int, block: int) -> None:
         print(
             f"{case.name + (' (w)' if case.writes else ''):27} {p50[on] * 1000:5.2f} "
             f"{quantile(measured[on].walls, 0.9) * 1000:5.2f} {ratio:6.2f}x {p50[same] * 1000:5.2f} "
-            f"{own:5.2f}x {tracing:6.2f} {cpu[on] * 1000:5.2f} {tracing_cpu:6.2f}"
+            f"{own:5.2f}x {tracing:6.2f} {cpu[on] * 1000:5.2f} {tracing_cpu:6.2f} {cpu[on] / cpu[same]:5.2f}x"
         )
     print("same: the same answer from a bare SDK tool (async) with the same output schema;")
-    print("(w): writes. No-op tool: a plain def, which the SDK runs on a worker thread.")
+    print("(w): writes. No-op tool: a plain def, which the SDK runs on a worker thread. The last column:")
+    print(
+        "the server's CPU per call against the bare SDK tool's (steadier than wall time on a busy machine)."
+    )
     print(f"worst read tool: {worst['read']:.2f}x the no-op p50 (goal <= {READ_GOAL})")
     print(f"worst tool: {worst['any']:.2f}x the no-op p50 (goal <= {ANY_GOAL})")
     print(
