@@ -38,6 +38,7 @@ from pydantic import BaseModel
 
 from sources.arguments import MISSING, ArgumentGuard, echo_arguments, invalid_argument
 from sources.contract import (
+    AnyPage,
     AttemptedQuery,
     EmptyResult,
     ErrorCategory,
@@ -208,7 +209,7 @@ def page_of(
     """
     if not records:
         return EmptyResult(message=f"{empty_message} {EMPTY_RESULT_NOTE}")
-    return ResultPage[Any](
+    return AnyPage(
         result_count=len(records),
         results=list(records),
         truncated=truncated or next_cursor is not None,
