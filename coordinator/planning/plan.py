@@ -13,8 +13,10 @@ what to do; a plan with anything unplanned can only end ``partial``.
 
 from __future__ import annotations
 
+import graphlib
+import heapq
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from coordinator.planning.reading import QueryError
@@ -26,7 +28,9 @@ from subagents.task import Task
 if TYPE_CHECKING:
     import networkx as nx
 else:
-    nx = deferred("networkx")  # loaded where a graph is built: a refused query never needs it (start-up)
+    # Loaded only where the graph is asked for: checking and ordering a plan use the standard library's
+    # graphlib, so a Ray worker that runs plans never loads networkx (11 MB) nor a refused query waits for it.
+    nx = deferred("networkx")
 
 __all__ = [
     "PLANNING_SHARE",
@@ -177,7 +181,6 @@ def said_share(share: float) -> str:
 class Plan:
     query: str
     tasks: dict[str, PlannedTask]
-    graph: nx.DiGraph = field(default_factory=lambda: nx.DiGraph())
     unplanned: tuple[Unplanned, ...] = ()
     notes: tuple[str, ...] = ()  # how the query was read: typos corrected, the calendar dates are relative to
     # Every span of the query and its role (coordinator.planning.accounting.SpanRole): the deterministic planner's.
@@ -205,7 +208,6 @@ class Plan:
         planner's catalog): a task may name no other.
         """
         by_id: dict[str, PlannedTask] = {}
-        graph = nx.DiGraph()
         for task in tasks:
             if task.id in by_id:
                 raise PlanError(f"two tasks are named {task.id!r}")
@@ -219,29 +221,51 @@ class Plan:
                     f"it offers {', '.join(sorted(offered[task.source]))}"
                 )
             by_id[task.id] = task
-            graph.add_node(task.id)
         for task in tasks:
             for upstream in task.depends_on:
                 if upstream not in by_id:
                     raise PlanError(f"task {task.id!r} depends on {upstream!r}, which is not in the plan")
-                graph.add_edge(upstream, task.id)
             for value in task.arguments.values():
                 if isinstance(value, Ref) and value.task not in task.depends_on:
                     raise PlanError(f"task {task.id!r} uses {value} but does not depend on {value.task!r}")
-        if not nx.is_directed_acyclic_graph(graph):
-            cycle = " -> ".join(edge[0] for edge in nx.find_cycle(graph))
-            raise PlanError(f"the plan has a cycle ({cycle}); a task cannot wait for itself")
+        try:
+            _sorter(by_id).prepare()
+        except graphlib.CycleError as exc:  # its second argument: the cycle, its first node again at the end
+            cycle = " -> ".join(exc.args[1][:-1])
+            raise PlanError(f"the plan has a cycle ({cycle}); a task cannot wait for itself") from None
         for follow_up in follow_ups:
             if follow_up.after not in by_id:
                 raise PlanError(f"a follow-up waits for {follow_up.after!r}, which is not in the plan")
         return cls(
-            query=query, tasks=by_id, graph=graph, unplanned=unplanned, notes=notes, spans=spans,
+            query=query, tasks=by_id, unplanned=unplanned, notes=notes, spans=spans,
             follow_ups=follow_ups, rounds=rounds,
         )  # fmt: skip
 
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The plan as a DAG: an edge from each task to every task that depends on it."""
+        graph = nx.DiGraph()
+        graph.add_nodes_from(self.tasks)
+        graph.add_edges_from(
+            (upstream, task.id) for task in self.tasks.values() for upstream in task.depends_on
+        )
+        return graph
+
     def order(self) -> list[PlannedTask]:
-        """The tasks in an order that puts every task after what it depends on."""
-        return [self.tasks[task_id] for task_id in nx.lexicographical_topological_sort(self.graph)]
+        """The tasks in an order that puts every task after what it depends on: of those ready, the
+        first by id (networkx's lexicographical topological sort, done with graphlib and a heap)."""
+        sorter = _sorter(self.tasks)
+        sorter.prepare()
+        ready = list(sorter.get_ready())
+        heapq.heapify(ready)
+        ordered = []
+        while ready:
+            task_id = heapq.heappop(ready)
+            ordered.append(self.tasks[task_id])
+            sorter.done(task_id)
+            for released in sorter.get_ready():
+                heapq.heappush(ready, released)
+        return ordered
 
     @property
     def gates(self) -> dict[str, tuple[str, ...]]:
@@ -295,3 +319,8 @@ class Plan:
             **({"follow_ups": [f.describe() for f in self.follow_ups]} if self.follow_ups else {}),
             **({"rounds": self.rounds} if self.rounds > 1 else {}),
         }
+
+
+def _sorter(tasks: Mapping[str, PlannedTask]) -> graphlib.TopologicalSorter[str]:
+    """Each task after what it depends on."""
+    return graphlib.TopologicalSorter({task_id: task.depends_on for task_id, task in tasks.items()})
