@@ -22,10 +22,14 @@ pytestmark = pytest.mark.subprocess
 
 STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
 # What reading a question loads: the planner's semantic matcher and its English word list; and what a
-# worker that only runs tasks does not use either: networkx (the plan's graph, 11 MB; ordering a plan
-# needs graphlib only) and the chaos runner, which serves the five sources in process.
+# worker that only runs tasks does not use either: the planner and the query's reader (its fuzzy
+# matching), Claude's planning, networkx (the plan's graph, 11 MB; ordering a plan needs graphlib only)
+# and the chaos runner, which serves the five sources in process.
 READING_ONLY = ("wordllama", "spellchecker")
-NOT_RUNNING = ("networkx", "coordinator.chaos.runner")
+NOT_RUNNING = (
+    "coordinator.planning.planner", "coordinator.planning.reading", "coordinator.planning.writes", "rapidfuzz",
+    "coordinator.llm", "networkx", "coordinator.chaos.runner",
+)  # fmt: skip
 
 # A worker of its own: the question as read elsewhere, answered on the five sources forked here.
 _WORKER = """
