@@ -10,6 +10,7 @@ questions, places the actors and hands out the work. What a worker process holds
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -87,6 +88,9 @@ class BatchWorker:
     """One worker process: sessions to the fleet held for its life, questions answered concurrently."""
 
     def __init__(self, setup: Setup, host: str, bulkhead: int | None, share: float) -> None:
+        # This process runs asyncio alone (a Ray async actor). httpcore, the sessions' HTTP client, imports
+        # trio whenever it is installed (the test extras install it), 3 MB a worker: here it is not installed.
+        sys.modules.setdefault("trio", None)  # type: ignore[arg-type]  # None: "import trio" raises ImportError
         configure_tracing(
             "research-coordinator", traces_dir=setup.settings.traces_path, run_id=setup.settings.run_id
         )
