@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import run_all  # noqa: E402
+from coordinator.batch.loopback import unshare_command  # noqa: E402
 from coordinator.chaos.catalogue import scenarios  # noqa: E402
 
 # The installed `research` script beside this interpreter, or the same entry point from the checkout.
@@ -197,8 +198,6 @@ def long_lived(questions: Path, env: dict[str, str], options: argparse.Namespace
 def ray_floor(env: dict[str, str]) -> dict[str, float] | None:
     """An empty Ray worker's memory in MB (``benchmarks/ray_floor.py``, in a namespace of loopback
     alone, as a local batch runs), or None if it could not be measured (said on stderr)."""
-    from coordinator.batch.loopback import unshare_command  # here: only this measurement needs it
-
     argv = [*unshare_command(), sys.executable, str(ROOT / "benchmarks" / "ray_floor.py")]
     say("[batch] an empty Ray worker's memory (Ray's floor)")
     status, stdout, stderr, _ = execute(argv, env, FLOOR_TIMEOUT_S)
