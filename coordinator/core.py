@@ -25,16 +25,12 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, Literal, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 import anyio
 
-from coordinator.lead_rounds import LeadRound, lead_round
-from coordinator.llm import claude_brief, claude_plan
 from coordinator.planning.plan import PLANNING_SHARE, Plan
-from coordinator.planning.planner import plan_query
 from coordinator.planning.rounds import next_round
-from coordinator.planning.writes import asked_writes
 from coordinator.recorded_run import save_recording
 from coordinator.registered_tools import catalog_of, tool_effects
 from coordinator.registry import Registry
@@ -43,6 +39,7 @@ from coordinator.reporting.synthesize import synthesize
 from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, TaskState, run_plan
 from coordinator.runtime import build_runtime
 from sources.contract import ErrorCategory
+from sources.deferred import deferred
 from sources.faults import FaultSettings
 from sources.people import customer_names
 from sources.settings import SourceSettings
@@ -69,6 +66,18 @@ from traces.spans import (
     synthesize_span,
     trace_id_of,
 )
+
+if TYPE_CHECKING:
+    from coordinator import lead_rounds, llm
+    from coordinator.lead_rounds import LeadRound
+    from coordinator.planning import planner, writes
+else:
+    # Loaded by the first question planned here: a Ray worker runs plans its driver made, and needs
+    # neither the planner, the reader of the writes a question asks for, nor Claude's planning.
+    llm = deferred("coordinator.llm")
+    lead_rounds = deferred("coordinator.lead_rounds")
+    planner = deferred("coordinator.planning.planner")
+    writes = deferred("coordinator.planning.writes")
 
 __all__ = ["DEFAULT_GRANTS", "PLANNING_SHARE", "Config", "Coordinator"]
 
@@ -250,9 +259,9 @@ class Coordinator:
             self.config.registry, self.config.settings.data_dir, timeout_s=max(within_s, 0.1)
         )
         if self.config.claude is None:
-            return plan_query(query, catalog), None
+            return planner.plan_query(query, catalog), None
         within_s = min(deadline_s * PLANNING_SHARE, deadline_at - time.monotonic())
-        return await claude_plan(query, self.config.claude, budget, within_s=within_s, catalog=catalog)
+        return await llm.claude_plan(query, self.config.claude, budget, within_s=within_s, catalog=catalog)
 
     async def research(
         self,
@@ -330,7 +339,7 @@ class Coordinator:
         write_tools = {
             tool for tools in effects.tools.values() for tool, said in tools.items() if said.writes
         }
-        return asked_writes(query, write_tools).writes
+        return writes.asked_writes(query, write_tools).writes
 
     async def run_task(
         self,
@@ -424,7 +433,7 @@ class Coordinator:
             catalog = await catalog_of(
                 config.registry, config.settings.data_dir, timeout_s=max(within_s, 0.1)
             )
-            led = await lead_round(
+            led = await lead_rounds.lead_round(
                 plan, outcomes, settings=settings, budget=budget, summary=planning, within_s=within_s,
                 catalog=catalog, asked=asked, effects=tool_effects(config.registry, config.settings.data_dir),
             )  # fmt: skip
@@ -463,7 +472,7 @@ class Coordinator:
             report = synthesize(plan, trace_id, outcomes, planning)
             if claude is not None and budget is not None:
                 left_s = max(deadline_at - time.monotonic(), 0.0) + DEADLINE_GRACE_S
-                report = await claude_brief(report, claude, budget, within_s=left_s)
+                report = await llm.claude_brief(report, claude, budget, within_s=left_s)
                 report = report.model_copy(update={"tokens": TokenUse(limit=budget.limit, used=budget.used)})
             record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
         return report

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from coordinator.planning.reading import QueryError
+from coordinator.planning.query_error import QueryError
 from coordinator.planning.tools import LOOKUPS
 from sources.catalogue import TOOLS
 from sources.deferred import deferred
@@ -40,6 +40,7 @@ __all__ = [
     "PlannedTask",
     "QueryError",
     "Ref",
+    "SpanRole",
     "Unplanned",
     "said_share",
 ]
@@ -180,14 +181,29 @@ def said_share(share: float) -> str:
     return next((said for part, said in named.items() if abs(part - share) < 1e-9), f"{share:.0%}")
 
 
+@dataclass(frozen=True)
+class SpanRole:
+    """A span of the query and what became of it: the tasks that use it, or why none does. Here, with
+    the plan that carries it, rather than with the accounting that finds it: a Ray worker unpickles plans
+    and must not load the query's reader."""
+
+    text: str
+    role: str  # asks, story, courtesy, not understood, no source holds
+    tasks: tuple[str, ...] = ()
+    how: str = ""  # how it was read: keywords, the matcher's reading, a story's date...
+
+    def describe(self) -> dict[str, object]:
+        return {"text": self.text, "role": self.role, "tasks": list(self.tasks), "how": self.how}
+
+
 @dataclass
 class Plan:
     query: str
     tasks: dict[str, PlannedTask]
     unplanned: tuple[Unplanned, ...] = ()
     notes: tuple[str, ...] = ()  # how the query was read: typos corrected, the calendar dates are relative to
-    # Every span of the query and its role (coordinator.planning.accounting.SpanRole): the deterministic planner's.
-    spans: tuple[Any, ...] = ()
+    # Every span of the query and its role (found by coordinator.planning.accounting): the deterministic planner's.
+    spans: tuple[SpanRole, ...] = ()
     # Asks that wait for a round's findings to say which record they are about (the next round's).
     follow_ups: tuple[FollowUp, ...] = ()
     rounds: int = 1  # how many rounds planned it: each later one added tasks that follow findings
@@ -203,7 +219,7 @@ class Plan:
         notes: tuple[str, ...] = (),
         *,
         offered: Mapping[str, Collection[str]] = TOOLS,
-        spans: tuple[Any, ...] = (),
+        spans: tuple[SpanRole, ...] = (),
         follow_ups: tuple[FollowUp, ...] = (),
         rounds: int = 1,
         rules: tuple[str, ...] = (),

@@ -62,6 +62,7 @@ from coordinator.planning.lexicon import (
     TOPIC_WORDS,
 )
 from coordinator.planning.meaning import nearest_intent
+from coordinator.planning.query_error import QueryError
 from coordinator.planning.spans import ASKS, COURTESY, STORY, Span, cut, sentences
 from sources.catalogue import record_fields
 from sources.deferred import deferred
@@ -107,10 +108,6 @@ MAX_QUERY_BYTES = 4 * MAX_QUERY_CHARS
 # The kinds read in every query: email, customer_id, name, order_id, sku, article_id, amount, dates; and
 # where a registered source takes them, path (a file or a folder) and the kinds its entry defines.
 MentionKind = str
-
-
-class QueryError(ValueError):
-    """The query cannot be researched as written; the message says what to do instead."""
 
 
 @dataclass(frozen=True)

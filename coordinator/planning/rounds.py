@@ -21,13 +21,15 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coordinator.planning.lexicon import ANY_ITEM_WORDS, COUNT_WORDS, PRODUCT_WORDS
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Unplanned, said_share
-from coordinator.planning.reading import Reading
 from sources.catalogue import TOOLS
 from sources.domain import pounds
+
+if TYPE_CHECKING:  # a round is planned from findings, not from reading the query again
+    from coordinator.planning.reading import Reading
 
 __all__ = [
     "MAX_ROUNDS",
