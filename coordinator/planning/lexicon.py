@@ -297,8 +297,17 @@ FULL_AMOUNT_PHRASES = (
     "in full", "full refund", "full amount", "full price", "whole order", "whole amount", "whole thing",
     "everything they paid", "everything she paid", "everything he paid", "all of it back", "all their money",
     "all her money", "all his money", "the lot back", "what they paid", "what she paid", "what he paid",
-    "entire order", "entire amount", "complete refund", "100%",
+    "entire order", "entire amount", "complete refund", "100%", "whole lot", "all of it", "full total",
+    "full sum", "total amount", "the whole of",
 )  # fmt: skip
+# Words that ask the whole of an amount or an order named with them ("the whole £750", "her whole order").
+FULL_AMOUNT_WORDS = words_of("whole entire")
+# The parts of an amount people ask back ("half", "a third of it", "two thirds"), as a share of it.
+SHARE_WORDS: dict[str, float] = {
+    "half": 1 / 2, "third": 1 / 3, "two third": 2 / 3, "quarter": 1 / 4, "three quarter": 3 / 4,
+}  # fmt: skip
+# What a bare number after it is an amount in pounds ("refund 45 on ORD-10031", "refund twelve fifty").
+REFUND_AMOUNT_LEAD_INS = ("refund", "reimburse", "money back", "pay back", "give back", "compensation")
 
 # Counts of links in words ("two hops out", "3 links away", "depth 2"): the unit words, read as a count
 # for an argument whose schema says it counts links (``sources.formats.LINKS_DESCRIPTION``).

@@ -43,6 +43,7 @@ from coordinator.planning.accounting import account_for_words
 from coordinator.planning.intents import INTENTS, Intent, intent_named
 from coordinator.planning.lexicon import REFUND_PAID
 from coordinator.planning.lexicon import TOPIC_WORDS as SEARCHED_TOPICS
+from coordinator.planning.money import SAY_ONE_AMOUNT
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
 from coordinator.planning.rounds import (
@@ -672,6 +673,8 @@ def _unaccounted(
             f"the amount '{typed}'", "it is not an amount in pounds: billing works in GBP only",
             "give the amount in pounds, e.g. £45 or 45 GBP",
         ))  # fmt: skip
+    for typed, why in reading.unread_amounts:
+        found.append(Unplanned(f"the amount '{typed}'", why, SAY_ONE_AMOUNT))
     # Named only to be left out ("not about ORD-10134"): not researched, and no action offered on it.
     first: dict[object, Mention] = {}
     for mention in reading.excluded:
