@@ -7,6 +7,7 @@ why, and the trace shows a ``plan`` span per round.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -215,3 +216,42 @@ async def test_a_count_the_question_states_is_the_searchs_limit(settings: Source
     (tickets,) = [task for task in report.tasks if task.tool == "search_tickets"]
     assert tickets.arguments["limit"] == 3
     assert len([f for f in report.findings if f.tool == "search_tickets"]) <= 3
+
+
+async def total_of(settings: SourceSettings, order_id: str) -> float:
+    """An order's total as the orders source gives it, through the mcp Client."""
+    result = await call(
+        MODULES["orders"].create_server(settings), "get_order", {"order_id": order_id},
+        credential("orders:read", source="orders"),
+    )  # fmt: skip
+    (order,) = wire(result)["results"]
+    return float(order["total"])
+
+
+_SEED = random.Random(42)
+_SHARE_ASKS = (
+    ("can we give a third of that back on {order}", 1 / 3),
+    ("can he have half back on {order}?", 1 / 2),
+    ("at least give a third of it back on {order}?", 1 / 3),
+    ("{order}: could she get two thirds back?", 2 / 3),
+    ("is a quarter of it back on {order} ok?", 1 / 4),
+)
+_SHARED = [
+    (asked.format(order=order), order, share)
+    for asked, share in _SHARE_ASKS
+    for order in _SEED.sample(["ORD-10023", "ORD-10031", "ORD-10277", "ORD-10721", "ORD-10900"], 2)
+]
+
+
+@pytest.mark.parametrize(("query", "order", "share"), _SHARED, ids=[query for query, _, _ in _SHARED])
+async def test_a_share_asked_back_on_an_order_named_is_checked_at_that_share_of_its_total(
+    settings: SourceSettings, query: str, order: str, share: float
+) -> None:
+    report = await ask(settings, query)
+    (check,) = follow_ups(report)
+    total = await total_of(settings, order)
+    assert (check.tool, check.arguments) == (
+        "refund_eligibility",
+        {"order_id": order, "amount": round(total * share, 2)},
+    )
+    assert check.follows == f"order:{order}" and "the order the question names" in check.why

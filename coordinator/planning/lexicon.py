@@ -298,7 +298,7 @@ FULL_AMOUNT_PHRASES = (
     "everything they paid", "everything she paid", "everything he paid", "all of it back", "all their money",
     "all her money", "all his money", "the lot back", "what they paid", "what she paid", "what he paid",
     "entire order", "entire amount", "complete refund", "100%", "whole lot", "all of it", "full total",
-    "full sum", "total amount", "the whole of",
+    "full sum", "total amount",
 )  # fmt: skip
 # Words that ask the whole of an amount or an order named with them ("the whole £750", "her whole order").
 FULL_AMOUNT_WORDS = words_of("whole entire")
@@ -347,6 +347,8 @@ LIGHT_WORDS = words_of(
     "whether anyone someone somebody people person folks mistake error sure behind whoever whatever "
     "agent pasted inbox forwarded fwd within neighbours neighbors "
     "connect connects reachable deep away lately nearly almost nothin nuthin true correct "
+    # the parts of an amount ("half", "a third of it": SHARE_WORDS, read by the rounds) and "at least"
+    "half halves third thirds quarter quarters least "
     # contractions typed without their apostrophe
     "shes hes isnt arent wasnt werent dont doesnt didnt cant couldnt wont wouldnt hasnt havent hadnt "
     "shouldnt theyre youre ive weve theyve youve ill itll thats "

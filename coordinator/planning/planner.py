@@ -43,7 +43,7 @@ from coordinator.planning.accounting import account_for_words
 from coordinator.planning.intents import INTENTS, Intent, intent_named
 from coordinator.planning.lexicon import REFUND_PAID
 from coordinator.planning.lexicon import TOPIC_WORDS as SEARCHED_TOPICS
-from coordinator.planning.money import SAY_ONE_AMOUNT
+from coordinator.planning.money import SAY_ONE_AMOUNT, share_said
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
 from coordinator.planning.rounds import (
@@ -323,7 +323,19 @@ class _Planner:
             lookup = self.order_lookups[in_full]  # its paid amount is the order's own total
             paid = Ref("?", GIVES[lookup.tool]["amount"])
             self._add(_refund_check(in_full, paid, needs={"amount": lookup}))
+        # "half back on ORD-10023": a share of the order's total, which the next round reads off its lookup
+        for in_part in self._refunded_in_part():
+            if ("refund", self.order_lookups[in_part]) not in self.awaiting:
+                self.awaiting.append(("refund", self.order_lookups[in_part]))
         return bool(self.pairs) or bool(self._refunded_in_full())
+
+    def _refunded_in_part(self) -> list[str]:
+        """The orders a share of whose total the refund asks ("a third of it back on ORD-10023")."""
+        if self.reading.full_amount or "refund" not in self.intents or self.single_amounts:
+            return []
+        if share_said(self.reading.query) in (None, 1.0):
+            return []
+        return [order for order in self.order_lookups if order not in {o.value for o, _ in self.pairs}]
 
     def _refunded_in_full(self) -> list[str]:
         """The orders a refund "in full" (or "of the whole order") is asked on: no amount of their own."""
@@ -472,7 +484,10 @@ class _Planner:
     def _follow_ups(self) -> tuple[FollowUp, ...]:
         """What the next round places (``coordinator.planning.rounds``): the asks awaiting an order,
         and a second check the question makes conditional on a first ("failing that, half of it?")."""
-        found = [follow_up(ask, call.id, self.reading, self.single_amounts) for ask, call in self.awaiting]
+        found = [
+            follow_up(ask, call.id, self.reading, self.single_amounts, order=_order_of(call))
+            for ask, call in self.awaiting
+        ]
         for order, amount in self.pairs:
             check = next(c for c in self.calls if _checks(c, order.value, amount.value))
             second = fallback_of(check.id, order.value, amount.value, self.reading, self.single_amounts)
@@ -530,7 +545,10 @@ class _Planner:
             self.unplanned.append(_unanswerable(intent_named("refund")))
         if "refund" in self.intents:
             for order in self.reading.values("order_id"):
-                if order not in paired and order not in self._refunded_in_full():
+                if order not in paired and order not in [
+                    *self._refunded_in_full(),
+                    *self._refunded_in_part(),
+                ]:
                     self.unplanned.append(Unplanned(
                         f"a refund on {order}", "no amount was given for it",
                         f"say how much, e.g. 'refund £45 on {order}'",
@@ -589,6 +607,11 @@ class _Planner:
             if isinstance(value, Ref):
                 return self._said(lookup, name, value, "other")
         return lookup.subject
+
+
+def _order_of(lookup: _Call) -> str:
+    """The order a lookup of one order gives (an ask awaiting it is about that order), or ""."""
+    return lookup.subject if lookup.tool == LOOKUPS["order_id"] else ""
 
 
 def _checks(call: _Call, order: str, amount: Any) -> bool:
