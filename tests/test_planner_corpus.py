@@ -599,3 +599,32 @@ def test_what_is_not_one_amount_is_never_checked_in_part(said: str, asking: str)
     assert "refund_eligibility" not in {task.tool for task in plan.tasks.values()}
     (unread,) = [item for item in plan.unplanned if said in item.what]
     assert "refund check takes one" in unread.why or "pounds and pence" in unread.why
+
+
+_PRICED = [
+    (asked.format(count=count, price=price, order=_SEED.choice(_ORDERS)), count * price)
+    for asked in ("refund {count} x £{price} on {order}", "{order}: {count}x£{price} back, ok?", "refund {count} × £{price} on {order}?")
+    for count, price in ((_SEED.randint(2, 9), _SEED.randint(3, 120)) for _ in range(3))
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("query", "meant"), _PRICED, ids=[query for query, _ in _PRICED])
+def test_a_count_at_a_unit_price_is_the_amount_they_make(query: str, meant: float) -> None:
+    checked = [task.arguments["amount"] for task in plan_query(query).tasks.values() if task.tool == "refund_eligibility"]  # fmt: skip
+    assert checked == [meant]
+
+
+@pytest.mark.parametrize("order", _SEED.sample(_ORDERS, 2))
+@pytest.mark.parametrize("person", ["Mrs Hussain", "Mr Patel", "Ms Barnett"])
+@pytest.mark.parametrize(
+    "asked",
+    ["can we refund half of {order} for {person}?", "{person} wants to know: a third of {order} back?"],
+)
+def test_a_titled_surname_beside_an_order_named_is_that_orders_customer(
+    asked: str, person: str, order: str
+) -> None:
+    """The order's record names its customer: a surname alone is not looked up beside it."""
+    plan = plan_query(asked.format(order=order, person=person))
+    assert "find_customers" not in {task.tool for task in plan.tasks.values()}
+    (wanted,) = plan.follow_ups
+    assert wanted.order == order and wanted.share in (1 / 2, 1 / 3)

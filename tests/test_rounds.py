@@ -17,6 +17,7 @@ from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref
 from coordinator.planning.planner import plan_query
 from coordinator.planning.rounds import MOST_CHOSEN, next_round
 from coordinator.reporting.report import ResearchReport, TaskSummary
+from sources.domain import pounds
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from tests.conftest import MODULES, call, credential, wire
@@ -255,3 +256,55 @@ async def test_a_share_asked_back_on_an_order_named_is_checked_at_that_share_of_
         {"order_id": order, "amount": round(total * share, 2)},
     )
     assert check.follows == f"order:{order}" and "the order the question names" in check.why
+
+
+_FULL_THEN = (
+    ("{order}: can the full amount go back? If not, at least the two makers (2 x £{price}).", 2),
+    ("refund {order} in full? failing that, 3 x £{price}", 3),
+    ("can {order} be refunded in full? if not, what about £{price}?", 1),
+)
+_OVER_THE_LIMIT = ["ORD-10023", "ORD-10721", "ORD-10900"]  # totals over £500: the full check is refused
+_FULL_THEN_ASKED = [
+    (asked.format(order=order, price=price), order, count * price)
+    for asked, count in _FULL_THEN
+    for order, price in zip(_SEED.sample(_OVER_THE_LIMIT, 2), (_SEED.randint(10, 60) for _ in range(2)), strict=True)
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("query", "order", "next_amount"), _FULL_THEN_ASKED, ids=[q for q, _, _ in _FULL_THEN_ASKED]
+)
+async def test_the_full_amount_then_an_amount_if_refused_checks_the_total_then_that_amount(
+    settings: SourceSettings, query: str, order: str, next_amount: float
+) -> None:
+    report = await ask(settings, query)
+    checks = [task for task in report.tasks if task.tool == "refund_eligibility"]
+    first = next(task for task in checks if not task.follows)
+    (second,) = follow_ups(report)
+    assert first.arguments == {"order_id": order, "amount": await total_of(settings, order)}
+    assert first.state == "escalated"  # over the automatic limit
+    assert second.arguments == {"order_id": order, "amount": next_amount}
+    assert second.follows == f"{first.id}:refused"
+
+
+@pytest.mark.parametrize(
+    "customer", _SEED.sample(["CUST-00303", "CUST-00088", "CUST-00242", "CUST-00104"], 3)
+)
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "{customer} is asking for the whole of the £{total:g} order back. Allowed?",
+        "can {customer} have half of the £{total:g} order back?",
+    ],
+)
+async def test_an_amount_naming_one_of_the_customers_orders_selects_it(
+    settings: SourceSettings, customer: str, asked: str
+) -> None:
+    found = await orders_of(settings, customer)
+    totals = [order["total"] for order in found]
+    order = next(order for order in found if totals.count(order["total"]) == 1)
+    report = await ask(settings, asked.format(customer=customer, total=order["total"]))
+    (check,) = follow_ups(report)
+    share = 0.5 if "half" in asked else 1.0
+    assert check.arguments == {"order_id": order["id"], "amount": round(order["total"] * share, 2)}
+    assert f"its total is {pounds(order['total'])}" in check.why

@@ -300,8 +300,9 @@ FULL_AMOUNT_PHRASES = (
     "entire order", "entire amount", "complete refund", "100%", "whole lot", "all of it", "full total",
     "full sum", "total amount",
 )  # fmt: skip
-# Words that ask the whole of an amount or an order named with them ("the whole £750", "her whole order").
-FULL_AMOUNT_WORDS = words_of("whole entire")
+# Words that ask the whole of an order a later round finds ("the whole £750", "refund the lot"): read by
+# the rounds only, where "the lot" is not "everything about her" (an intent phrase).
+WHOLE_OF_AN_ORDER = ("whole", "entire", "the lot")
 # The parts of an amount people ask back ("half", "a third of it", "two thirds"), as a share of it.
 SHARE_WORDS: dict[str, float] = {
     "half": 1 / 2, "third": 1 / 3, "two third": 2 / 3, "quarter": 1 / 4, "three quarter": 3 / 4,
@@ -347,8 +348,8 @@ LIGHT_WORDS = words_of(
     "whether anyone someone somebody people person folks mistake error sure behind whoever whatever "
     "agent pasted inbox forwarded fwd within neighbours neighbors "
     "connect connects reachable deep away lately nearly almost nothin nuthin true correct "
-    # the parts of an amount ("half", "a third of it": SHARE_WORDS, read by the rounds) and "at least"
-    "half halves third thirds quarter quarters least "
+    # the parts of an amount ("half", "a third of it", "the whole": read by the rounds), "at least", "asking for"
+    "half halves third thirds quarter quarters least whole entire asking "
     # contractions typed without their apostrophe
     "shes hes isnt arent wasnt werent dont doesnt didnt cant couldnt wont wouldnt hasnt havent hadnt "
     "shouldnt theyre youre ive weve theyve youve ill itll thats "

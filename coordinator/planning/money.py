@@ -3,6 +3,7 @@
     digits          £45, 45 GBP, GBP 45.00, 45.00GBP, £ 45, £1,250.50, 45 pounds, 45 quid   -> 45.0 ...
     a decimal comma £12,50, 2,5 pounds (one or two digits after a comma: no thousands group)  -> 12.5, 2.5
     thousands       £1.2k, 1k GBP, refund 1.2k                                              -> 1200.0
+    a count         2 x £39 (two at a unit price)                                           -> 78.0
     pence           45p, 45 pence                                                           -> 0.45
     words           forty-five quid, one hundred and twenty pounds fifty, a fiver, half a grand
     prices          four ninety-nine, twelve fifty (pounds then pence, where money is asked back)
@@ -21,11 +22,11 @@ from typing import TYPE_CHECKING
 from coordinator.planning.lexicon import (
     COUNT_WORDS,
     FULL_AMOUNT_PHRASES,
-    FULL_AMOUNT_WORDS,
     MONEY_WORDS,
     NUMBER_WORDS,
     REFUND_AMOUNT_LEAD_INS,
     SHARE_WORDS,
+    WHOLE_OF_AN_ORDER,
 )
 from sources.deferred import deferred
 
@@ -66,6 +67,11 @@ _PRICE = rf"(?P<pounds>{_IN_WORDS})\s+(?P<pence>{_PENCE_IN_WORDS})"
 def _pounds(match: re.Match[str]) -> float:
     value = float(match["number"].replace(",", "") if "." in match["number"] else _decimal(match["number"]))
     return round(value * 1000, 2) if match["k"] else value
+
+
+def _times(match: re.Match[str]) -> float:
+    """ "2 x £39" is 78: the count times the unit price."""
+    return round(count(match["count"]) * _pounds(match), 2)
 
 
 def _decimal(number: str) -> str:
@@ -112,6 +118,8 @@ def _pence(match: re.Match[str]) -> float:
 _NOT_MONEY_AFTER = r"(?!\s*(?:%|days?|weeks?|months?|years?|items?|x|of|orders?)\b)"
 # Each way an amount in pounds is written, and how its value is read, in the order they are read.
 IN_POUNDS = (
+    # "2 x £39": a count of things at a unit price, the amount their price makes together
+    (re.compile(rf"\b(?P<count>{COUNT})\s?[x×*]\s?£\s?{_NUMBER}", re.I), _times),
     (re.compile(rf"£\s?{_NUMBER}"), _pounds),
     (re.compile(rf"\bGBP\s?{_NUMBER}", re.I), _pounds),
     (re.compile(rf"\b{_NUMBER}\s?{_UNIT}\b", re.I), _pounds),
@@ -173,7 +181,7 @@ SAY_ONE_AMOUNT = "say one amount in pounds and pence, e.g. 'refund £45.50 on OR
 # "In full", "the whole lot": the whole of what was paid (reading, writes); "the whole £750" too (rounds).
 FULL_AMOUNT = re.compile(rf"\b(?:{'|'.join(re.escape(p) for p in FULL_AMOUNT_PHRASES)})(?!\w)", re.I)
 # "the whole £750", "her entire espresso machine order": said of an order a later round finds (rounds).
-_WHOLE = re.compile(rf"\b(?:{'|'.join(sorted(FULL_AMOUNT_WORDS))})\b", re.I)
+_WHOLE = re.compile(rf"\b(?:{'|'.join(WHOLE_OF_AN_ORDER)})\b", re.I)
 _SHARES = tuple(
     (re.compile(rf"\b{'[ -]'.join(said.split())}s?\b", re.I), part)
     for said, part in sorted(SHARE_WORDS.items(), key=lambda item: -len(item[0]))

@@ -47,11 +47,13 @@ from coordinator.planning.money import SAY_ONE_AMOUNT, share_said
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
 from coordinator.planning.rounds import (
+    asks_money_back,
     awaiting,
     fallback_of,
     follow_up,
     newest,
     on_the_order,
+    second_ask_at,
     words_read,
 )
 from coordinator.planning.rules import Facts, adjust
@@ -145,6 +147,7 @@ class _Planner:
         self.refund_amount_known = True
         self.refund_paid = bool(REFUND_PAID.search(reading.query.lower()))
         self.pairs, self.single_amounts = _pair_amounts(reading)
+        self._second_amounts_apart()
         self.pairs = self._at_most(
             self.pairs, "refund checks", lambda pair: f"{pair[1].describe()} on {pair[0].value}"
         )
@@ -329,6 +332,17 @@ class _Planner:
                 self.awaiting.append(("refund", self.order_lookups[in_part]))
         return bool(self.pairs) or bool(self._refunded_in_full())
 
+    def _second_amounts_apart(self) -> None:
+        """ "Can the full amount go back? If not, the two makers (2 x £39)": the first check is of the
+        order's total, and an amount after the condition is the second check's, paired with no order."""
+        second = second_ask_at(self.reading)
+        full = self.reading.full_amount.lower()
+        if not full or full not in self.reading.query.lower()[:second]:
+            return
+        later = [(order, amount) for order, amount in self.pairs if amount.start >= second]
+        self.pairs = [pair for pair in self.pairs if pair not in later]
+        self.single_amounts = sorted([*self.single_amounts, *(a for _, a in later)], key=lambda a: a.start)
+
     def _refunded_in_part(self) -> list[str]:
         """The orders a share of whose total the refund asks ("a third of it back on ORD-10023")."""
         if self.reading.full_amount or "refund" not in self.intents or self.single_amounts:
@@ -458,8 +472,11 @@ class _Planner:
     def _await_the_order(self) -> None:
         """A refund asked about a customer's order the question names only by what it holds, its
         total or status ("Mr Patel's grinder", "the one of £750"): the customer's orders are searched,
-        and the next round (``coordinator.planning.rounds``) checks the refund on the order found."""
-        asked = "refund" in self.intents and "policies" not in self.intents
+        and the next round (``coordinator.planning.rounds``) checks the refund on the order found. A
+        question of policy asks it too where it asks an order's money back ("is the whole of the £290
+        order back allowed?")."""
+        policy = "policies" in self.intents and not asks_money_back(self.reading)
+        asked = "refund" in self.intents and not policy
         if not asked or self.pairs or self.orders or not self.customers:
             return
         wanted = follow_up("refund", "", self.reading, self.single_amounts)
@@ -492,6 +509,13 @@ class _Planner:
             check = next(c for c in self.calls if _checks(c, order.value, amount.value))
             second = fallback_of(check.id, order.value, amount.value, self.reading, self.single_amounts)
             if second is not None:
+                found.append(second)
+        for in_full in self._refunded_in_full():  # "if not, at least £78": the amount asked next
+            check = next(
+                c for c in self.calls if c.tool == "billing.refund_eligibility" and c.subject == in_full
+            )
+            second = fallback_of(check.id, in_full, None, self.reading, self.single_amounts)
+            if second is not None and second.amount is not None:
                 found.append(second)
         return tuple(found)
 

@@ -570,7 +570,9 @@ def _names(scanner: _Scanner) -> list[Mention]:
         scanner.blank(token.start(), end)
         skip_until = end
     # "Mr Patel's grinder": a surname after a title names a customer too (find_customers matches a
-    # word of the name); a first name after it was read above.
+    # word of the name); a first name after it was read above. Beside an order named ("half of order
+    # 10412 for Mrs Hussain"), a surname alone is that order's customer, whom its record names.
+    named |= {sentence(m.start) for m in scanner.mentions if m.kind == "order_id"}
     for titled in _TITLED.finditer(scanner.left):
         name = titled[1].removesuffix("'s")
         if name.lower() in known or name.lower() in STOPWORDS:

@@ -41,6 +41,7 @@ __all__ = [
     "next_round",
     "on_the_order",
     "refunds_all",
+    "second_ask_at",
     "words_read",
 ]
 
@@ -95,12 +96,13 @@ def refunds_all(reading: Reading) -> bool:
     return bool(_REFUND_ALL.search(reading.query.lower()))
 
 
-# "the £139 back", "half her order back", "half back", "a third of it back": money asked back, a
+# "the £139 back", "half her order back", "half back", "a third of it back", "can the full amount go
+# back": money asked back, a
 # refund whatever the verb.
 _PARTS = "|".join(rf"{'[ -]'.join(said.split())}s?" for said in SHARE_WORDS)
 _MONEY_BACK = re.compile(
     rf"(?:\d|\bpounds?|\bquid|\blot|\bamount|\border|\btotal|\bprice|\b(?:{_PARTS})"
-    r"(?:\s+of\s+(?:it|that|this|them))?)\s+back\b"
+    r"(?:\s+of\s+(?:it|that|this|them))?)\s+(?:go\s+|come\s+)?back\b"
 )
 
 
@@ -138,7 +140,7 @@ def on_the_order(reading: Reading) -> bool:
     return bool(_ON_THE_ORDER.search(reading.query.lower()))
 
 
-def _split(reading: Reading) -> int:
+def second_ask_at(reading: Reading) -> int:
     """Where the question's conditional second ask starts ("... if not, what about a third?"), or its end."""
     text = reading.query.lower()
     conditional = _CONDITIONAL.search(text)
@@ -154,7 +156,7 @@ def follow_up(ask: str, after: str, reading: Reading, amounts: Sequence[Any], or
     back on ORD-10023": a share of its total); ``amounts``: the amount mentions the question names
     without an order (those after a conditional are the second check's)."""
     text = reading.query.lower()
-    split = _split(reading)
+    split = second_ask_at(reading)
     first = [a.value for a in amounts if a.start < split]
     second = [a.value for a in amounts if a.start >= split]
     return FollowUp(
@@ -184,7 +186,7 @@ def fallback_of(
 ) -> FollowUp | None:
     """The second check the question makes conditional on the check ``check`` of ``amount`` on
     ``order`` ("failing that, half of it?"), or None; ``amounts``: the amount mentions left unpaired."""
-    split = _split(reading)
+    split = second_ask_at(reading)
     if split >= len(reading.query):
         return None
     second = [a.value for a in amounts if a.start >= split]
