@@ -308,3 +308,26 @@ async def test_an_amount_naming_one_of_the_customers_orders_selects_it(
     share = 0.5 if "half" in asked else 1.0
     assert check.arguments == {"order_id": order["id"], "amount": round(order["total"] * share, 2)}
     assert f"its total is {pounds(order['total'])}" in check.why
+
+
+_IF_REFUSED = (
+    ("If that's a no, try half of it instead.", None),
+    ("and if she can't, would £{second} be OK?", "amount"),
+    ("if it gets refused, see whether £{second} would do", "amount"),
+)
+_REFUSED_THEN = [
+    (f"Can {order} have £{first} refunded? {then.format(second=second)}", order, second if said else first / 2)
+    for then, said in _IF_REFUSED
+    for order, first, second in [(_SEED.choice(_OVER_THE_LIMIT), _SEED.randint(501, 700), _SEED.randint(10, 90))]
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("query", "order", "next_amount"), _REFUSED_THEN, ids=[q for q, _, _ in _REFUSED_THEN]
+)
+async def test_a_second_check_said_as_if_refused_is_made_when_billing_refuses_the_first(
+    settings: SourceSettings, query: str, order: str, next_amount: float
+) -> None:
+    report = await ask(settings, query)
+    (second,) = follow_ups(report)
+    assert second.arguments == {"order_id": order, "amount": next_amount}

@@ -7,7 +7,7 @@ Identifiers are read in the forms people type them and normalized to the form th
     order ids       ORD-10023, ord 10023, order 10023, order #10023, #10023       -> ORD-10023
     SKUs            sku-4417-blk                    -> SKU-4417-BLK
     KB articles     kb-refunds                      -> KB-REFUNDS
-    amounts         £45, 45 GBP, GBP 45.00, 45 pounds, 45 quid, £1,250.50, "refund 45"   -> 45.0
+    amounts         £45, 45 GBP, £1.2k, 45p, "refund twelve fifty", 2 x £39 (``coordinator.planning.money``)
     dates           2026-10-01, 1 Oct 2026, October 2026, since last month, last 30 days
     people          a first name, or first and last name ("jane", "Jane Doe")
 

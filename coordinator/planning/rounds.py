@@ -54,9 +54,11 @@ _REFUND_PURPOSE = "refund research"  # the broker grants billing's records for t
 
 # --- how a question says which order and how much (the vocabulary of the rounds, in one place) -------
 
-# "If not, what about a third?": the second check is made only when the first is refused.
+# "If not, what about a third?", "if that's a no", "if it gets refused": the second check is made only
+# when the first is refused.
 _CONDITIONAL = re.compile(
-    r"\b(?:if not|if we can'?t|if (?:that|it)(?:'s| is) too much|failing that|otherwise|if that fails)\b"
+    r"\b(?:if not|if (?:we|she|he|they) can'?t|if (?:that|it)(?:'s| is) (?:too much|a no)"
+    r"|if (?:that|it) (?:gets|is) refused|failing that|otherwise|if that fails)\b"
 )
 _ALTERNATIVE = re.compile(r"\b(?:how about|what about|try|instead)\b")
 # An order picked by its status, and the latest one.
