@@ -9,9 +9,10 @@
     prices          four ninety-nine, twelve fifty (pounds then pence, where money is asked back)
 
 A number is read whole or not at all: "£1.299" and "£45.999" are no amount of pounds and pence, so
-they are set aside with why (``UNREAD_AFTER``), never read as £1.29 or £45.99; so are a range ("£45-£50")
-and two amounts offered for one ("£45 or £50"), which a refund check cannot take (``UNREAD_BEFORE``). The part of an
-amount said ("in full", "the whole lot", "half", "a third") is ``share_said``.
+they are set aside with why (``UNREAD_AFTER``), never read as £1.29 or £45.99; so is a range
+("£45-£50"), which a refund check cannot take (``UNREAD_BEFORE``). Two amounts offered for one ("£45
+or £50") are both read: the plan checks one and lists the other as not placed. The part of an amount
+said ("in full", "the whole lot", "half", "a third") is ``share_said``.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ IN_POUNDS = (
 )
 
 # What looks like an amount and is not one amount of pounds and pence: set aside, whole as typed, with
-# why; a range and two amounts offered are read before the amounts, what is left of one after them.
+# why; a range is read before the amounts, what is left of one after them.
 _DIGITS = r"\d[\d.,]*k?"
 _MARKED = rf"(?:£\s?{_DIGITS}|\bGBP\s?{_DIGITS})"
 UNREAD_BEFORE = (
@@ -158,13 +159,6 @@ UNREAD_BEFORE = (
             rf"{_MARKED}\s?(?:-|–|to)\s?£?\s?{_DIGITS}|\b{_DIGITS}\s?(?:-|–|to)\s?{_DIGITS}\s?{_UNIT}\b", re.I
         ),
         "a range of amounts, and a refund check takes one",
-    ),
-    (
-        re.compile(
-            rf"{_MARKED}\s*(?:or|/)\s*£?\s?{_DIGITS}{_NOT_MONEY_AFTER}|\b{_DIGITS}\s+or\s+{_DIGITS}\s?{_UNIT}\b",
-            re.I,
-        ),
-        "two amounts offered for one refund, and a refund check takes one",
     ),
 )
 UNREAD_AFTER = (
