@@ -102,7 +102,8 @@ class FollowUp:
     ``ask`` says what it adds once they are in:
     - "refund": an eligibility check on the one of a customer's orders (found by the orders search
       ``after``) the question points at by what it holds (``words``), its total (``totals``), its
-      ``status`` or being the ``latest``; of ``amount``, or else ``share`` of the order's total;
+      ``status`` or being the ``latest``, or on ``order``, named, whose lookup is ``after`` ("half back
+      on ORD-10023"); of ``amount``, or else ``share`` of the order's total;
     - "tickets": the tickets of that order (of each such order, up to a bound, when ``each``);
     - "order": nothing more than that order itself, found already ("her cafetiere order"): several
       matching where the question means one is a gap listing them;
@@ -162,7 +163,7 @@ class FollowUp:
             *([f"whose total is {' or '.join(f'£{t:g}' for t in self.totals)}"] if self.totals else []),
             *([f"with status {self.status}"] if self.status else []),
         ]
-        which = " ".join(
+        which = self.order or " ".join(
             ["the", *(["latest"] if self.latest else []), "orders" if self.each else "order", *clauses]
         )
         what = "its tickets" if self.ask == "tickets" else f"a refund check {how_much}".rstrip()
