@@ -1,11 +1,14 @@
-"""Batch research: questions per second on Ray with 1, 2 and 4 workers against `research ask` one after another, under seeded chaos.
+"""Batch research: questions per second on Ray with 1, 2 and 4 workers against a long-lived coordinator and `research ask` one after another, under seeded chaos.
 
 ``--questions`` seeded, realistic questions for the demo world (``coordinator.chaos.catalogue``) are
 written to a JSON-lines file and researched by ``research batch --engine ray`` once per worker count,
 each run into a fresh folder, with ``--concurrency`` = workers x ``--concurrency-per-worker``. The
 baseline is ``research ask`` run one question after another: every question a whole command, which
 starts its five sources over stdio. It runs only the first ``--ask-sample`` questions (a sample: its
-questions per second is that sample's, extrapolated to the rest, and printed as a sample).
+questions per second is that sample's, extrapolated to the rest, and printed as a sample). The fair
+baseline for a batch engine is the long-lived coordinator (``benchmarks/long_lived.py``): one
+process that opens one Coordinator as `research ask` does (the same sources over stdio, the same
+faults, seed and deadline) and asks every question of the batch one after another on its sessions.
 
 Every run gets the same seeded chaos (``--faults``, below): orders transient errors, tickets latency
 with jitter and transient errors, kb hangs (cut by the per-call timeout), customers garbage, billing
@@ -15,8 +18,10 @@ by one untimed ``research ask`` first), so no fleet of the user's is touched.
 Printed for each configuration: questions, outcomes, the command's wall time, the batch's start-up
 (fleet and Ray workers), questions per second (the batch's on its asking time, the start-up being
 paid once a batch; also end to end, start-up included), the speed-up over ``research ask`` one
-after another, memory per Ray worker, the fleet's retry ratio and the retries its budget refused,
-and the chaos checker's invariant violations. Exit status 1 if any run had an invariant violation,
+after another and over the long-lived coordinator, memory per Ray worker (RSS, as ``ps`` shows it,
+which the goal of at most 150 MB is read against; USS beside it) next to an empty Ray worker's
+(``benchmarks/ray_floor.py``: Ray's own floor), the fleet's retry ratio and the retries its budget
+refused, and the chaos checker's invariant violations. Exit status 1 if any run had an invariant violation,
 or a command failed (a batch or an ask exiting other than 0 or 3, or killed at its timeout).
 
     .venv/bin/python benchmarks/batch.py [--questions 500] [--seed 1] [--workers 1,2,4]
@@ -41,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import run_all  # noqa: E402
+from coordinator.batch.loopback import unshare_command  # noqa: E402
 from coordinator.chaos.catalogue import scenarios  # noqa: E402
 
 # The installed `research` script beside this interpreter, or the same entry point from the checkout.
@@ -64,6 +70,9 @@ BATCH_TIMEOUT_S = 900
 STDERR_TAIL = 20
 NO = "—"
 BASELINE = "research ask one after another"
+LONG_LIVED = "one long-lived coordinator"
+WORKER_GOAL_MB = 150  # memory per Ray worker, RSS (issue 46)
+FLOOR_TIMEOUT_S = 180
 
 
 @dataclass
@@ -77,7 +86,8 @@ class Run:
     per_s: float
     end_to_end_per_s: float
     startup_s: float | None = None
-    memory_mb: list[float] = field(default_factory=list)
+    memory_mb: list[float] = field(default_factory=list)  # RSS per worker
+    memory_uss_mb: list[float] = field(default_factory=list)
     retry_ratio: float | None = None
     retries_refused: int | None = None
     violations: int | None = None
@@ -160,6 +170,43 @@ def baseline(queries: list[str], sample: int, env: dict[str, str], seed: int) ->
     )
 
 
+def long_lived(questions: Path, env: dict[str, str], options: argparse.Namespace) -> Run:
+    """Every question asked in a loop by one process on one Coordinator (``benchmarks/long_lived.py``)."""
+    argv = [
+        sys.executable, str(ROOT / "benchmarks" / "long_lived.py"), str(questions), "--seed", str(options.seed),
+        "--deadline", str(DEADLINE_S), *chaos_options(options.seed),
+    ]  # fmt: skip
+    say(f"[batch] {LONG_LIVED}: {plural(options.questions, 'question')} in a loop")
+    status, stdout, stderr, seconds = execute(argv, env, BATCH_TIMEOUT_S)
+    if status != 0:
+        return Run(LONG_LIVED, NO, NO, seconds, 0.0, 0.0, problem=failed(LONG_LIVED, status, stderr))
+    ran: dict[str, Any] = json.loads(stdout.splitlines()[-1])
+    statuses: list[str] = ran["statuses"]
+    asking_s = float(ran["asking_s"])
+    return Run(
+        name=LONG_LIVED,
+        questions=str(len(statuses)),
+        outcomes="/".join(str(statuses.count(each)) for each in ("complete", "partial", "failed")),
+        wall_s=seconds,
+        per_s=len(statuses) / asking_s if asking_s > 0 else 0.0,
+        end_to_end_per_s=len(statuses) / seconds if seconds > 0 else 0.0,
+        startup_s=float(ran["startup_s"]),
+        sample_complete=statuses[: options.ask_sample].count("complete"),
+    )
+
+
+def ray_floor(env: dict[str, str]) -> dict[str, float] | None:
+    """An empty Ray worker's memory in MB (``benchmarks/ray_floor.py``, in a namespace of loopback
+    alone, as a local batch runs), or None if it could not be measured (said on stderr)."""
+    argv = [*unshare_command(), sys.executable, str(ROOT / "benchmarks" / "ray_floor.py")]
+    say("[batch] an empty Ray worker's memory (Ray's floor)")
+    status, stdout, stderr, _ = execute(argv, env, FLOOR_TIMEOUT_S)
+    if status != 0:
+        failed("the empty Ray worker", status, stderr)
+        return None
+    return {kind: size / 2**20 for kind, size in json.loads(stdout.splitlines()[-1]).items()}
+
+
 def _on_sample(out: Path, sample: int) -> tuple[int, int, int]:
     """Complete among the first ``sample`` questions; in all, the decisions giving up on the retry
     budget after a source's own pushback (an answer saying when to call again: what flow control must
@@ -214,6 +261,7 @@ def batch_run(
         end_to_end_per_s=this_run["questions"] / seconds if seconds > 0 else 0.0,
         startup_s=float(this_run["startup_s"]),
         memory_mb=[float(mb) for mb in this_run["memory_per_worker_mb"]],
+        memory_uss_mb=[float(mb) for mb in this_run.get("memory_per_worker_uss_mb", [])],
         retry_ratio=float(budget["retry_ratio"]),
         retries_refused=int(budget["retries_refused"]),
         violations=int(summary["invariant_violations"]),
@@ -223,8 +271,12 @@ def batch_run(
     )
 
 
+def times(value: float, base: float) -> str:
+    return f"{value / base:.1f}x" if base > 0 else NO
+
+
 def speed_up(value: float, base: Run) -> str:
-    return f"{value / base.per_s:.1f}x" if base.per_s > 0 else NO
+    return times(value, base.per_s)
 
 
 def table(runs: list[Run]) -> list[str]:
@@ -232,7 +284,7 @@ def table(runs: list[Run]) -> list[str]:
     base = runs[0]
     header = [
         "configuration", "questions", "complete/partial/failed", "wall s", "start-up s", "questions/s",
-        "speed-up", "end to end q/s", "memory per worker MB", "retry ratio", "retries refused",
+        "speed-up", "end to end q/s", "memory per worker MB (RSS)", "USS MB", "retry ratio", "retries refused",
         "invariant violations", "complete of the sample", "budget spent after pushback", "breaker open",
     ]  # fmt: skip
     rows = [header]
@@ -246,6 +298,7 @@ def table(runs: list[Run]) -> list[str]:
                 "in each" if run is base else f"{run.startup_s:.1f}", f"{run.per_s:.2f}",
                 speed_up(run.per_s, base), f"{run.end_to_end_per_s:.2f}",
                 "/".join(f"{mb:.0f}" for mb in run.memory_mb) or NO,
+                "/".join(f"{mb:.0f}" for mb in run.memory_uss_mb) or NO,
                 NO if run.retry_ratio is None else f"{run.retry_ratio:.1%}",
                 NO if run.retries_refused is None else str(run.retries_refused),
                 "not checked" if run.violations is None else str(run.violations),
@@ -260,9 +313,9 @@ def table(runs: list[Run]) -> list[str]:
     ]
 
 
-def report(runs: list[Run], options: argparse.Namespace) -> int:
+def report(runs: list[Run], options: argparse.Namespace, floor: dict[str, float] | None) -> int:
     """Print the table and the regular lines; the exit status (1 on a failure or a violation)."""
-    base = runs[0]
+    base, loop = runs[0], next((run for run in runs if run.name == LONG_LIVED), None)
     for line in table(runs):
         print(line)
     print()
@@ -281,6 +334,13 @@ def report(runs: list[Run], options: argparse.Namespace) -> int:
             f"{run.name}, end to end: {run.end_to_end_per_s:.2f} questions/s "
             f"({speed_up(run.end_to_end_per_s, base)} {BASELINE})"
         )
+        if loop is not None and run is not loop and not loop.problem:
+            print(
+                f"{run.name} against {LONG_LIVED}: {speed_up(run.per_s, loop)} "
+                f"({run.per_s:.2f} against {loop.per_s:.2f} questions/s; end to end "
+                f"{times(run.end_to_end_per_s, loop.end_to_end_per_s)})"
+            )
+    memory_lines(runs, floor)
     violations = sum(run.violations or 0 for run in runs)
     print(f"invariant violations: {violations}")
     sample = ", ".join(f"{run.name} {run.sample_complete}" for run in runs if run.sample_complete is not None)
@@ -294,6 +354,24 @@ def report(runs: list[Run], options: argparse.Namespace) -> int:
         f"seed {options.seed}; concurrency {options.concurrency_per_worker} per worker; deadline {DEADLINE_S} s"
     )
     return 1 if violations or any(run.problem for run in runs) else 0
+
+
+def memory_lines(runs: list[Run], floor: dict[str, float] | None) -> None:
+    """Each batch's largest worker against the goal, and Ray's floor beside it."""
+    if floor is not None:
+        print(
+            f"an empty Ray worker (Ray's floor): {floor['rss']:.0f} MB RSS, {floor['uss']:.0f} MB USS, "
+            f"{floor['pss']:.0f} MB PSS"
+        )
+    for run in runs:
+        if run.memory_mb and not run.problem:
+            largest = max(run.memory_mb)
+            verdict = "met" if largest <= WORKER_GOAL_MB else "NOT met"
+            beyond = f", {largest - floor['rss']:.0f} MB beyond Ray's floor" if floor is not None else ""
+            print(
+                f"{run.name}: memory per worker at most {largest:.0f} MB RSS "
+                f"({max(run.memory_uss_mb or [0.0]):.0f} MB USS){beyond}; goal at most {WORKER_GOAL_MB} MB: {verdict}"
+            )
 
 
 def options_from(argv: list[str] | None) -> argparse.Namespace:
@@ -337,12 +415,14 @@ def main(argv: list[str] | None = None) -> int:
         questions = work / "questions.jsonl"
         queries = write_questions(questions, options.questions, options.seed)
         runs = [baseline(queries, options.ask_sample, env, options.seed)]
+        runs.append(long_lived(questions, env, options))
+        floor = ray_floor(env) if options.engine == "ray" else None
         for workers in options.worker_counts:
             out = work / f"{options.engine}-{workers}-workers"
             runs.append(batch_run(workers, questions, out, env, options))
         if options.keep:
             say(f"[batch] kept: {options.keep}")
-        return report(runs, options)
+        return report(runs, options, floor)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,15 @@ is issued once and then replayed by its idempotency key.
 Then the cold start of a standalone source: spawn to ``initialize`` answered, against
 ``python -c "import mcp.server"`` and the no-op server's spawn to ``initialize``, in the same rounds.
 
-    .venv/bin/python benchmarks/source_cost.py [--calls 300] [--starts 8]
+    .venv/bin/python benchmarks/source_cost.py [--calls 300] [--starts 8] [--against ../before]
+
+``--against`` runs another checkout's sources (say, the code before a change: ``git worktree add``
+or ``git archive | tar -x``) in the same rounds, so both are measured in one machine state.
 
 Goals (issue 29): every read tool at most 1.3x the no-op tool's p50, no tool above 1.5x; tracing
 on/off at most 1.10 per tool; spawn to ``initialize`` at most ``import mcp.server`` + 0.3 s.
+Issue 46: every read tool at most 1.3x the same answer from a bare SDK tool ("x same"), the fair
+floor: what the SDK and its client cost to carry that answer, validating it both ends.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ READ_GOAL, ANY_GOAL, TRACING_GOAL, START_GOAL_S = 1.3, 1.5, 1.10, 0.3
 NOOP = "noop"
 TWIN = "same answer"  # the recorded answers, from a bare SDK tool (see serve_twins)
 ASYNC_NOOP, ASYNC_NOOP_TOOL = "async no-op (mcp SDK)", "async_noop"
+AGAINST = "against"  # another checkout's source (--against), measured in the same rounds
 IMPORT_LABEL = 'python -c "import mcp.server"'
 
 
@@ -163,8 +169,11 @@ class Measured:
     cpus: list[float] = field(default_factory=list)
 
 
-async def per_call(settings: SourceSettings, calls: int, block: int) -> dict[str, Measured]:
-    """By "NAME traced", "NAME untraced", "NAME same answer", NOOP and ASYNC_NOOP."""
+async def per_call(
+    settings: SourceSettings, calls: int, block: int, against: Path | None = None
+) -> dict[str, Measured]:
+    """By "NAME traced", "NAME untraced", "NAME same answer", NOOP and ASYNC_NOOP; with ``against``
+    (another checkout), also "NAME against": that checkout's source, traced, in the same rounds."""
     key = settings.signing_key()
     async with AsyncExitStack() as stack:
         clients: dict[str, tuple[Client, psutil.Process]] = {}
@@ -181,6 +190,10 @@ async def per_call(settings: SourceSettings, calls: int, block: int) -> dict[str
                 parameters = stdio_parameters(source, settings)
                 parameters.env = {**(parameters.env or {}), **extra}
                 await start(f"{source} {variant}", parameters)
+            if against is not None:  # python -m sources.NAME from there: its own code, this venv
+                parameters = stdio_parameters(source, settings)
+                parameters.cwd = against
+                await start(f"{source} {AGAINST}", parameters)
         metas = {  # a credential as a subagent is granted it, for the calls that need a scope
             case.name: {
                 CREDENTIAL_META_KEY: issue_credential(key, "benchmark", {case.scope}, source=case.source)
@@ -219,6 +232,13 @@ async def per_call(settings: SourceSettings, calls: int, block: int) -> dict[str
                     metas[case.name],
                 )
             plan[f"{case.name} {TWIN}"] = (TWIN, twin_name(case), {}, None)
+            if against is not None:
+                plan[f"{case.name} {AGAINST}"] = (
+                    f"{case.source} {AGAINST}",
+                    case.tool,
+                    case.arguments,
+                    metas[case.name],
+                )
         measured = {name: Measured() for name in plan}
 
         def cpu_seconds(server: psutil.Process) -> float:
@@ -278,7 +298,7 @@ def report_calls(measured: dict[str, Measured], calls: int, block: int) -> None:
     print(f"{calls} calls of each over stdio, {block} back to back at a time; wall p50 and p90 in ms,")
     print("the server's CPU per call in ms; ratios of the p50s; on/off: tracing on against off")
     print(
-        f"{'tool':27} {'p50':>5} {'p90':>5} {'x no-op':>7} {'same':>5} {'x same':>6} {'on/off':>6} {'cpu':>5} {'on/off':>6}"
+        f"{'tool':27} {'p50':>5} {'p90':>5} {'x no-op':>7} {'same':>5} {'x same':>6} {'on/off':>6} {'cpu':>5} {'on/off':>6} {'x same':>6}"
     )
     for name, label in ((NOOP, "no-op tool (mcp SDK)"), (ASYNC_NOOP, ASYNC_NOOP)):
         found = measured[name].walls
@@ -286,7 +306,7 @@ def report_calls(measured: dict[str, Measured], calls: int, block: int) -> None:
             f"{label:27} {p50[name] * 1000:5.2f} {quantile(found, 0.9) * 1000:5.2f} "
             f"{p50[name] / base:6.2f}x {'':5} {'':6} {'':6} {cpu[name] * 1000:5.2f}"
         )
-    worst = {"read": 0.0, "any": 0.0, "tracing": 0.0, "tracing cpu": 0.0, "own": 0.0}
+    worst = {"read": 0.0, "any": 0.0, "tracing": 0.0, "tracing cpu": 0.0, "own": 0.0, "own read": 0.0}
     for case in CASES:
         on, off, same = (f"{case.name} {variant}" for variant in ("traced", "untraced", TWIN))
         ratio, own = p50[on] / base, p50[on] / p50[same]
@@ -300,18 +320,48 @@ def report_calls(measured: dict[str, Measured], calls: int, block: int) -> None:
             worst[figure] = max(worst[figure], value)
         if not case.writes:
             worst["read"] = max(worst["read"], ratio)
+            worst["own read"] = max(worst["own read"], own)
         print(
             f"{case.name + (' (w)' if case.writes else ''):27} {p50[on] * 1000:5.2f} "
             f"{quantile(measured[on].walls, 0.9) * 1000:5.2f} {ratio:6.2f}x {p50[same] * 1000:5.2f} "
-            f"{own:5.2f}x {tracing:6.2f} {cpu[on] * 1000:5.2f} {tracing_cpu:6.2f}"
+            f"{own:5.2f}x {tracing:6.2f} {cpu[on] * 1000:5.2f} {tracing_cpu:6.2f} {cpu[on] / cpu[same]:5.2f}x"
         )
     print("same: the same answer from a bare SDK tool (async) with the same output schema;")
-    print("(w): writes. No-op tool: a plain def, which the SDK runs on a worker thread.")
+    print("(w): writes. No-op tool: a plain def, which the SDK runs on a worker thread. The last column:")
+    print(
+        "the server's CPU per call against the bare SDK tool's (steadier than wall time on a busy machine)."
+    )
     print(f"worst read tool: {worst['read']:.2f}x the no-op p50 (goal <= {READ_GOAL})")
     print(f"worst tool: {worst['any']:.2f}x the no-op p50 (goal <= {ANY_GOAL})")
+    print(
+        f"worst read tool against the same answer from a bare SDK tool: {worst['own read']:.2f}x (goal <= {READ_GOAL})"
+    )
     print(f"worst tool against the same answer from a bare SDK tool: {worst['own']:.2f}x")
     print(
         f"worst tracing on/off: {worst['tracing']:.2f} wall, {worst['tracing cpu']:.2f} CPU (goal <= {TRACING_GOAL:.2f})"
+    )
+
+
+def report_against(measured: dict[str, Measured], against: Path) -> None:
+    """Each tool here and in the other checkout, side by side: same rounds, same twin."""
+    p50 = {name: statistics.median(found.walls) for name, found in measured.items()}
+    cpu = {name: statistics.mean(found.cpus) for name, found in measured.items()}
+    print(f"against {against}, in the same rounds: p50 in ms, x same, server CPU per call in ms")
+    print(f"{'tool':27} {'here':>5} {'x same':>6} {'there':>5} {'x same':>6} {'cpu':>5} {'there':>5}")
+    worst = {"here": 0.0, "there": 0.0}
+    for case in CASES:
+        here, there, same = (f"{case.name} {variant}" for variant in ("traced", AGAINST, TWIN))
+        if not case.writes:
+            worst["here"] = max(worst["here"], p50[here] / p50[same])
+            worst["there"] = max(worst["there"], p50[there] / p50[same])
+        print(
+            f"{case.name + (' (w)' if case.writes else ''):27} {p50[here] * 1000:5.2f} "
+            f"{p50[here] / p50[same]:5.2f}x {p50[there] * 1000:5.2f} {p50[there] / p50[same]:5.2f}x "
+            f"{cpu[here] * 1000:5.2f} {cpu[there] * 1000:5.2f}"
+        )
+    print(
+        f"worst read tool against the same answer from a bare SDK tool: here {worst['here']:.2f}x, "
+        f"there {worst['there']:.2f}x (goal <= {READ_GOAL})"
     )
 
 
@@ -342,6 +392,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--block", type=int, default=10, help="calls of one kind back to back")
     parser.add_argument("--starts", type=int, default=8)
+    parser.add_argument(
+        "--against", type=Path, help="another checkout (e.g. the code before a change), measured alongside"
+    )
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as data_dir:
         # The tickets source's rate limit is a behaviour, not a cost: set it out of the way.
@@ -349,8 +402,11 @@ def main() -> None:
             data_dir=Path(data_dir), kb_warmup_ms=0, tickets_rate_per_second=1e6, tickets_burst=10**6
         )
         os.environ.pop("OTEL_SDK_DISABLED", None)
-        measured = anyio.run(per_call, settings, options.calls, options.block)
+        against = None if options.against is None else options.against.resolve()
+        measured = anyio.run(per_call, settings, options.calls, options.block, against)
         report_calls(measured, options.calls, options.block)
+        if against is not None:
+            report_against(measured, against)
         report_starts(anyio.run(cold_starts, settings, options.starts), options.starts)
 
 

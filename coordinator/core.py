@@ -25,15 +25,12 @@ from collections.abc import Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 import anyio
 
-from coordinator.llm import claude_brief, claude_plan
 from coordinator.planning.plan import PLANNING_SHARE, Plan
-from coordinator.planning.planner import plan_query
 from coordinator.planning.rounds import next_round
-from coordinator.planning.writes import asked_writes
 from coordinator.recorded_run import save_recording
 from coordinator.registered_tools import catalog_of, tool_effects
 from coordinator.registry import Registry
@@ -42,6 +39,7 @@ from coordinator.reporting.synthesize import synthesize
 from coordinator.run import DEADLINE_GRACE_S, TaskOutcome, TaskState, run_plan
 from coordinator.runtime import build_runtime
 from sources.contract import ErrorCategory
+from sources.deferred import deferred
 from sources.faults import FaultSettings
 from sources.people import customer_names
 from sources.settings import SourceSettings
@@ -68,6 +66,18 @@ from traces.spans import (
     synthesize_span,
     trace_id_of,
 )
+
+if TYPE_CHECKING:
+    from coordinator import lead_rounds, llm
+    from coordinator.lead_rounds import LeadRound
+    from coordinator.planning import planner, writes
+else:
+    # Loaded by the first question planned here: a Ray worker runs plans its driver made, and needs
+    # neither the planner, the reader of the writes a question asks for, nor Claude's planning.
+    llm = deferred("coordinator.llm")
+    lead_rounds = deferred("coordinator.lead_rounds")
+    planner = deferred("coordinator.planning.planner")
+    writes = deferred("coordinator.planning.writes")
 
 __all__ = ["DEFAULT_GRANTS", "PLANNING_SHARE", "Config", "Coordinator"]
 
@@ -249,9 +259,9 @@ class Coordinator:
             self.config.registry, self.config.settings.data_dir, timeout_s=max(within_s, 0.1)
         )
         if self.config.claude is None:
-            return plan_query(query, catalog), None
+            return planner.plan_query(query, catalog), None
         within_s = min(deadline_s * PLANNING_SHARE, deadline_at - time.monotonic())
-        return await claude_plan(query, self.config.claude, budget, within_s=within_s, catalog=catalog)
+        return await llm.claude_plan(query, self.config.claude, budget, within_s=within_s, catalog=catalog)
 
     async def research(
         self,
@@ -300,7 +310,7 @@ class Coordinator:
             # elsewhere (a test, a replay) may come before any was kept, so they are listed now.
             await self._listed(deadline_at)
             plan, outcomes = await self._in_rounds(
-                plan, budget, deadline_at, tape, grants, asked=self.asked_writes(query) if asked is None else asked,
+                plan, budget, deadline_at, tape, grants, planning, asked=self.asked_writes(query) if asked is None else asked,
                 approvals=(*self.config.approvals, *approvals), seed=seed, post_call=post_call,
                 observer=observer, jitter=jitter,
             )  # fmt: skip
@@ -329,7 +339,7 @@ class Coordinator:
         write_tools = {
             tool for tools in effects.tools.values() for tool, said in tools.items() if said.writes
         }
-        return asked_writes(query, write_tools).writes
+        return writes.asked_writes(query, write_tools).writes
 
     async def run_task(
         self,
@@ -383,20 +393,53 @@ class Coordinator:
 
     async def _in_rounds(
         self, plan: Plan, budget: TokenBudget | None, deadline_at: float, tape: Tape | None,
-        grants: tuple[Grant, ...], **chosen: Any,
+        grants: tuple[Grant, ...], planning: PlanningSummary | None, **chosen: Any,
     ) -> tuple[Plan, dict[str, TaskOutcome]]:  # fmt: skip
         """The plan run round by round: each round runs the tasks its plan added, and the next is
-        planned from their findings (``_next_round``); the plan as it grew, and every task's outcome."""
+        planned from their findings (``_next_round``; in Claude mode, by the lead when Claude made the
+        plan: ``_lead_round``); the plan as it grew, and every task's outcome."""
         outcomes: dict[str, TaskOutcome] = {}
         while True:
             outcomes = await self._run_tasks(plan, budget, deadline_at, tape, grants, outcomes, **chosen)
             grown = _next_round(plan, outcomes)
+            claude = self.config.claude
+            if grown is None and claude is not None and budget is not None and _led_by_claude(planning):
+                led = await self._lead_round(
+                    plan, outcomes, (claude, planning, budget), deadline_at, chosen["asked"]
+                )
+                if not led.grew:
+                    return led.plan, outcomes  # a lead that failed left a note on the plan
+                plan = led.plan
+                continue
             if grown is None:
                 return plan, outcomes
             with plan_span() as planning_span:
                 added = [task.id for task in grown.order() if task.id not in plan.tasks]
                 record_plan(planning_span, added, round_number=grown.rounds)
             plan = grown
+
+    async def _lead_round(
+        self, plan: Plan, outcomes: dict[str, TaskOutcome],
+        lead: tuple[ClaudeSettings, PlanningSummary, TokenBudget], deadline_at: float,
+        asked: tuple[AskedWrite, ...],
+    ) -> LeadRound:  # fmt: skip
+        """Claude, as the lead, reads the round's findings and may add tasks (``coordinator.lead_rounds``):
+        within its share of what is left of the deadline, the query's token budget, the writes asked;
+        ``lead``: its settings, the planning its steps join, the query's budget. The lead's model call
+        is the round's planning: under its ``plan`` span, tasks added or none."""
+        config, (settings, planning, budget) = self.config, lead
+        with plan_span() as planning_span:
+            within_s = (deadline_at - time.monotonic()) * PLANNING_SHARE
+            catalog = await catalog_of(
+                config.registry, config.settings.data_dir, timeout_s=max(within_s, 0.1)
+            )
+            led = await lead_rounds.lead_round(
+                plan, outcomes, settings=settings, budget=budget, summary=planning, within_s=within_s,
+                catalog=catalog, asked=asked, effects=tool_effects(config.registry, config.settings.data_dir),
+            )  # fmt: skip
+            added = [task.id for task in led.plan.order() if task.id not in plan.tasks]
+            record_plan(planning_span, added, round_number=plan.rounds + 1)
+        return led
 
     async def _run_tasks(
         self, plan: Plan, budget: TokenBudget | None, deadline_at: float, tape: Tape | None,
@@ -429,7 +472,7 @@ class Coordinator:
             report = synthesize(plan, trace_id, outcomes, planning)
             if claude is not None and budget is not None:
                 left_s = max(deadline_at - time.monotonic(), 0.0) + DEADLINE_GRACE_S
-                report = await claude_brief(report, claude, budget, within_s=left_s)
+                report = await llm.claude_brief(report, claude, budget, within_s=left_s)
                 report = report.model_copy(update={"tokens": TokenUse(limit=budget.limit, used=budget.used)})
             record_synthesis(synthesizing, findings=len(report.findings), gaps=len(report.gaps))
         return report
@@ -460,6 +503,15 @@ def _next_round(plan: Plan, outcomes: dict[str, TaskOutcome]) -> Plan | None:
         if outcome.state == TaskState.ESCALATED and outcome.category == ErrorCategory.BUSINESS
     ]
     return next_round(plan, findings, refused)
+
+
+def _led_by_claude(planning: PlanningSummary | None) -> TypeGuard[PlanningSummary]:
+    """Whether Claude made the plan (not the deterministic planner it fell back to): the lead plans its rounds."""
+    return (
+        planning is not None
+        and planning.planner == "claude"
+        and any(step.action == "plan" for step in planning.steps)
+    )
 
 
 def _exactly(task: Task) -> AskedWrite:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -148,23 +148,26 @@ def _to_plan(query: str, raw: Any, catalog: Catalog) -> Plan:
 
 @dataclass
 class _Conversation:
+    """A conversation with one forced tool: each answer is that tool's input; its tokens are spent
+    from the query's budget and counted on ``summary`` (the lead's plan and its later rounds alike)."""
+
     settings: ClaudeSettings
     client: anthropic.AsyncAnthropic
     budget: TokenBudget
-    catalog: Catalog
-    messages: list[MessageParam] = field(default_factory=list)
-    summary: PlanningSummary = field(default_factory=lambda: PlanningSummary(planner="claude"))
+    summary: PlanningSummary
+    messages: list[MessageParam]
+    system: str
+    tool: ToolParam
 
     async def ask(self) -> tuple[str, Any]:
-        """One model turn; returns the submit_plan tool-use id and its input."""
-        tools = self.catalog.describe()
+        """One model turn; returns the forced tool's use id and its input."""
         response = await self.client.messages.create(
             model=self.settings.model,
             max_tokens=self.settings.max_tokens,
-            system=_SYSTEM.format(tools=tools),
+            system=self.system,
             messages=self.messages,
-            tools=[_tool()],
-            tool_choice={"type": "tool", "name": "submit_plan"},
+            tools=[self.tool],
+            tool_choice={"type": "tool", "name": self.tool["name"]},
         )
         input_tokens, output_tokens = self.budget.spend(response.usage)
         self.summary.input_tokens += input_tokens
@@ -174,6 +177,35 @@ class _Conversation:
         if use is None:
             return "", None
         return use.id, use.input
+
+
+async def _repaired_once(
+    conversation: _Conversation, check: Callable[[Any], _T], what: str
+) -> _T | _Unanswered:
+    """The model's answer as ``check`` makes it (raising ``ValidationError`` or ``PlanError`` with the
+    reason); an invalid one sent back once with the exact error; why there is none, else."""
+    budget, summary = conversation.budget, conversation.summary
+    for attempt in (1, 2):
+        if budget.exhausted:
+            return _Unanswered(f"the token budget is spent ({budget.describe()})", None)
+        use_id, raw = await conversation.ask()
+        try:
+            return check(raw)
+        except (ValidationError, PlanError) as exc:
+            problem = str(exc).splitlines()[0] if isinstance(exc, PlanError) else _first_error(exc)
+            if attempt == 2:
+                return _Unanswered(
+                    f"the repaired {what} is still invalid: {problem}", ErrorCategory.VALIDATION
+                )
+            summary.steps.append(
+                PlanningStep(action="repair", reason=problem, category=ErrorCategory.VALIDATION)
+            )
+            conversation.messages.append({
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": use_id, "is_error": True,
+                             "content": f"The {what} was refused: {problem}. Submit a corrected {what}."}],
+            })  # fmt: skip
+    raise AssertionError("unreachable: the loop returns on its second pass")
 
 
 async def claude_plan(
@@ -195,48 +227,20 @@ async def claude_plan(
         return _fallback(query, summary, MISSING_KEY, ErrorCategory.PERMISSION, catalog)
     spending = budget or TokenBudget(settings.token_budget)
 
-    async def converse(client: anthropic.AsyncAnthropic) -> tuple[Plan, PlanningSummary]:
-        messages: list[MessageParam] = [{"role": "user", "content": query}]
-        return await _converse(query, _Conversation(settings, client, spending, catalog, messages, summary))
+    async def converse(client: anthropic.AsyncAnthropic) -> Plan | _Unanswered:
+        conversation = _Conversation(
+            settings, client, spending, summary, [{"role": "user", "content": query}],
+            system=_SYSTEM.format(tools=catalog.describe()), tool=_tool(),
+        )  # fmt: skip
+        return await _repaired_once(conversation, lambda raw: _to_plan(query, raw, catalog), "plan")
 
     answer = await _bounded(settings, within_s, "the lead agent", converse)
     if isinstance(answer, _Unanswered):
         return _fallback(query, summary, answer.reason, answer.category, catalog)
-    return answer
-
-
-async def _converse(query: str, conversation: _Conversation) -> tuple[Plan, PlanningSummary]:
-    """Ask for the plan; repair it once with the exact error; else fall back."""
-    summary, budget, catalog = conversation.summary, conversation.budget, conversation.catalog
-    for attempt in (1, 2):
-        if budget.exhausted:
-            return _fallback(
-                query, summary, f"the token budget is spent ({budget.describe()})", None, catalog
-            )
-        use_id, raw = await conversation.ask()
-        try:
-            plan = _to_plan(query, raw, catalog)
-        except (ValidationError, PlanError) as exc:
-            problem = str(exc).splitlines()[0] if isinstance(exc, PlanError) else _first_error(exc)
-            if attempt == 2:
-                return _fallback(
-                    query, summary, f"the repaired plan is still invalid: {problem}", ErrorCategory.VALIDATION,
-                    catalog,
-                )  # fmt: skip
-            summary.steps.append(
-                PlanningStep(action="repair", reason=problem, category=ErrorCategory.VALIDATION)
-            )
-            conversation.messages.append({
-                "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": use_id, "is_error": True,
-                             "content": f"The plan was refused: {problem}. Submit a corrected plan."}],
-            })  # fmt: skip
-            continue
-        summary.steps.append(
-            PlanningStep(action="plan", reason=f"{len(plan.tasks)} tasks from {conversation.settings.model}")
-        )
-        return plan, summary
-    raise AssertionError("unreachable: the loop returns on its second pass")
+    summary.steps.append(
+        PlanningStep(action="plan", reason=f"{len(answer.tasks)} tasks from {settings.model}")
+    )
+    return answer, summary
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -11,7 +11,8 @@ does a real lookup.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+import string
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from pydantic import BaseModel
@@ -24,7 +25,7 @@ from sources.formats import CUSTOMER_IDENTIFIER, PERSON_NAME, CustomerTier, Look
 from sources.identifiers import CUSTOMER_ID
 from sources.security.auth import require_scope
 from sources.settings import SourceSettings
-from sources.store import Store, starts_a_word
+from sources.store import Store
 from sources.toolkit import open_source, page_of
 from sources.wire import Wire
 
@@ -91,6 +92,43 @@ def _near_miss(store: Store, email: str) -> str | None:
     return near[0][0] if len(near) == 1 else None
 
 
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+class _NameIndex:
+    """The names of the customers a name search may return, held in memory: a search is a substring
+    test on each, where SQL's ``LIKE`` on ``' ' || replace(name, '-', ' ')`` computed both for every
+    row of the table on every call (0.25 ms of a 1.8 ms call). It matches as that ``LIKE`` did: a
+    word starts after a space or a hyphen, and only ASCII letters ignore their case (SQLite's ``LIKE``).
+
+    Loaded once: no tool writes the customers table, and a world's files are never replaced
+    (``sources.world``), so the index cannot go stale.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        shown = store.rows("SELECT id, name FROM customers WHERE erased_on IS NULL ORDER BY name, id")
+        self._names = [(row["id"], _words_of(row["name"])) for row in shown]
+
+    def matching(self, words: list[str], most: int) -> list[dict[str, Any]]:
+        """The first ``most`` customers, by name then id, a word of whose name each of ``words`` starts."""
+        found = self._names
+        for word in words:  # a list narrowed word by word: the first word alone reads every name
+            start = " " + word.translate(_ASCII_LOWER)
+            found = [each for each in found if start in each[1]]
+        ids = [id_ for id_, _ in found[:most]]
+        marks = ", ".join("?" * len(ids))
+        return self._store.rows(
+            f"SELECT * FROM customers WHERE id IN ({marks}) ORDER BY name, id",  # noqa: S608  (marks are literals; values are parameters)
+            ids,
+        )
+
+
+def _words_of(name: str) -> str:
+    """A name as the index searches it: a space before each word, ASCII letters in lower case."""
+    return " " + name.replace("-", " ").translate(_ASCII_LOWER)
+
+
 def create_server(settings: SourceSettings | None = None, *, wire: Wire | None = None) -> MCPServer:
     source = open_source(
         "customers",
@@ -98,6 +136,8 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         wire=wire,
         instructions="Customer records (CRM). Look customers up by email or CUST-NNNNN id, or find them by name.",
     )
+
+    names = _NameIndex(source.store)
 
     @source.tool(Customer, title="Look up a customer")
     def customer_lookup(
@@ -156,12 +196,7 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         scope customers:restricted (`permission`: request elevation, never retry as is).
         """
         words = [word for word in re.split(r"[\s.-]+", name) if word]
-        clauses = ["(' ' || replace(name, '-', ' ')) LIKE ? ESCAPE '\\'"] * len(words)
-        rows = source.store.rows(
-            f"SELECT * FROM customers WHERE erased_on IS NULL AND {' AND '.join(clauses)} "  # noqa: S608  (clauses are literals; values are parameters)
-            "ORDER BY name, id LIMIT ?",
-            [*map(starts_a_word, words), limit + 1],
-        )
+        rows = names.matching(words, limit + 1)
         found = rows[:limit]
         if any(row["restricted"] for row in found):
             require_scope("customers:restricted", f"a restricted customer matching '{name}'")

@@ -229,12 +229,13 @@ class FaultLayer:
                 "the garbage fault needs a wire to corrupt: stdio's, or an HTTP source started with --chaos-control"
             )
         self.settings = settings
+        self._active = settings.active  # asked once here, not on every call (it reads every field)
         self._rolls = rolls(settings)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if self.settings.die_at == "handshake" and ctx.method in _HANDSHAKE:
             self._crash()
-        if ctx.method != "tools/call" or not self.settings.active:
+        if ctx.method != "tools/call" or not self._active:
             return await call_next(ctx)
         roll = next(self._rolls)
         if roll.delay_ms:

@@ -77,14 +77,18 @@ def create_server(
     # The index is built once per world and kept beside it, as a search engine keeps its index on
     # disk: only a kb that builds it warms up (the first start), not every process a query spawns.
     built = source.store.path.parent / "kb-index.built"
-    ready_at = clock() if built.exists() else clock() + source.settings.kb_warmup_ms / 1000
+    published = built.exists()  # then no call looks for the file again (a stat per call)
+    ready_at = clock() if published else clock() + source.settings.kb_warmup_ms / 1000
 
     def require_warm_index() -> None:
+        nonlocal published
         remaining = ready_at - clock()
-        if remaining <= 0 and not built.exists():
-            # 0600 as everything in the data folder (a touch would leave it to the umask); of kb
-            # processes warming up at once, one publishes it and the others find it there.
-            publish_file(built, "", replace=False, durable=False)
+        if remaining <= 0 and not published:
+            if not built.exists():
+                # 0600 as everything in the data folder (a touch would leave it to the umask); of kb
+                # processes warming up at once, one publishes it and the others find it there.
+                publish_file(built, "", replace=False, durable=False)
+            published = True
         if remaining > 0:
             wait_ms = math.ceil(
                 round(remaining * 1000, 3)

@@ -38,6 +38,7 @@ from pydantic import BaseModel
 
 from sources.arguments import MISSING, ArgumentGuard, echo_arguments, invalid_argument
 from sources.contract import (
+    AnyPage,
     AttemptedQuery,
     EmptyResult,
     ErrorCategory,
@@ -52,7 +53,7 @@ from sources.settings import SourceSettings
 from sources.store import Store
 from sources.tool_failure import to_call_tool_result
 from sources.wire import Wire
-from sources.world import ensure_world
+from sources.world import CHANGING, ensure_world
 
 __all__ = ["Source", "invalid", "open_source", "page_of"]
 
@@ -189,7 +190,8 @@ def open_source(
         log_level="WARNING",
     )
     server.middleware.append(ArgumentGuard(server))
-    return Source(name=name, server=server, store=Store(world / f"{name}.db"), settings=settings)
+    store = Store(world / f"{name}.db", immutable=name not in CHANGING)
+    return Source(name=name, server=server, store=store, settings=settings)
 
 
 def page_of(
@@ -207,7 +209,7 @@ def page_of(
     """
     if not records:
         return EmptyResult(message=f"{empty_message} {EMPTY_RESULT_NOTE}")
-    return ResultPage[Any](
+    return AnyPage(
         result_count=len(records),
         results=list(records),
         truncated=truncated or next_cursor is not None,

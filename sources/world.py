@@ -63,9 +63,16 @@ else:
     # Faker (a seventh of a source's start).
     faker = deferred("faker")
 
-__all__ = ["SOURCES", "TODAY", "World", "build_world", "ensure_world", "world_path"]
+__all__ = ["CHANGING", "SOURCES", "TODAY", "World", "build_world", "ensure_world", "world_path"]
 
-WORLD_VERSION = 2  # 2: delivery dates (orders.delivered_on, invoices.delivered_on), CUST-00460
+# 2: delivery dates (orders.delivered_on, invoices.delivered_on), CUST-00460;
+# 3: tickets indexed by customer and by order (a customer's tickets were a scan of every ticket)
+WORLD_VERSION = 3
+
+# The sources whose data file changes once the world is built: billing's, by issue_refund. The
+# others' files are never written again (a world is renamed into place finished), so their stores
+# read them as immutable (``sources.store.Store``).
+CHANGING = frozenset({"billing"})
 
 _CUSTOMERS = 400
 _TICKETS = 600
@@ -105,6 +112,8 @@ _SCHEMA: dict[str, str] = {
         CREATE TABLE tickets (
             id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, order_id TEXT, subject TEXT NOT NULL,
             body TEXT NOT NULL, status TEXT NOT NULL, priority TEXT NOT NULL, opened_on TEXT NOT NULL);
+        CREATE INDEX tickets_by_customer ON tickets (customer_id, opened_on);
+        CREATE INDEX tickets_by_order ON tickets (order_id);
         CREATE VIRTUAL TABLE tickets_text USING fts5(subject, body, content='tickets', content_rowid='rowid');
     """,
     "kb": """

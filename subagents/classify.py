@@ -46,6 +46,7 @@ from mcp_types import (
 )
 
 from sources.contract import (
+    AnyPage,
     AttemptedQuery,
     ContractViolation,
     EmptyResult,
@@ -257,7 +258,7 @@ def _unstructured(
     if not result.is_error:
         # A third-party success: keep what it said as one record rather than drop it.
         record: Any = result.structured_content if result.structured_content is not None else {"text": text}
-        return Outcome("ok", ResultPage[Any](result_count=1, results=[record]), error_type="")
+        return Outcome("ok", AnyPage(result_count=1, results=[record]), error_type="")
     own = _own_rule(text, source, rules)
     declared = None if own is not None else read_failure_meta(result.meta)
     if declared is not None and declared.category is not None:  # the server said what failed: no guess

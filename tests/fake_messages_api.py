@@ -123,6 +123,11 @@ def obedient_planner(request: dict[str, Any]) -> Reply:
     return tool_use(plan_as_input(plan_query(request["messages"][0]["content"])))
 
 
+def content_lead(request: dict[str, Any]) -> Reply:
+    """A lead agent that reads a round's findings and adds nothing: the first plan was enough."""
+    return tool_use({"tasks": [], "done": "the findings answer the query"}, name="add_tasks")
+
+
 def citing_writer(request: dict[str, Any]) -> Reply:
     """A brief writer that makes one claim per finding it was given, citing it."""
     prompt = request["messages"][0]["content"]
@@ -143,7 +148,8 @@ class Silent:
 
 
 class Conversations:
-    """Routes each request: the planner, the brief writer, or the subagent named in the system prompt.
+    """Routes each request: the planner, the lead's later rounds, the brief writer, or the subagent
+    named in the system prompt.
 
     Each route takes its scripted replies in order and then its default responder (an obedient
     model unless told otherwise).
@@ -153,15 +159,18 @@ class Conversations:
         self,
         *,
         planner: list[Reply] | None = None,
+        lead: list[Reply] | None = None,
         writer: list[Reply] | None = None,
         subagents: dict[str, list[Reply]] | None = None,
         default_subagent: Responder = obedient_subagent,
     ) -> None:
         self.scripts: dict[str, list[Reply]] = {
-            "planner": list(planner or []), "writer": list(writer or []),
+            "planner": list(planner or []), "lead": list(lead or []), "writer": list(writer or []),
             **{task: list(replies) for task, replies in (subagents or {}).items()},
         }  # fmt: skip
-        self.defaults: dict[str, Responder] = {"planner": obedient_planner, "writer": citing_writer}
+        self.defaults: dict[str, Responder] = {
+            "planner": obedient_planner, "lead": content_lead, "writer": citing_writer,
+        }  # fmt: skip
         self.default_subagent = default_subagent
 
     def __call__(self, request: dict[str, Any]) -> Reply:
@@ -176,6 +185,8 @@ class Conversations:
         chosen = (request.get("tool_choice") or {}).get("name")
         if chosen == "submit_plan":
             return "planner"
+        if chosen == "add_tasks":
+            return "lead"
         if chosen == "submit_brief":
             return "writer"
         system = request.get("system") or ""

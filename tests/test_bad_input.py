@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.types import CallToolResult, Tool
 
+from sources import arguments, orders
 from sources.catalogue import TOOLS
 from sources.contract import EmptyResult, ResultPage, ToolError, parse_tool_result
 from sources.settings import SourceSettings
@@ -253,3 +254,29 @@ def test_any_arguments_get_an_answer_inside_the_contract(
     for field in ("customer_id", "order_id"):
         if sent.get(field) is not None and name != "customer_lookup":  # null asks for no customer or order
             assert all(record.get(field, record.get("id")) == sent[field] for record in records), records
+
+
+@pytest.mark.anyio
+async def test_arguments_seen_before_keep_their_verdict_without_a_second_check(
+    monkeypatch: pytest.MonkeyPatch, settings: SourceSettings
+) -> None:
+    """The argument guard walks the schema once for arguments it has seen (per source process); a
+    refusal stays a refusal, and a long argument set is checked every time, never remembered."""
+    checked: list[Any] = []
+
+    def counted(tool: str, given: Any, validator: Any) -> ToolError | None:
+        checked.append(given)
+        return real(tool, given, validator)
+
+    real = arguments.check_arguments
+    monkeypatch.setattr(arguments, "check_arguments", counted)
+    good, other, bad = {"customer_id": "CUST-00042"}, {"customer_id": "CUST-00077"}, {"customer_id": "42"}
+    long = {"customer_id": "CUST-00042", "sku": "x" * 3000}
+    async with Client(orders.create_server(settings)) as client:
+        for given in (good, good, other, bad, bad, long, long):
+            with anyio.fail_after(10):
+                result = await client.call_tool("search_orders", given)
+            assert result.is_error is (given in (bad, long)), (given, result)
+            if given is bad:
+                assert wire(result)["errorCategory"] == "validation"
+    assert checked == [good, other, bad, long, long]

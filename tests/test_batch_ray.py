@@ -114,6 +114,14 @@ def test_ray_workers_share_one_retry_budget_under_a_source_failing_half_its_call
     assert summary["invariant_violations"] == 0
     run = summary["this_run"]
     assert run["engine"] == "ray" and run["workers"] == 2 and len(run["memory_per_worker_mb"]) == 2
+    # Each worker's memory three ways: unique (USS) within proportional (PSS) within resident (RSS).
+    for rss, uss, pss in zip(
+        run["memory_per_worker_mb"],
+        run["memory_per_worker_uss_mb"],
+        run["memory_per_worker_pss_mb"],
+        strict=True,
+    ):
+        assert 0 < uss <= pss <= rss
     services: dict[str, set[str]] = {}
     for path in (tmp_path / "out" / "traces").glob("*.jsonl"):
         for line in path.read_text().splitlines():

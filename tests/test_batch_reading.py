@@ -15,13 +15,21 @@ import pytest
 from coordinator.batch.questions import Question
 from coordinator.batch.work import Answer, Setup, read, reading_coordinator
 from sources.settings import SourceSettings
+from subagents.sessions.bounded import _BoundedJsonTransport
 from tests.conftest import PROJECT_ROOT, child_environment
 
 pytestmark = pytest.mark.subprocess
 
 STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
-# What reading a question loads: the planner's semantic matcher and its English word list.
+# What reading a question loads: the planner's semantic matcher and its English word list; and what a
+# worker that only runs tasks does not use either: the planner and the query's reader (its fuzzy
+# matching), Claude's planning, networkx (the plan's graph, 11 MB; ordering a plan needs graphlib only)
+# and the chaos runner, which serves the five sources in process.
 READING_ONLY = ("wordllama", "spellchecker")
+NOT_RUNNING = (
+    "coordinator.planning.planner", "coordinator.planning.reading", "coordinator.planning.writes", "rapidfuzz",
+    "coordinator.llm", "networkx", "coordinator.chaos.runner",
+)  # fmt: skip
 
 # A worker of its own: the question as read elsewhere, answered on the five sources forked here.
 _WORKER = """
@@ -61,7 +69,7 @@ def test_a_worker_given_the_drivers_plan_loads_neither_the_matcher_nor_the_word_
     assert planned.plan.tasks
     shipped = base64.b64encode(pickle.dumps((question, planned))).decode()
     done = subprocess.run(  # this test's own worker script
-        [sys.executable, "-c", _WORKER, shipped, *READING_ONLY], env=child_environment(settings),
+        [sys.executable, "-c", _WORKER, shipped, *READING_ONLY, *NOT_RUNNING], env=child_environment(settings),
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -71,3 +79,10 @@ def test_a_worker_given_the_drivers_plan_loads_neither_the_matcher_nor_the_word_
         "violations": [],
         "loaded": [],
     }  # the £750 refund is a gap by design
+
+
+def test_every_http_session_of_a_process_shares_one_tls_context() -> None:
+    """httpx loads the CA store again for each transport (some 2 MB each): a Ray worker's five sessions,
+    reopened after faults, held one per session. One context serves them all."""
+    first, second = _BoundedJsonTransport(1), _BoundedJsonTransport(1)
+    assert first._inner._pool._ssl_context is second._inner._pool._ssl_context

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any
 
@@ -10,6 +11,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
 from sources.contract import (
+    AnyPage,
     AttemptedQuery,
     ContractViolation,
     EmptyResult,
@@ -19,6 +21,7 @@ from sources.contract import (
     parse_tool_result,
 )
 from sources.tool_failure import to_call_tool_result
+from sources.toolkit import page_of
 from subagents.decisions import Decision, Escalation
 
 
@@ -171,3 +174,14 @@ def test_results_outside_the_contract_are_named_as_such(text: str) -> None:
     with pytest.raises(ContractViolation) as caught:
         parse_tool_result(CallToolResult(content=[TextContent(type="text", text=text)], is_error=True))
     assert str(caught.value) == text
+
+
+def test_a_page_of_any_records_is_one_class_that_outlives_a_collection() -> None:
+    """pydantic keeps ``ResultPage[Any]`` only weakly: written in a function, the class was collected
+    with the garbage and built again on a later call (a model class, 0.3 ms and more, on a call's path)."""
+    record = {"id": "KB-REFUNDS"}
+    first = type(page_of([record], empty_message=""))
+    gc.collect()
+    page = page_of([record], empty_message="")
+    assert type(page) is first is AnyPage
+    assert type(parse_tool_result(to_call_tool_result(page))) is AnyPage

@@ -4,6 +4,7 @@ real lookups with their near-miss suggestion, and the name search."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 import sqlite3
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 from mcp.server import MCPServer
 from rapidfuzz.distance import Levenshtein
 
@@ -280,3 +282,32 @@ async def test_no_suggestion_unless_exactly_one_shown_email_is_close(
     assert len(near_emails(settings, identifier)) == close  # the premise, from the data itself
     result = await call(server, "customer_lookup", {"identifier": identifier})
     assert empty_message(result) == f"No customer matches {identifier}. {EMPTY_RESULT_NOTE}"
+
+
+async def test_a_name_search_matches_every_name_as_sql_like_does(
+    server: MCPServer, settings: SourceSettings
+) -> None:
+    """The names are searched in memory (``customers._NameIndex``): each result is exactly what
+    ``' ' || replace(name, '-', ' ') LIKE '% word%'`` finds in the table, whatever the case of ASCII
+    letters, for words that start, end or sit inside hyphenated and apostrophed names, and for words
+    that start no word."""
+    store = Store(world_path(settings.data_dir, settings.seed) / "customers.db")
+    names = [row["name"] for row in store.rows("SELECT name FROM customers WHERE erased_on IS NULL")]
+    words = {word for name in names for word in re.split(r"[\s.-]+", name) if word}
+    queries = sorted({word[:3] for word in words} | {word.upper() for word in list(words)[:30]})
+    queries += ["ane", "jane doe", "O'", "Mary-Jane", "Ann Smith", "D"]
+    restricted = credential("customers:restricted", source="customers")
+    async with Client(server) as client:
+        for query in queries:
+            words_of_query = [word for word in re.split(r"[\s.-]+", query) if word]
+            clauses = " AND ".join(
+                ["(' ' || replace(name, '-', ' ')) LIKE ? ESCAPE '\\'"] * len(words_of_query)
+            )
+            liked = store.rows(
+                f"SELECT id FROM customers WHERE erased_on IS NULL AND {clauses} ORDER BY name, id LIMIT 50",  # noqa: S608  (literal clauses)
+                ["% " + re.sub(r"[\\%_]", r"\\\g<0>", word) + "%" for word in words_of_query],
+            )
+            found = await call(client, "find_customers", {"name": query, "limit": 50}, restricted)
+            assert found.is_error is False, (query, wire(found))
+            assert ids(wire(found)) == [row["id"] for row in liked], query
+    store.close()

@@ -73,3 +73,20 @@ async def test_calls_during_warm_up_are_transient_with_retry_after(
     assert (await call(server, "search_policies", {"query": "refunds"})).is_error is False
     restarted = kb.create_server(fresh, clock=clock)  # the index was kept: a new process is warm at once
     assert (await call(restarted, "search_policies", {"query": "refunds"})).is_error is False
+
+
+async def test_a_warm_index_is_not_looked_for_again_on_each_call(
+    server: MCPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the index is known to be built, a call costs no look at the data folder (a stat each)."""
+    looked: list[Path] = []
+    exists = Path.exists
+
+    def counted(path: Path) -> bool:
+        looked.append(path)
+        return exists(path)
+
+    monkeypatch.setattr(Path, "exists", counted)
+    for _ in range(3):
+        assert (await call(server, "search_policies", {"query": "refunds"})).is_error is False
+    assert [path for path in looked if path.name == "kb-index.built"] == []

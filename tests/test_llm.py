@@ -169,7 +169,9 @@ def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settin
     )  # fmt: skip
     assert done.returncode == 3, done.stderr
     report = json.loads(done.stdout)
-    assert report["planning"]["planner"] == "claude" and report["planning"]["input_tokens"] == 120
+    # The plan, then the lead reading the first round's findings (it adds nothing): 120 input tokens each.
+    assert report["planning"]["planner"] == "claude" and report["planning"]["input_tokens"] == 120 + 120
+    assert [step["action"] for step in report["planning"]["steps"]] == ["plan", "stop"]
     assert [task["id"] for task in report["tasks"]] == ["customer", "orders", "refund"]
     assert [gap["task"] for gap in report["gaps"]] == ["refund"]
     assert report["synthesis"]["writer"] == "claude", report["synthesis"]
@@ -179,7 +181,7 @@ def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settin
     assert all(
         task["model"]["turns"] == 2 and task["model"]["input_tokens"] == 700 for task in report["tasks"]
     )  # each a tool loop
-    assert report["tokens"]["used"] == 200 + 3 * 770 + 200
+    assert report["tokens"]["used"] == 200 + 3 * 770 + 200 + 200  # plan, subagents, the lead's round, brief
     assert [d["action"] for d in report["tasks"][2]["decisions"]] == ["elevate", "to_model", "escalate"]
     task = subprocess.run(  # one subagent from the CLI, driven by Claude
         [sys.executable, "-c", "from coordinator.cli import app; app()", "task", "orders", "search_orders",

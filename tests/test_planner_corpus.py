@@ -15,6 +15,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from num2words import num2words
 
 from coordinator.llm import ClaudeSettings, claude_plan
 from coordinator.planning.plan import Plan, Ref
@@ -621,3 +622,97 @@ def test_a_first_name_that_is_a_word_before_a_surname_names_a_customer(name: str
     plan = plan_query(phrasing.format(name=name))
     lookups = [task.arguments for task in plan.tasks.values() if task.tool == "find_customers"]
     assert lookups == [{"name": name}], (phrasing, name, plan.unplanned)
+
+
+# --- amounts as people say them (issue 45): the amount meant, or said not understood; never another ---
+
+_SEED = random.Random(42)
+_ORDERS = ("ORD-10023", "ORD-10031", "ORD-10277", "ORD-10900")
+_ASKING = (
+    "refund {amount} on {order}",
+    "is {amount} back on {order} ok?",
+    "can I refund {amount} on {order}?",
+)
+
+
+def _in_words(number: int) -> str:
+    return num2words(number).replace(",", "")
+
+
+def _spellings(pence: int) -> list[str]:
+    """``pence`` as people write it: digits with or without grouping and pence, a decimal comma, "45p",
+    in words ("one hundred and twenty pounds fifty"), as a price ("twelve fifty"), in thousands ("£1.2k")."""
+    pounds, part = divmod(pence, 100)
+    plain = f"{pence / 100:.2f}".removesuffix(".00")
+    said = [f"£{plain}", f"£{pence / 100:,.2f}", f"{plain} GBP", f"{plain}GBP", f"£ {plain}", f"{plain} quid"]
+    if part:
+        said += [f"£{pounds},{part:02d}", f"{_in_words(pounds)} pounds {_in_words(part)}"]
+    if not pounds:
+        said.append(f"{part}p")
+    if pounds and part >= 10:
+        said.append(f"{_in_words(pounds)} {_in_words(part)}")
+    if not part and not pounds % 100 and pounds >= 1000:
+        said.append(f"£{pounds / 1000:g}k")
+    return said
+
+
+_AMOUNTS = [
+    *(_SEED.randint(1, 500_000) for _ in range(12)),
+    *(_SEED.randint(10, 50) * 10_000 for _ in range(3)),  # whole hundreds of pounds: "£1.2k"
+    *(_SEED.randint(1, 99) for _ in range(2)),  # pence alone: "45p"
+]
+_SAID = [
+    (_SEED.choice(_ASKING).format(amount=said, order=_SEED.choice(_ORDERS)), pence / 100, said)
+    for pence in _AMOUNTS
+    for said in _spellings(pence)
+]
+# Written as no amount of pounds and pence reads: a range, three digits of pence, thousands not in threes.
+_NOT_ONE_AMOUNT = ["£45-£50", "£1.299", "£45.999", "45-50 quid", "1.2999k GBP", "£1,2345"]
+
+
+@pytest.mark.parametrize(("query", "meant", "said"), _SAID, ids=[query for query, _, _ in _SAID])
+def test_an_amount_as_people_say_it_is_read_as_that_amount_or_said_not_understood(
+    query: str, meant: float, said: str
+) -> None:
+    plan = plan_query(query)
+    checked = [task.arguments["amount"] for task in plan.tasks.values() if task.tool == "refund_eligibility"]
+    unread = [item.what for item in plan.unplanned if said in item.what]
+    assert checked == [pytest.approx(meant)] or (not checked and unread), (checked, plan.unplanned)
+
+
+@pytest.mark.parametrize("said", _NOT_ONE_AMOUNT)
+@pytest.mark.parametrize("asking", _ASKING)
+def test_what_is_not_one_amount_is_never_checked_in_part(said: str, asking: str) -> None:
+    plan = plan_query(asking.format(amount=said, order="ORD-10023"))
+    assert "refund_eligibility" not in {task.tool for task in plan.tasks.values()}
+    (unread,) = [item for item in plan.unplanned if said in item.what]
+    assert "refund check takes one" in unread.why or "pounds and pence" in unread.why
+
+
+_PRICED = [
+    (asked.format(count=count, price=price, order=_SEED.choice(_ORDERS)), count * price)
+    for asked in ("refund {count} x £{price} on {order}", "{order}: {count}x£{price} back, ok?", "refund {count} × £{price} on {order}?")
+    for count, price in ((_SEED.randint(2, 9), _SEED.randint(3, 120)) for _ in range(3))
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("query", "meant"), _PRICED, ids=[query for query, _ in _PRICED])
+def test_a_count_at_a_unit_price_is_the_amount_they_make(query: str, meant: float) -> None:
+    checked = [task.arguments["amount"] for task in plan_query(query).tasks.values() if task.tool == "refund_eligibility"]  # fmt: skip
+    assert checked == [meant]
+
+
+@pytest.mark.parametrize("order", _SEED.sample(_ORDERS, 2))
+@pytest.mark.parametrize("person", ["Mrs Hussain", "Mr Patel", "Ms Barnett"])
+@pytest.mark.parametrize(
+    "asked",
+    ["can we refund half of {order} for {person}?", "{person} wants to know: a third of {order} back?"],
+)
+def test_a_titled_surname_beside_an_order_named_is_that_orders_customer(
+    asked: str, person: str, order: str
+) -> None:
+    """The order's record names its customer: a surname alone is not looked up beside it."""
+    plan = plan_query(asked.format(order=order, person=person))
+    assert "find_customers" not in {task.tool for task in plan.tasks.values()}
+    (wanted,) = plan.follow_ups
+    assert wanted.order == order and wanted.share in (1 / 2, 1 / 3)

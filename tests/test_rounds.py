@@ -21,6 +21,7 @@ from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref
 from coordinator.planning.planner import plan_query
 from coordinator.planning.rounds import MOST_CHOSEN, next_round
 from coordinator.reporting.report import ResearchReport, TaskSummary
+from sources.domain import pounds
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from sources.world import build_world
@@ -488,3 +489,117 @@ async def test_an_accented_product_name_picks_the_order_holding_it(
         assert grown is not None, (phrasing, plan.follow_ups)
         tickets = [task.arguments for task in grown.tasks.values() if task.tool == "search_tickets"]
         assert tickets == [{"order_id": order["id"]}], (phrasing, order, grown.unplanned)
+
+
+async def total_of(settings: SourceSettings, order_id: str) -> float:
+    """An order's total as the orders source gives it, through the mcp Client."""
+    result = await call(
+        MODULES["orders"].create_server(settings), "get_order", {"order_id": order_id},
+        credential("orders:read", source="orders"),
+    )  # fmt: skip
+    (order,) = wire(result)["results"]
+    return float(order["total"])
+
+
+_SEED = random.Random(42)
+_SHARE_ASKS = (
+    ("can we give a third of that back on {order}", 1 / 3),
+    ("can he have half back on {order}?", 1 / 2),
+    ("at least give a third of it back on {order}?", 1 / 3),
+    ("{order}: could she get two thirds back?", 2 / 3),
+    ("is a quarter of it back on {order} ok?", 1 / 4),
+)
+_SHARED = [
+    (asked.format(order=order), order, share)
+    for asked, share in _SHARE_ASKS
+    for order in _SEED.sample(["ORD-10023", "ORD-10031", "ORD-10277", "ORD-10721", "ORD-10900"], 2)
+]
+
+
+@pytest.mark.parametrize(("query", "order", "share"), _SHARED, ids=[query for query, _, _ in _SHARED])
+async def test_a_share_asked_back_on_an_order_named_is_checked_at_that_share_of_its_total(
+    settings: SourceSettings, query: str, order: str, share: float
+) -> None:
+    report = await ask(settings, query)
+    (check,) = follow_ups(report)
+    total = await total_of(settings, order)
+    assert (check.tool, check.arguments) == (
+        "refund_eligibility",
+        {"order_id": order, "amount": round(total * share, 2)},
+    )
+    assert check.follows == f"order:{order}" and "the order the question names" in check.why
+
+
+_FULL_THEN = (
+    ("{order}: can the full amount go back? If not, at least the two makers (2 x £{price}).", 2),
+    ("refund {order} in full? failing that, 3 x £{price}", 3),
+    ("can {order} be refunded in full? if not, what about £{price}?", 1),
+)
+_OVER_THE_LIMIT = ["ORD-10023", "ORD-10721", "ORD-10900"]  # totals over £500: the full check is refused
+_FULL_THEN_ASKED = [
+    (asked.format(order=order, price=price), order, count * price)
+    for asked, count in _FULL_THEN
+    for order, price in zip(_SEED.sample(_OVER_THE_LIMIT, 2), (_SEED.randint(10, 60) for _ in range(2)), strict=True)
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("query", "order", "next_amount"), _FULL_THEN_ASKED, ids=[q for q, _, _ in _FULL_THEN_ASKED]
+)
+async def test_the_full_amount_then_an_amount_if_refused_checks_the_total_then_that_amount(
+    settings: SourceSettings, query: str, order: str, next_amount: float
+) -> None:
+    report = await ask(settings, query)
+    checks = [task for task in report.tasks if task.tool == "refund_eligibility"]
+    first = next(task for task in checks if not task.follows)
+    (second,) = follow_ups(report)
+    assert first.arguments == {"order_id": order, "amount": await total_of(settings, order)}
+    assert first.state == "escalated"  # over the automatic limit
+    assert second.arguments == {"order_id": order, "amount": next_amount}
+    assert second.follows == f"{first.id}:refused"
+
+
+@pytest.mark.parametrize(
+    "customer", _SEED.sample(["CUST-00303", "CUST-00088", "CUST-00242", "CUST-00104"], 3)
+)
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "{customer} is asking for the whole of the £{total:g} order back. Allowed?",
+        "can {customer} have half of the £{total:g} order back?",
+    ],
+)
+async def test_an_amount_naming_one_of_the_customers_orders_selects_it(
+    settings: SourceSettings, customer: str, asked: str
+) -> None:
+    found = await orders_of(settings, customer)
+    totals = [order["total"] for order in found]
+    order = next(order for order in found if totals.count(order["total"]) == 1)
+    report = await ask(settings, asked.format(customer=customer, total=order["total"]))
+    (check,) = follow_ups(report)
+    share = 0.5 if "half" in asked else 1.0
+    assert check.arguments == {"order_id": order["id"], "amount": round(order["total"] * share, 2)}
+    assert f"its total is {pounds(order['total'])}" in check.why
+
+
+_IF_REFUSED = (
+    ("If that's a no, try half of it instead.", None),
+    ("and if she can't, would £{second} be OK?", "amount"),
+    ("if it gets refused, see whether £{second} would do", "amount"),
+)
+_REFUSED_THEN = [
+    (f"Can {order} have £{first} refunded? {then.format(second=second)}", order, second if said else first / 2)
+    for then, said in _IF_REFUSED
+    for order, first, second in [(_SEED.choice(_OVER_THE_LIMIT), _SEED.randint(501, 700), _SEED.randint(10, 90))]
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("query", "order", "next_amount"), _REFUSED_THEN, ids=[q for q, _, _ in _REFUSED_THEN]
+)
+async def test_a_second_check_said_as_if_refused_is_made_when_billing_refuses_the_first(
+    settings: SourceSettings, query: str, order: str, next_amount: float
+) -> None:
+    report = await ask(settings, query)
+    (second,) = follow_ups(report)
+    assert second.arguments == {"order_id": order, "amount": next_amount}

@@ -12,7 +12,8 @@ import pytest
 
 from sources.settings import SourceSettings
 from sources.store import Store
-from sources.world import world_path
+from sources.toolkit import open_source
+from sources.world import CHANGING, SOURCES, world_path
 
 
 def _orders(settings: SourceSettings) -> Store:
@@ -78,3 +79,26 @@ def test_a_store_dropped_unclosed_closes_its_connections(settings: SourceSetting
 @pytest.fixture(autouse=True)
 def _collected() -> None:
     gc.collect()  # a store another test dropped is finalized before this one counts connections
+
+
+def test_an_immutable_store_reads_and_refuses_to_write(settings: SourceSettings) -> None:
+    store = Store(world_path(settings.data_dir, settings.seed) / "orders.db", immutable=True)
+    assert store.row("SELECT id FROM orders WHERE id = 'ORD-10023'") == {"id": "ORD-10023"}
+    with pytest.raises(ValueError, match=r"orders\.db is read as immutable: it cannot be written"):
+        store.transaction().__enter__()
+    store.close()
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_only_a_source_whose_data_changes_writes_it(settings: SourceSettings, name: str) -> None:
+    """Billing's refunds change its file, so it reads it as any file another process may write; the
+    other sources' files never change once built, and their stores read them as immutable."""
+    store = open_source(name, settings, instructions="").store
+    if name in CHANGING:
+        with store.transaction() as connection:  # the write lock taken: a store that may write
+            assert connection.in_transaction
+    else:
+        with pytest.raises(ValueError, match="immutable"):
+            store.transaction().__enter__()
+    store.close()
+    assert {"billing"} == CHANGING

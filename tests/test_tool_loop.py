@@ -505,7 +505,9 @@ async def test_the_deadline_bounds_every_model_in_the_query(fake_api: Any, setti
             )
     finally:
         silent.released.set()
-    assert report.planning.steps[-1].action == "plan"
+    assert report.planning.steps[0].action == "plan", report.planning.steps
+    (stop,) = report.planning.steps[1:]  # the lead's next round: the deadline ends the rounds
+    assert stop.action == "stop" and ("deadline" in stop.reason or "did not answer within" in stop.reason)
     ran = [task for task in report.tasks if task.state != "blocked"]
     assert ran and all(task.state == "deadline" for task in ran)
     for task in ran:

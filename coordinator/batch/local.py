@@ -6,12 +6,10 @@ simplest way to run a batch, and the baseline the Ray engine is measured against
 
 from __future__ import annotations
 
-import os
 from contextlib import AsyncExitStack
 from types import TracebackType
 
-import psutil
-
+from coordinator.batch.memory import Memory
 from coordinator.batch.questions import Question
 from coordinator.batch.work import Answer, Setup, answer, asking_at
 from coordinator.core import Coordinator
@@ -25,7 +23,7 @@ class LocalEngine:
 
     def __init__(self, setup: Setup, *, retry_share: float, bulkhead: int | None) -> None:
         self.setup = setup
-        self.memory_rss: list[int] = []
+        self.memory: list[Memory] = []
         self.guard = LocalGuard(SourceState.shared(retry_share), Bulkheads(bulkhead))
         self._stack = AsyncExitStack()
         self._coordinator: Coordinator | None = None
@@ -37,7 +35,7 @@ class LocalEngine:
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.memory_rss = [psutil.Process(os.getpid()).memory_info().rss]
+        self.memory = [Memory.of_this_process()]
         await self._stack.aclose()
 
     async def answer(self, question: Question) -> Answer:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from coordinator.batch.run import Batch
     from sources.settings import SourceSettings
 
-__all__ = ["enter", "inside", "obstacle", "up"]
+__all__ = ["enter", "inside", "obstacle", "unshare_command", "up"]
 
 _MARK = "RESEARCH_LOOPBACK_NAMESPACE"  # set in the command run again inside the namespace
 # The command again, as `research` is: an installed console script and `python -c` both end here.
@@ -46,7 +46,8 @@ def inside() -> bool:
     return os.environ.get(_MARK) == "1"
 
 
-def _unshare() -> list[str]:
+def unshare_command() -> list[str]:
+    """The command that runs what follows it in a network namespace of its own."""
     # Root may make a network namespace; anyone else needs a user namespace of their own to hold it,
     # in which they are root (and may then bring its loopback up).
     return [
@@ -78,7 +79,7 @@ def obstacle(batch: Batch, settings: SourceSettings, argv: list[str]) -> str | N
         return "`unshare` (util-linux, Linux) is not there to make one"
     try:
         probe = subprocess.run(  # noqa: S603  (fixed arguments)
-            [*_unshare(), "true"], capture_output=True, text=True, timeout=_PROBE_S, check=False
+            [*unshare_command(), "true"], capture_output=True, text=True, timeout=_PROBE_S, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"`unshare --net` did not run ({exc})"
@@ -90,7 +91,7 @@ def obstacle(batch: Batch, settings: SourceSettings, argv: list[str]) -> str | N
 
 def enter(argv: list[str]) -> NoReturn:
     """Run this command again, as it was given (``argv`` as ``sys.argv``), in a namespace of its own."""
-    command = [*_unshare(), sys.executable, "-c", _COMMAND, *argv[1:]]
+    command = [*unshare_command(), sys.executable, "-c", _COMMAND, *argv[1:]]
     os.execvpe(command[0], command, {**os.environ, _MARK: "1"})  # noqa: S606  (our own command, no shell)
 
 

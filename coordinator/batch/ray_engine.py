@@ -32,131 +32,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 import uuid
-from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any
 
-import psutil
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from coordinator.batch.memory import Memory
 from coordinator.batch.questions import Question
-from coordinator.batch.work import Answer, Planned, Setup, answer, asking_at, read, reading_coordinator
-from coordinator.core import Coordinator
-from subagents.guard import Bulkheads, CallEnd, SourceState, Verdict
-from traces.setup import configure_tracing, flush_spans
+from coordinator.batch.ray_worker import BatchWorker, GuardHost
+from coordinator.batch.work import Answer, Setup, read, reading_coordinator
 
 __all__ = ["RayEngine"]
 
 
-# A worker or the guard that dies is started again by Ray (its state anew: a restarted guard's budget
-# counts from zero); the questions in flight on a dead worker are asked again on another (``answer``).
-_RESTARTS = 3
 _PROBE_S = 1.0  # how often a worker set aside is asked whether it is up again
 _CLOSE_S = 30.0  # a worker that has not closed by then is left to Ray (its memory is not reported)
-
-
-@ray.remote(num_cpus=0, max_restarts=_RESTARTS)
-class GuardHost:
-    """The fleet's breakers and retry budget, in one place. Its own clock: workers' clocks differ."""
-
-    def __init__(self, retry_share: float) -> None:
-        self.state = SourceState.shared(retry_share)
-
-    def allow(self, source: str, first: bool) -> Verdict:
-        return self.state.allow(source, time.monotonic(), first=first)
-
-    def record(self, source: str, end: CallEnd, connection: str | None) -> Verdict:
-        return self.state.record(source, end, time.monotonic(), connection)
-
-    def abandon(self, source: str) -> None:
-        self.state.abandon(source)
-
-    def spend_retry(self, source: str) -> bool:
-        return self.state.spend_retry(source, time.monotonic())
-
-    def counts(self) -> dict[str, dict[str, int]]:
-        return self.state.counts()
-
-
-class RayGuard:
-    """A worker's ``Guard``: every question goes to the ``GuardHost``; the bulkhead is this worker's."""
-
-    def __init__(self, host: Any, bulkheads: Bulkheads) -> None:
-        self.host = host
-        self.bulkheads = bulkheads
-
-    async def allow(self, source: str, now: float, *, first: bool) -> Verdict:
-        verdict: Verdict = await self.host.allow.remote(source, first)
-        self.bulkheads.limit_to(source, verdict.limit)
-        return verdict
-
-    async def record(self, source: str, end: CallEnd, now: float, connection: str | None = None) -> Verdict:
-        verdict: Verdict = await self.host.record.remote(source, end, connection)
-        self.bulkheads.limit_to(source, verdict.limit)
-        return verdict
-
-    def abandon(self, source: str) -> None:
-        self.host.abandon.remote(source)  # sent, not awaited: the caller is unwinding a cancelled call
-
-    async def spend_retry(self, source: str, now: float) -> bool:
-        allowed: bool = await self.host.spend_retry.remote(source)
-        return allowed
-
-    def slot(self, source: str) -> AbstractAsyncContextManager[None]:
-        return self.bulkheads.slot(source)
-
-
-@ray.remote(num_cpus=1, max_restarts=_RESTARTS)
-class BatchWorker:
-    """One worker process: sessions to the fleet held for its life, questions answered concurrently."""
-
-    def __init__(self, setup: Setup, host: str, bulkhead: int | None, share: float) -> None:
-        configure_tracing(
-            "research-coordinator", traces_dir=setup.settings.traces_path, run_id=setup.settings.run_id
-        )
-        self.setup = setup
-        self.node_id: str = ray.get_runtime_context().get_node_id()
-        # The guard is found by its name: an actor handle among a restartable actor's constructor
-        # arguments lives in the object store, and Ray warns that a restart may then fail.
-        self.guard = RayGuard(ray.get_actor(host), Bulkheads(bulkhead, share=share))
-        self._coordinator: Coordinator | None = None
-        self._ready: asyncio.Event | None = None
-        self._closing = asyncio.Event()
-        self._holder: asyncio.Task[None] | None = None
-
-    async def _hold(self) -> None:
-        """Holds the sessions open in a task of its own (opened and closed in the same task)."""
-        async with asking_at(self.setup, self.guard) as coordinator:
-            self._coordinator = coordinator
-            assert self._ready is not None
-            self._ready.set()
-            await self._closing.wait()
-
-    def node(self) -> str:
-        """The id of the Ray node this worker runs on."""
-        return self.node_id
-
-    async def answer(self, question: Question, planned: Planned | None) -> tuple[Answer, str]:
-        """The question's answer, as ``planned`` by the driver (None: read here), and the node it was found on."""
-        if self._ready is None:  # the first question opens the sessions every later one uses
-            self._ready = asyncio.Event()
-            self._holder = asyncio.ensure_future(self._hold())
-        await self._ready.wait()
-        assert self._coordinator is not None
-        return await answer(question, self.setup, self._coordinator, planned), self.node_id
-
-    async def close(self) -> tuple[int, str]:
-        """Close the sessions and flush this worker's spans; its memory (RSS, bytes) before closing,
-        and its node."""
-        rss = psutil.Process(os.getpid()).memory_info().rss
-        self._closing.set()
-        if self._holder is not None:
-            await self._holder
-        flush_spans(5000)
-        return int(rss), self.node_id
 
 
 class RayEngine:
@@ -169,7 +61,7 @@ class RayEngine:
         # The fleet-wide cap shared out: each worker holds its part, at least one call per source.
         self.bulkhead = None if bulkhead is None else max(1, bulkhead // workers)
         self.address = address
-        self.memory_rss: list[int] = []
+        self.memory: list[Memory] = []  # each worker's, as it closed
         self.worker_nodes: list[str | None] = [None] * workers  # where each worker last answered
         self.questions_by_node: dict[str, int] = {}  # the answers each node's workers gave
         self.asked_again = 0  # questions asked once more because their worker died under them
@@ -222,18 +114,18 @@ class RayEngine:
                 # A worker set aside has no sessions to close (and may never be started again).
                 up = [index for index in range(self.workers) if index not in self._aside]
                 closed = await asyncio.gather(*(self._close(index) for index in up))
-                self.memory_rss = [rss for rss, _ in filter(None, closed)]
+                self.memory = [memory for memory, _ in filter(None, closed)]
         finally:
             if self._started_ray:
                 ray.shutdown()
 
-    async def _close(self, index: int) -> tuple[int, str] | None:
+    async def _close(self, index: int) -> tuple[Memory, str] | None:
         try:
-            rss, node = await asyncio.wait_for(_awaited(self._pool[index].close.remote()), _CLOSE_S)
+            memory, node = await asyncio.wait_for(_awaited(self._pool[index].close.remote()), _CLOSE_S)
         except (TimeoutError, ray.exceptions.RayActorError):  # died as the batch ended
             return None
         self.worker_nodes[index] = node
-        return int(rss), str(node)
+        return memory, str(node)
 
     async def answer(self, question: Question) -> Answer:
         """The question answered by the least busy worker that is up; if that worker dies (its node

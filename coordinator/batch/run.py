@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from coordinator.batch.memory import Memory
 from coordinator.batch.questions import Question, read_questions
 from coordinator.batch.store import BatchDir, EarlierRun, LinkRefused
 from coordinator.batch.summary import Tally, summarize
@@ -68,7 +69,7 @@ class Batch:
 
 class Engine(Protocol):
     workers: int
-    memory_rss: list[int]  # each worker's resident memory (bytes) as the engine closed
+    memory: list[Memory]  # each worker's, as the engine closed
 
     async def __aenter__(self) -> Engine: ...
 
@@ -260,7 +261,7 @@ async def _ask_all(
                 with anyio.CancelScope(shield=True):
                     tally.budget = await engine.budget()
     finally:  # what the engine knows of its workers, an interrupted batch's too
-        tally.memory_rss = engine.memory_rss
+        tally.memory = engine.memory
         # The Ray engine's (coordinator.batch.ray_engine); the local one runs on no node of Ray.
         tally.worker_nodes = list(getattr(engine, "worker_nodes", []))
         tally.questions_by_node = dict(getattr(engine, "questions_by_node", {}))

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.table import Table
 
+from coordinator.batch.memory import Memory
 from coordinator.batch.questions import Question
 from coordinator.batch.store import BatchDir
 from coordinator.batch.trusted import kept
@@ -33,7 +34,7 @@ class Tally:
     budget: dict[str, dict[str, int]] = field(default_factory=dict)  # the guard's counts, per source
     workers: int = 0  # the engine's, once one is started: none when every question had its report
     asking_s: float | None = None  # the time with the fleet and the workers up
-    memory_rss: list[int] = field(default_factory=list)  # each worker's, as the engine closed
+    memory: list[Memory] = field(default_factory=list)  # each worker's, as the engine closed
     # On Ray: the node each worker last answered on (None: it never did), the answers each node gave,
     # and the questions asked again on another worker because theirs died under them.
     worker_nodes: list[str | None] = field(default_factory=list)
@@ -66,7 +67,7 @@ def summarize(
     the asking time of it with the fleet and the workers up (questions per second counts that: the
     start-up is paid once a batch, whatever its size). ``UntrustedFile`` if a file of theirs is not
     this project's (checked before the run: only a file changed under a running batch)."""
-    ran, budget, memory_rss = tally.done, tally.budget, tally.memory_rss
+    ran, budget, memory = tally.done, tally.budget, tally.memory
     asking_s = wall_s if tally.asking_s is None else tally.asking_s
     found = kept(folder, questions)
     reports, violations = found.reports, found.violations
@@ -90,7 +91,10 @@ def summarize(
             "asking_s": round(asking_s, 3),
             "startup_s": round(wall_s - asking_s, 3),
             "questions_per_s": round(ran / asking_s, 3) if asking_s > 0 else 0.0,
-            "memory_per_worker_mb": [round(rss / 2**20, 1) for rss in memory_rss or []],
+            # Resident (as ps shows it, Ray's shared libraries counted whole), then unique and proportional.
+            "memory_per_worker_mb": [round(each.rss / 2**20, 1) for each in memory],
+            "memory_per_worker_uss_mb": [round(each.uss / 2**20, 1) for each in memory],
+            "memory_per_worker_pss_mb": [round(each.pss / 2**20, 1) for each in memory],
             "worker_nodes": list(tally.worker_nodes),
             "questions_by_node": dict(sorted(tally.questions_by_node.items())),
             "asked_again": tally.asked_again,

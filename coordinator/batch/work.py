@@ -14,6 +14,7 @@ import zlib
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from coordinator.batch.questions import Question
 from coordinator.chaos.catalogue import Scenario
@@ -21,16 +22,21 @@ from coordinator.chaos.checker import check
 from coordinator.chaos.history import History, ScenarioResult
 from coordinator.core import Config, Coordinator
 from coordinator.planning.plan import Plan
-from coordinator.planning.reading import QueryError
-from coordinator.planning.writes import asked_writes
+from coordinator.planning.query_error import QueryError
 from coordinator.registry import Registry
 from coordinator.reporting.report import PlanningSummary
+from sources.deferred import deferred
 from sources.settings import SourceSettings
 from subagents.broker import Grant
 from subagents.claude import ClaudeSettings, TokenBudget
 from subagents.guard import Guard
 from subagents.hooks import TrimResults
 from subagents.writes import Approval, AskedWrite
+
+if TYPE_CHECKING:
+    from coordinator.planning import writes
+else:
+    writes = deferred("coordinator.planning.writes")  # reading a question's writes: the driver's work
 
 __all__ = [
     "Answer",
@@ -117,7 +123,7 @@ async def read(
         )
     except QueryError as exc:
         return Answer(question.id, question.query, "failed", error=str(exc))
-    asked, judged = coordinator.asked_writes(question.query), asked_writes(question.query).writes
+    asked, judged = coordinator.asked_writes(question.query), writes.asked_writes(question.query).writes
     return Planned(plan, planning, asked, judged, reading_s=time.monotonic() - started)
 
 

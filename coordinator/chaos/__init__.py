@@ -16,9 +16,20 @@ through one process). `research ask --chaos` is elsewhere (``coordinator.query_c
 The invariants checked after each scenario are listed in ``coordinator.chaos.checker``.
 """
 
-from coordinator.chaos.catalogue import QUERIES, Scenario, scenario_from, scenarios
-from coordinator.chaos.history import ScenarioResult
-from coordinator.chaos.runner import run_scenario
-from coordinator.chaos.soak import soak
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sources.deferred import exported
+
+if TYPE_CHECKING:
+    from coordinator.chaos.catalogue import QUERIES, Scenario, scenario_from, scenarios
+    from coordinator.chaos.history import ScenarioResult
+    from coordinator.chaos.runner import run_scenario
+    from coordinator.chaos.soak import soak
 
 __all__ = ["QUERIES", "Scenario", "ScenarioResult", "run_scenario", "scenario_from", "scenarios", "soak"]
+
+# Each name imported when first used: the checker (every batch question, on a Ray worker too) must not
+# load the runner, which serves the five sources in process.
+__getattr__ = exported("coordinator.chaos", __file__)

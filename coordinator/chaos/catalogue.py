@@ -7,14 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sources import billing, customers, kb, orders, tickets
 from sources.catalogue import SOURCES
 from sources.domain import pounds
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
 from subagents.policy import RecoveryPolicy
 
-_MODULES = {"customers": customers, "orders": orders, "billing": billing, "tickets": tickets, "kb": kb}
 QUERIES = [
     "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed",
     "What is our policy on refunds for damaged items, and which of CUST-00042's orders qualify?",

@@ -23,15 +23,22 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from coordinator.chaos.history import Call, ScenarioResult
-from coordinator.planning.writes import asked_writes
 from coordinator.reporting.report import ResearchReport
 from coordinator.run import DEADLINE_GRACE_S
 from sources.contract import ResultPage
+from sources.deferred import deferred
 from sources.domain import AUTOMATIC_REFUND_LIMIT, REFUND_WINDOW_DAYS, pounds, within_refund_window
 from subagents.decisions import TaskState
 from subagents.recovery import is_pushback
+
+if TYPE_CHECKING:
+    from coordinator.planning import writes
+else:
+    # Read only for a result that does not carry what its question asked (a batch question's does).
+    writes = deferred("coordinator.planning.writes")
 
 __all__ = ["check"]
 
@@ -145,7 +152,7 @@ def _refunds(result: ScenarioResult, report: ResearchReport) -> Iterator[str]:
 
 
 def _writes_asked(result: ScenarioResult, report: ResearchReport) -> Iterator[str]:
-    asked = asked_writes(result.plan.query).writes if result.asked is None else result.asked
+    asked = writes.asked_writes(result.plan.query).writes if result.asked is None else result.asked
     made: dict[int, str] = {}
     for call in result.history.calls:
         if call.tool != "issue_refund" or call.arguments.get("idempotency_key") == result.refund_key:

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 import anyio
 import psutil
 
-from coordinator.chaos.catalogue import _MODULES, CATALOGUE, CHAOS_POLICY, Scenario
+from coordinator.chaos.catalogue import CATALOGUE, CHAOS_POLICY, Scenario
 from coordinator.chaos.checker import check
 from coordinator.chaos.history import History, ScenarioResult
 from coordinator.core import Config, Coordinator
+from sources import billing, customers, kb, orders, tickets
 from sources.catalogue import SOURCES
 from sources.refund_ledger import LedgerRefund, ledger
 from sources.refund_rules import RefundLimit
@@ -31,6 +32,9 @@ from subagents.writes import Approval
 if TYPE_CHECKING:
     from mcp.server import MCPServer
 
+# Each source's module, whose server a scenario runs in process (the catalogue names sources only).
+_SERVERS = {"customers": customers, "orders": orders, "billing": billing, "tickets": tickets, "kb": kb}
+
 
 def _targets(scenario: Scenario, settings: SourceSettings) -> dict[str, Target]:
     rng = random.Random(scenario.seed)  # noqa: S311
@@ -38,12 +42,12 @@ def _targets(scenario: Scenario, settings: SourceSettings) -> dict[str, Target]:
     for source in SOURCES:
         name = scenario.faults.get(source)
         if name is None:
-            targets[source] = _in_process(_MODULES[source].create_server(settings))
+            targets[source] = _in_process(_SERVERS[source].create_server(settings))
             continue
         needs_process, make = CATALOGUE[name]
         faults = make(rng)
         if not needs_process:
-            targets[source] = _in_process(_MODULES[source].create_server(settings.with_faults(faults)))
+            targets[source] = _in_process(_SERVERS[source].create_server(settings.with_faults(faults)))
         elif name in ("restart_in_flight", "flapping"):  # faulty, then healthy: once, or in turn for ever
             down, up = stdio_target(source, settings.with_faults(faults)), stdio_target(source, settings)
             targets[source] = (_in_turn if name == "restart_in_flight" else _alternating)(down, up)

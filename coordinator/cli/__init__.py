@@ -11,11 +11,19 @@ research replay latest
 research batch questions.jsonl --out runs/tonight --engine ray
 """
 
+import sys
+
 from coordinator.cli.started import STARTED_AT  # first: before anything else is imported
 
 # isort: split
-# After STARTED_AT on purpose; importing each command module registers its commands.
-from coordinator.cli import ask, batch, chaos, compare, plan, replay, sources, sources_registry, task, traces  # noqa: F401
-from coordinator.cli.common import app
+# Second: `research ask` over stdio starts its sources' fork server before its own imports.
+from coordinator.cli.head_start import start_sources_early
+
+start_sources_early(sys.argv)
+
+# isort: split
+# After the head start on purpose (E402); importing each command module registers its commands.
+from coordinator.cli import ask, batch, chaos, compare, plan, replay, sources, sources_registry, task, traces  # noqa: E402, F401
+from coordinator.cli.common import app  # noqa: E402
 
 __all__ = ["STARTED_AT", "app"]

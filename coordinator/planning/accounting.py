@@ -16,7 +16,6 @@ Either makes the answer ``partial``: a plan is ``complete`` only when nothing is
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 from coordinator.planning.english import correct, is_english
 from coordinator.planning.intents import INTENTS
@@ -34,7 +33,7 @@ from coordinator.planning.lexicon import (
     TOPIC_WORDS,
 )
 from coordinator.planning.meaning import THRESHOLD
-from coordinator.planning.plan import PlannedTask, Unplanned
+from coordinator.planning.plan import PlannedTask, SpanRole, Unplanned
 from coordinator.planning.reading import Reading, phrase_words, phrases_in, record_words
 from coordinator.planning.spans import (
     ASKS,
@@ -56,19 +55,6 @@ __all__ = ["SpanRole", "account_for_words"]
 _REPHRASE = (
     "rephrase it with what to look up (orders, tickets, invoices, a refund, a policy), or use --llm claude"
 )
-
-
-@dataclass(frozen=True)
-class SpanRole:
-    """A span of the query and what became of it: the tasks that use it, or why none does."""
-
-    text: str
-    role: str  # asks, story, courtesy, not understood, no source holds
-    tasks: tuple[str, ...] = ()
-    how: str = ""  # how it was read: keywords, the matcher's reading, a story's date...
-
-    def describe(self) -> dict[str, object]:
-        return {"text": self.text, "role": self.role, "tasks": list(self.tasks), "how": self.how}
 
 
 def account_for_words(reading: Reading, tasks: list[PlannedTask]) -> tuple[list[Unplanned], list[SpanRole]]:

@@ -4,7 +4,9 @@ A word the planner's own vocabulary lacks is either English it need not know ("c
 a typo of a word it knows ("cancelld", "tikets") or of another English word ("diference"), or not
 English at all ("archeb", "commande"). The list is pyspellchecker's English word frequencies (about
 160,000 words, shipped inside its wheel and read with no network in about 0.2 s), loaded only when a
-query holds a word the vocabulary lacks.
+query holds a word the vocabulary lacks. The planner's function words are in it (all but
+``NOT_IN_THE_LIST``, held by tests/test_english.py): asked of one ("whether", "a"), the answer is
+known without loading the list.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import functools
 import re
 from typing import TYPE_CHECKING, Any
 
+from coordinator.planning.lexicon import STOPWORDS
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
@@ -20,7 +23,11 @@ if TYPE_CHECKING:
 else:
     spellchecker = deferred("spellchecker")
 
-__all__ = ["correct", "is_english"]
+__all__ = ["NOT_IN_THE_LIST", "correct", "in_the_list", "is_english"]
+
+# The planner's function words the word list lacks: spellings without an apostrophe, shorthand, dialect.
+NOT_IN_THE_LIST = frozenset({"im", "is's", "pls", "plz", "tha", "theres"})
+_LISTED_FUNCTION_WORDS = STOPWORDS - NOT_IN_THE_LIST
 
 
 @functools.cache
@@ -36,6 +43,11 @@ _BRITISH = ((r"is(e|ed|es|ing|ation|ations)$", r"iz\1"), (r"our", "or"), (r"tre$
 
 def is_english(word: str) -> bool:
     """Whether ``word`` (lower case) is in the English word list, spelled either side of the Atlantic."""
+    return word in _LISTED_FUNCTION_WORDS or in_the_list(word)
+
+
+def in_the_list(word: str) -> bool:
+    """``is_english`` asked of the list itself."""
     counts = _checker().word_frequency
     return bool(counts[word]) or any(
         bool(counts[re.sub(pattern, spelled, word)])

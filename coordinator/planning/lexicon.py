@@ -308,8 +308,18 @@ FULL_AMOUNT_PHRASES = (
     "in full", "full refund", "full amount", "full price", "whole order", "whole amount", "whole thing",
     "everything they paid", "everything she paid", "everything he paid", "all of it back", "all their money",
     "all her money", "all his money", "the lot back", "what they paid", "what she paid", "what he paid",
-    "entire order", "entire amount", "complete refund", "100%",
+    "entire order", "entire amount", "complete refund", "100%", "whole lot", "all of it", "full total",
+    "full sum", "total amount",
 )  # fmt: skip
+# Words that ask the whole of an order a later round finds ("the whole £750", "refund the lot"): read by
+# the rounds only, where "the lot" is not "everything about her" (an intent phrase).
+WHOLE_OF_AN_ORDER = ("whole", "entire", "the lot")
+# The parts of an amount people ask back ("half", "a third of it", "two thirds"), as a share of it.
+SHARE_WORDS: dict[str, float] = {
+    "half": 1 / 2, "third": 1 / 3, "two third": 2 / 3, "quarter": 1 / 4, "three quarter": 3 / 4,
+}  # fmt: skip
+# What a bare number after it is an amount in pounds ("refund 45 on ORD-10031", "refund twelve fifty").
+REFUND_AMOUNT_LEAD_INS = ("refund", "reimburse", "money back", "pay back", "give back", "compensation")
 
 # Counts of links in words ("two hops out", "3 links away", "depth 2"): the unit words, read as a count
 # for an argument whose schema says it counts links (``sources.formats.LINKS_DESCRIPTION``).
@@ -356,6 +366,8 @@ LIGHT_WORDS = words_of(
     "agent pasted inbox forwarded fwd within neighbours neighbors "
     "connect connects reachable deep away lately nearly almost nothin nuthin true correct "
     "containing contains contain problem problems "
+    # the parts of an amount ("half", "a third of it", "the whole": read by the rounds), "at least", "asking for"
+    "half halves third thirds quarter quarters least whole entire asking "
     # contractions typed without their apostrophe
     "shes hes isnt arent wasnt werent dont doesnt didnt cant couldnt wont wouldnt hasnt havent hadnt "
     "shouldnt theyre youre ive weve theyve youve ill itll thats "

@@ -1,4 +1,4 @@
-"""Plan: a research query becomes a DAG of tasks (a ``networkx.DiGraph``), and what was not planned.
+"""Plan: a research query becomes a DAG of tasks, and what was not planned.
 
 A plan is made by the deterministic planner (``coordinator.planning.planner``) or by Claude
 (``coordinator.llm``); either way it is checked here before anything runs. An argument that comes
@@ -13,11 +13,13 @@ what to do; a plan with anything unplanned can only end ``partial``.
 
 from __future__ import annotations
 
+import graphlib
+import heapq
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from coordinator.planning.reading import QueryError
+from coordinator.planning.query_error import QueryError
 from coordinator.planning.tools import LOOKUPS
 from sources.catalogue import TOOLS
 from sources.deferred import deferred
@@ -26,7 +28,9 @@ from subagents.task import Task
 if TYPE_CHECKING:
     import networkx as nx
 else:
-    nx = deferred("networkx")  # loaded where a graph is built: a refused query never needs it (start-up)
+    # Loaded only for whoever asks for ``Plan.graph``: checking and ordering a plan need only the
+    # standard library's graphlib (networkx costs `research ask` about 0.1 s of CPU to import).
+    nx = deferred("networkx")
 
 __all__ = [
     "PLANNING_SHARE",
@@ -36,6 +40,7 @@ __all__ = [
     "PlannedTask",
     "QueryError",
     "Ref",
+    "SpanRole",
     "Unplanned",
     "said_share",
 ]
@@ -97,7 +102,8 @@ class FollowUp:
     ``ask`` says what it adds once they are in:
     - "refund": an eligibility check on the one of a customer's orders (found by the orders search
       ``after``) the question points at by what it holds (``words``), its total (``totals``), its
-      ``status`` or being the ``latest``; of ``amount``, or else ``share`` of the order's total;
+      ``status`` or being the ``latest``, or on ``order``, named, whose lookup is ``after`` ("half back
+      on ORD-10023"); of ``amount``, or else ``share`` of the order's total;
     - "tickets": the tickets of that order (of each such order, up to a bound, when ``each``);
     - "order": nothing more than that order itself, found already ("her cafetiere order"): several
       matching where the question means one is a gap listing them;
@@ -164,7 +170,7 @@ class FollowUp:
             *([f"whose total is {' or '.join(f'£{t:g}' for t in self.totals)}"] if self.totals else []),
             *([f"with status {self.status}"] if self.status else []),
         ]
-        which = " ".join(
+        which = self.order or " ".join(
             ["the", *(["latest"] if self.latest else []), "orders" if self.each else "order", *clauses]
         )
         what = "its tickets" if self.ask == "tickets" else f"a refund check {how_much}".rstrip()
@@ -183,15 +189,29 @@ def said_share(share: float) -> str:
     return next((said for part, said in named.items() if abs(part - share) < 1e-9), f"{share:.0%}")
 
 
+@dataclass(frozen=True)
+class SpanRole:
+    """A span of the query and what became of it: the tasks that use it, or why none does. Here, with
+    the plan that carries it, rather than with the accounting that finds it: a Ray worker unpickles plans
+    and must not load the query's reader."""
+
+    text: str
+    role: str  # asks, story, courtesy, not understood, no source holds
+    tasks: tuple[str, ...] = ()
+    how: str = ""  # how it was read: keywords, the matcher's reading, a story's date...
+
+    def describe(self) -> dict[str, object]:
+        return {"text": self.text, "role": self.role, "tasks": list(self.tasks), "how": self.how}
+
+
 @dataclass
 class Plan:
     query: str
     tasks: dict[str, PlannedTask]
-    graph: nx.DiGraph = field(default_factory=lambda: nx.DiGraph())
     unplanned: tuple[Unplanned, ...] = ()
     notes: tuple[str, ...] = ()  # how the query was read: typos corrected, the calendar dates are relative to
-    # Every span of the query and its role (coordinator.planning.accounting.SpanRole): the deterministic planner's.
-    spans: tuple[Any, ...] = ()
+    # Every span of the query and its role (found by coordinator.planning.accounting): the deterministic planner's.
+    spans: tuple[SpanRole, ...] = ()
     # Asks that wait for a round's findings to say which record they are about (the next round's).
     follow_ups: tuple[FollowUp, ...] = ()
     rounds: int = 1  # how many rounds planned it: each later one added tasks that follow findings
@@ -207,7 +227,7 @@ class Plan:
         notes: tuple[str, ...] = (),
         *,
         offered: Mapping[str, Collection[str]] = TOOLS,
-        spans: tuple[Any, ...] = (),
+        spans: tuple[SpanRole, ...] = (),
         follow_ups: tuple[FollowUp, ...] = (),
         rounds: int = 1,
         rules: tuple[str, ...] = (),
@@ -218,7 +238,6 @@ class Plan:
         planner's catalog): a task may name no other.
         """
         by_id: dict[str, PlannedTask] = {}
-        graph = nx.DiGraph()
         for task in tasks:
             if task.id in by_id:
                 raise PlanError(f"two tasks are named {task.id!r}")
@@ -232,29 +251,49 @@ class Plan:
                     f"it offers {', '.join(sorted(offered[task.source]))}"
                 )
             by_id[task.id] = task
-            graph.add_node(task.id)
         for task in tasks:
             for upstream in task.depends_on:
                 if upstream not in by_id:
                     raise PlanError(f"task {task.id!r} depends on {upstream!r}, which is not in the plan")
-                graph.add_edge(upstream, task.id)
             for value in task.arguments.values():
                 if isinstance(value, Ref) and value.task not in task.depends_on:
                     raise PlanError(f"task {task.id!r} uses {value} but does not depend on {value.task!r}")
-        if not nx.is_directed_acyclic_graph(graph):
-            cycle = " -> ".join(edge[0] for edge in nx.find_cycle(graph))
-            raise PlanError(f"the plan has a cycle ({cycle}); a task cannot wait for itself")
+        try:
+            _sorter(by_id).prepare()
+        except graphlib.CycleError as exc:
+            cycle = " -> ".join(exc.args[1][:-1])  # the cycle's tasks, its first one repeated last
+            raise PlanError(f"the plan has a cycle ({cycle}); a task cannot wait for itself") from None
         for follow_up in follow_ups:
             if follow_up.after not in by_id:
                 raise PlanError(f"a follow-up waits for {follow_up.after!r}, which is not in the plan")
         return cls(
-            query=query, tasks=by_id, graph=graph, unplanned=unplanned, notes=notes, spans=spans,
+            query=query, tasks=by_id, unplanned=unplanned, notes=notes, spans=spans,
             follow_ups=follow_ups, rounds=rounds, rules=rules,
         )  # fmt: skip
 
     def order(self) -> list[PlannedTask]:
-        """The tasks in an order that puts every task after what it depends on."""
-        return [self.tasks[task_id] for task_id in nx.lexicographical_topological_sort(self.graph)]
+        """The tasks in an order that puts every task after what it depends on, and of the tasks free to
+        go next the first by name (networkx's lexicographical topological sort)."""
+        sorter = _sorter(self.tasks)
+        sorter.prepare()
+        ready = list(sorter.get_ready())
+        heapq.heapify(ready)
+        ordered = []
+        while ready:
+            task_id = heapq.heappop(ready)
+            ordered.append(self.tasks[task_id])
+            sorter.done(task_id)
+            for freed in sorter.get_ready():
+                heapq.heappush(ready, freed)
+        return ordered
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The plan as a networkx graph, each task a node and each dependency an edge to its task."""
+        graph = nx.DiGraph()
+        graph.add_nodes_from(self.tasks)
+        graph.add_edges_from((up, task.id) for task in self.tasks.values() for up in task.depends_on)
+        return graph
 
     @property
     def gates(self) -> dict[str, tuple[str, ...]]:
@@ -309,3 +348,8 @@ class Plan:
             **({"rounds": self.rounds} if self.rounds > 1 else {}),
             **({"rules": list(self.rules)} if self.rules else {}),
         }
+
+
+def _sorter(tasks: Mapping[str, PlannedTask]) -> graphlib.TopologicalSorter[str]:
+    """The tasks and what each waits for, in the standard library's sorter (no networkx to import)."""
+    return graphlib.TopologicalSorter({task_id: task.depends_on for task_id, task in tasks.items()})

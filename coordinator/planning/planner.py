@@ -50,15 +50,18 @@ from coordinator.planning.lexicon import (
     THEIR_OTHER,
 )
 from coordinator.planning.lexicon import TOPIC_WORDS as SEARCHED_TOPICS
+from coordinator.planning.money import SAY_ONE_AMOUNT, share_said
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
 from coordinator.planning.rounds import (
+    asks_money_back,
     awaiting,
     awaiting_links,
     fallback_of,
     follow_up,
     newest,
     on_the_order,
+    second_ask_at,
     singular,
     words_read,
 )
@@ -153,6 +156,7 @@ class _Planner:
         self.refund_amount_known = True
         self.refund_paid = bool(REFUND_PAID.search(reading.query.lower()))
         self.pairs, self.single_amounts = _pair_amounts(reading)
+        self._second_amounts_apart()
         self.pairs = self._at_most(
             self.pairs, "refund checks", lambda pair: f"{pair[1].describe()} on {pair[0].value}"
         )
@@ -347,7 +351,30 @@ class _Planner:
             lookup = self.order_lookups[in_full]  # its paid amount is the order's own total
             paid = Ref("?", GIVES[lookup.tool]["amount"])
             self._add(_refund_check(in_full, paid, needs={"amount": lookup}))
+        # "half back on ORD-10023": a share of the order's total, which the next round reads off its lookup
+        for in_part in self._refunded_in_part():
+            if ("refund", self.order_lookups[in_part]) not in self.awaiting:
+                self.awaiting.append(("refund", self.order_lookups[in_part]))
         return bool(self.pairs) or bool(self._refunded_in_full())
+
+    def _second_amounts_apart(self) -> None:
+        """ "Can the full amount go back? If not, the two makers (2 x £39)": the first check is of the
+        order's total, and an amount after the condition is the second check's, paired with no order."""
+        second = second_ask_at(self.reading)
+        full = self.reading.full_amount.lower()
+        if not full or full not in self.reading.query.lower()[:second]:
+            return
+        later = [(order, amount) for order, amount in self.pairs if amount.start >= second]
+        self.pairs = [pair for pair in self.pairs if pair not in later]
+        self.single_amounts = sorted([*self.single_amounts, *(a for _, a in later)], key=lambda a: a.start)
+
+    def _refunded_in_part(self) -> list[str]:
+        """The orders a share of whose total the refund asks ("a third of it back on ORD-10023")."""
+        if self.reading.full_amount or "refund" not in self.intents or self.single_amounts:
+            return []
+        if share_said(self.reading.query) in (None, 1.0):
+            return []
+        return [order for order in self.order_lookups if order not in {o.value for o, _ in self.pairs}]
 
     def _refunded_in_full(self) -> list[str]:
         """The orders a refund "in full" (or "of the whole order") is asked on: no amount of their own."""
@@ -484,8 +511,11 @@ class _Planner:
     def _await_the_order(self) -> None:
         """A refund asked about a customer's order the question names only by what it holds, its
         total or status ("Mr Patel's grinder", "the one of £750"): the customer's orders are searched,
-        and the next round (``coordinator.planning.rounds``) checks the refund on the order found."""
-        asked = "refund" in self.intents and "policies" not in self.intents
+        and the next round (``coordinator.planning.rounds``) checks the refund on the order found. A
+        question of policy asks it too where it asks an order's money back ("is the whole of the £290
+        order back allowed?")."""
+        policy = "policies" in self.intents and not asks_money_back(self.reading)
+        asked = "refund" in self.intents and not policy
         if not asked or self.pairs or self.orders or not self.customers:
             return
         wanted = follow_up("refund", "", self.reading, self.single_amounts)
@@ -539,11 +569,21 @@ class _Planner:
     def _follow_ups(self) -> tuple[FollowUp, ...]:
         """What the next round places (``coordinator.planning.rounds``): the asks awaiting an order,
         and a second check the question makes conditional on a first ("failing that, half of it?")."""
-        found = [follow_up(ask, call.id, self.reading, self.single_amounts) for ask, call in self.awaiting]
+        found = [
+            follow_up(ask, call.id, self.reading, self.single_amounts, order=_order_of(call))
+            for ask, call in self.awaiting
+        ]
         for order, amount in self.pairs:
             check = next(c for c in self.calls if _checks(c, order.value, amount.value))
             second = fallback_of(check.id, order.value, amount.value, self.reading, self.single_amounts)
             if second is not None:
+                found.append(second)
+        for in_full in self._refunded_in_full():  # "if not, at least £78": the amount asked next
+            check = next(
+                c for c in self.calls if c.tool == "billing.refund_eligibility" and c.subject == in_full
+            )
+            second = fallback_of(check.id, in_full, None, self.reading, self.single_amounts)
+            if second is not None and second.amount is not None:
                 found.append(second)
         return tuple(found)
 
@@ -597,7 +637,10 @@ class _Planner:
             self.unplanned.append(_unanswerable(intent_named("refund")))
         if "refund" in self.intents:
             for order in self.reading.values("order_id"):
-                if order not in paired and order not in self._refunded_in_full():
+                if order not in paired and order not in [
+                    *self._refunded_in_full(),
+                    *self._refunded_in_part(),
+                ]:
                     self.unplanned.append(Unplanned(
                         f"a refund on {order}", "no amount was given for it",
                         f"say how much, e.g. 'refund £45 on {order}'",
@@ -656,6 +699,11 @@ class _Planner:
             if isinstance(value, Ref):
                 return self._said(lookup, name, value, "other")
         return lookup.subject
+
+
+def _order_of(lookup: _Call) -> str:
+    """The order a lookup of one order gives (an ask awaiting it is about that order), or ""."""
+    return lookup.subject if lookup.tool == LOOKUPS["order_id"] else ""
 
 
 def _checks(call: _Call, order: str, amount: Any) -> bool:
@@ -740,6 +788,8 @@ def _unaccounted(
             f"the amount '{typed}'", "it is not an amount in pounds: billing works in GBP only",
             "give the amount in pounds, e.g. £45 or 45 GBP",
         ))  # fmt: skip
+    for typed, why in reading.unread_amounts:
+        found.append(Unplanned(f"the amount '{typed}'", why, SAY_ONE_AMOUNT))
     # Named only to be left out ("not about ORD-10134"): not researched, and no action offered on it.
     first: dict[object, Mention] = {}
     for mention in reading.excluded:

@@ -7,7 +7,7 @@ Identifiers are read in the forms people type them and normalized to the form th
     order ids       ORD-10023, ord 10023, order 10023, order #10023, #10023       -> ORD-10023
     SKUs            sku-4417-blk                    -> SKU-4417-BLK
     KB articles     kb-refunds                      -> KB-REFUNDS
-    amounts         £45, 45 GBP, GBP 45.00, 45 pounds, 45 quid, £1,250.50, "refund 45"   -> 45.0
+    amounts         £45, 45 GBP, £1.2k, 45p, "refund twelve fifty", 2 x £39 (``coordinator.planning.money``)
     dates           2026-10-01, 1 Oct 2026, October 2026, since last month, last 30 days
     people          a first name, or first and last name ("jane", "Jane Doe")
 
@@ -44,16 +44,13 @@ from coordinator.planning.english import correct, is_english
 from coordinator.planning.intents import INTENTS, Intent, vocabulary
 from coordinator.planning.lexicon import (
     CONTRAST_PHRASES,
-    COUNT_WORDS,
     COURTESY_WORDS,
     FULL_AMOUNT_PHRASES,
     GENERIC_WORDS,
     LIGHT_WORDS,
     LINK_UNITS,
-    MONEY_WORDS,
     NEGATION_WORDS,
     NOT_NAMES,
-    NUMBER_WORDS,
     RECORD_NOUNS,
     REQUEST_WORDS,
     SHORTHAND,
@@ -62,6 +59,8 @@ from coordinator.planning.lexicon import (
     TOPIC_WORDS,
 )
 from coordinator.planning.meaning import nearest_intent
+from coordinator.planning.money import COUNT, FULL_AMOUNT, IN_POUNDS, UNREAD_AFTER, UNREAD_BEFORE, count
+from coordinator.planning.query_error import QueryError
 from coordinator.planning.spans import ASKS, COURTESY, STORY, Span, cut, sentences
 from sources.catalogue import record_fields
 from sources.deferred import deferred
@@ -70,7 +69,6 @@ from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, EMAIL, ORDER_ID, SKU, N
 
 if TYPE_CHECKING:
     import dateparser
-    import text_to_num
     from faker.providers.person import en_GB, en_IN, en_US
 else:
     # Faker's name lists (the demo world's own generator) serve as the gazetteer of first names.
@@ -78,7 +76,6 @@ else:
     en_IN = deferred("faker.providers.person.en_IN")
     en_US = deferred("faker.providers.person.en_US")
     dateparser = deferred("dateparser")  # only a query that mentions a date needs it
-    text_to_num = deferred("text_to_num")  # only a query with a number in words needs it
 
 __all__ = [
     "EXCLUDABLE",
@@ -107,10 +104,6 @@ MAX_QUERY_BYTES = 4 * MAX_QUERY_CHARS
 # The kinds read in every query: email, customer_id, name, order_id, sku, article_id, amount, dates; and
 # where a registered source takes them, path (a file or a folder) and the kinds its entry defines.
 MentionKind = str
-
-
-class QueryError(ValueError):
-    """The query cannot be researched as written; the message says what to do instead."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +158,9 @@ class Reading:
     excluded: tuple[Mention, ...] = ()
     # Each amount in another currency, as typed ("129 Euro"): billing works in pounds, so none is read.
     other_currency: tuple[str, ...] = ()
+    # Each thing that looks like an amount and is not one to check, as typed, and why: "£1.299", a
+    # range "£45-£50", two amounts "£45 or £50" (``coordinator.planning.money``). None is read in part.
+    unread_amounts: tuple[tuple[str, str], ...] = ()
 
     @functools.cached_property
     def quoted(self) -> list[tuple[int, int]]:
@@ -293,70 +289,18 @@ _CUSTOMER_IDS = _in_a_sentence(CUSTOMER_ID, CUSTOMER_ID.number())
 _ORDER_NUMBER = ORDER_ID.number(least=4, padded=False)
 _ORDER_IDS = (*_in_a_sentence(ORDER_ID, _ORDER_NUMBER), re.compile(rf"(?<![\w£$€#])#{_ORDER_NUMBER}\b"))
 
-# --- money -----------------------------------------------------------------------------------------
+# --- money: amounts as people say them (``coordinator.planning.money``) ---------------------------
 
-_POUNDS_NUMBER = r"(\d{1,3}(?:,\d{3})+(?:\.\d{1,2})?|\d+(?:\.\d{1,2})?)"
-_POUNDS = (
-    re.compile(rf"£\s?{_POUNDS_NUMBER}"),
-    re.compile(rf"\bGBP\s?{_POUNDS_NUMBER}", re.I),
-    re.compile(rf"{_POUNDS_NUMBER}\s?(?:GBP|pounds?(?:\s+sterling)?|quid|sterling)\b", re.I),
-    # A bare number right after a refund word is an amount in pounds ("refund 45 on ORD-10031"); only
-    # the number is taken, so the refund word is still read.
-    re.compile(
-        rf"\b(?:refund|reimburse|money\s+back|pay\s+back|give\s+back|compensation)\s+(?:of\s+|for\s+)?"
-        rf"(?P<span>{_POUNDS_NUMBER})\b(?!\s*(?:%|days?|weeks?|months?|years?|items?|x)\b)",
-        re.I,
-    ),
-)
-# Counts as written in a sentence: a digit, or a word of ``COUNT_WORDS``.
-_COUNT = rf"(?:\d+|{'|'.join(COUNT_WORDS)})"
-# Amounts in words: "fifty quid", "twenty-five pounds", "a tenner", "two fivers" (MONEY_WORDS).
-_IN_WORDS = rf"(?:{'|'.join(NUMBER_WORDS)})(?:[\s-]+(?:and[\s-]+)?(?:{'|'.join(NUMBER_WORDS)}))*"
-_POUNDS_IN_WORDS = re.compile(
-    rf"\b(?:a\s+)?(?P<words>{_IN_WORDS})\s+(?:pounds?|quid|gbp|sterling)(?:\s+(?:and\s+)?(?P<pence>{_IN_WORDS})(?:\s+p(?:ence)?)?)?\b",
-    re.I,
-)
-_MONEY_WORDS = re.compile(
-    rf"\b(?:(?P<half>half)\s+)?(?P<count>{_COUNT})\s+(?P<word>{'|'.join(MONEY_WORDS)})\b"
-    r"(?!\s+(?:of|on)\s+(?:the\s+)?(?:orders?|items?|people|customers?|tickets?)\b)",
-    re.I,
-)
 # A count of links: "two hops out", "3 links away", "depth 2".
 _LINKS = re.compile(
-    rf"\b(?P<count>{_COUNT})\s+(?:{'|'.join(sorted(LINK_UNITS))})\b"
-    rf"|\bdepth\s+(?:of\s+)?(?P<depth>{_COUNT})\b",
+    rf"\b(?P<count>{COUNT})\s+(?:{'|'.join(sorted(LINK_UNITS))})\b"
+    rf"|\bdepth\s+(?:of\s+)?(?P<depth>{COUNT})\b",
     re.I,
 )
-_FULL_AMOUNT = re.compile(rf"\b(?:{'|'.join(re.escape(p) for p in FULL_AMOUNT_PHRASES)})(?!\w)", re.I)
-
-
-def _in_words(words: str) -> float | None:
-    try:
-        return float(text_to_num.text2num(" ".join(words.lower().replace("-", " ").split()), "en"))
-    except ValueError:
-        return None
-
-
-def _pounds_in_words(match: re.Match[str]) -> float | None:
-    """ "twelve pounds fifty" is 12.50; "sixty-four quid" is 64."""
-    pounds = _in_words(match["words"])
-    pence = _in_words(match["pence"]) if match["pence"] else 0.0
-    if pounds is None or pence is None or pence >= 100:
-        return pounds
-    return pounds + pence / 100
-
-
-def _count(word: str) -> int:
-    return int(word) if word.isdigit() else COUNT_WORDS[word.lower()]
-
-
-def _money_word(match: re.Match[str]) -> float:
-    half = 0.5 if match["half"] else 1  # "half a grand"
-    return half * _count(match["count"]) * MONEY_WORDS[match["word"].lower()]
 
 
 def _links(match: re.Match[str]) -> int:
-    return _count(match["count"] or match["depth"])
+    return count(match["count"] or match["depth"])
 
 
 # An amount in another currency, whole as it was typed (what the gap quotes): "$450", "US$1,250.50",
@@ -385,9 +329,9 @@ _WHEN = (
     rf"|{_MONTH}\s+{_DAY}(?:,?\s+\d{{4}})?(?!\d)"
     rf"|{_MONTH}\s+\d{{4}}"
     r"|(?:last|this|previous)\s+(?:week|month|year)"
-    rf"|(?:the\s+)?(?:last|past|previous)\s+{_COUNT}\s+{_UNIT}"
+    rf"|(?:the\s+)?(?:last|past|previous)\s+{COUNT}\s+{_UNIT}"
     r"|(?:the\s+)?past\s+(?:week|month|year)|(?:the\s+)?(?:past|last)\s+fortnight"
-    rf"|{_COUNT}\s+{_UNIT}\s+ago"
+    rf"|{COUNT}\s+{_UNIT}\s+ago"
     r"|yesterday"
 )
 _KEYWORD = r"since|after|from|starting|before|b4|until|till|up\s+to|in|during|on|for"
@@ -400,7 +344,7 @@ _DATES = re.compile(
     rf"|\b(?!may\b)(?P<month_of>{_MONTH})(?=\s+(?:order|orders|purchase|purchases)\b)",
     re.I,
 )
-_LAST_N = re.compile(rf"(?:the\s+)?(?:last|past|previous)\s+(?P<count>{_COUNT})\s+(?P<unit>{_UNIT})", re.I)
+_LAST_N = re.compile(rf"(?:the\s+)?(?:last|past|previous)\s+(?P<count>{COUNT})\s+(?P<unit>{_UNIT})", re.I)
 _PAST_ONE = re.compile(
     r"(?:the\s+)?(?:past|last)\s+(?P<unit>fortnight)|(?:the\s+)?past\s+(?P<unit2>week|month|year)", re.I
 )
@@ -448,6 +392,7 @@ class _Scanner:
         self.left = text
         self.mentions: list[Mention] = []
         self.set_aside: list[str] = []
+        self.unread: list[tuple[str, str]] = []  # (as typed, why): what looks like an amount and is not one
 
     def take(self, pattern: re.Pattern[str], kind: MentionKind, value: Any) -> None:
         """Read every match of ``pattern`` (only its ``span`` group, where it has one) as a mention."""
@@ -459,19 +404,22 @@ class _Scanner:
             self.mentions.append(Mention(kind, normalized, self.text[start:end].strip(), start))
             self.blank(start, end)
 
-    def set_aside_every(self, pattern: re.Pattern[str]) -> None:
-        """Blank every match of ``pattern``, read as nothing, and keep it as typed (``set_aside``)."""
+    def set_aside_every(self, pattern: re.Pattern[str], why: str = "") -> None:
+        """Blank every match of ``pattern`` (only its ``span`` group, where it has one), read as nothing,
+        and keep it as typed: in ``unread`` with ``why`` where given, else in ``set_aside``."""
         for match in list(pattern.finditer(self.left)):
-            self.set_aside.append(match[0].strip())
-            self.blank(*match.span())
+            start, end = (
+                match.span("span") if "span" in pattern.groupindex and match["span"] else match.span()
+            )
+            typed = self.text[start:end].strip()
+            if why:
+                self.unread.append((typed, why))
+            else:
+                self.set_aside.append(typed)
+            self.blank(start, end)
 
     def blank(self, start: int, end: int) -> None:
         self.left = self.left[:start] + " " * (end - start) + self.left[end:]
-
-
-def _amount(match: re.Match[str]) -> float:
-    number = match["span"] if "span" in match.re.groupindex else match[1]
-    return float(number.replace(",", ""))
 
 
 @functools.cache
@@ -498,7 +446,7 @@ def _period(phrase: str) -> tuple[date, date]:
             ) from None
         return day, day
     if last := _LAST_N.fullmatch(text):
-        return _back(_count(last["count"]), last["unit"]), TODAY
+        return _back(count(last["count"]), last["unit"]), TODAY
     if past := _PAST_ONE.fullmatch(text):
         return _back(1, past["unit"] or past["unit2"]), TODAY
     parsed = _date_parser().get_date_data(text)
@@ -604,9 +552,14 @@ def _names(scanner: _Scanner) -> list[Mention]:
     aliases: list[Mention] = []
     for index, token in enumerate(tokens):
         word = token[0].lower().removesuffix("'s")
-        if token.start() < skip_until or word not in _first_names():
+        if token.start() < skip_until:
             continue
+        # The planner's own words first: only a word they leave (or a capitalised pair, "Jack Griffiths")
+        # is looked up among first names, so a query of known words alone never loads Faker's lists of
+        # them (start-up).
         if (word in NOT_NAMES or word in STOPWORDS or word in known) and not _capitalised_pair(tokens, index):
+            continue
+        if word not in _first_names():
             continue
         end = token.end()
         if index + 1 < len(tokens) and not token[0].lower().endswith("'s"):
@@ -627,7 +580,9 @@ def _names(scanner: _Scanner) -> list[Mention]:
         scanner.blank(token.start(), end)
         skip_until = end
     # "Mr Patel's grinder": a surname after a title names a customer too (find_customers matches a
-    # word of the name); a first name after it was read above.
+    # word of the name); a first name after it was read above. Beside an order named ("half of order
+    # 10412 for Mrs Hussain"), a surname alone is that order's customer, whom its record names.
+    named |= {sentence(m.start) for m in scanner.mentions if m.kind == "order_id"}
     for titled in _TITLED.finditer(scanner.left):
         name = titled[1].removesuffix("'s")
         if name.lower() in known or name.lower() in STOPWORDS:
@@ -650,7 +605,7 @@ def _capitalised_pair(tokens: list[re.Match[str]], index: int) -> bool:
     return (
         first[:1].isupper() and first[1:].islower() and following[:1].isupper() and following[1:2].islower()
         and tokens[index].end() + 1 == tokens[index + 1].start()
-        and last in _last_names() and last not in known and last not in STOPWORDS
+        and last not in known and last not in STOPWORDS and last in _last_names()
     )  # fmt: skip
 
 
@@ -696,8 +651,8 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
     text = _check(query)
     scanner, aliases = _scan(text, entities, paths=paths)
     # "in full", "the whole order": an amount the order's own record holds.
-    full = _FULL_AMOUNT.search(scanner.left)
-    for each in list(_FULL_AMOUNT.finditer(scanner.left)):
+    full = FULL_AMOUNT.search(scanner.left)
+    for each in list(FULL_AMOUNT.finditer(scanner.left)):
         if "refund" not in each[0].lower():  # "the whole order" is an amount, not orders; "full refund" asks
             scanner.blank(*each.span())
     scanner.left = _without_accents(scanner.left)  # "cafetière" is the shop's "cafetiere"
@@ -723,6 +678,7 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
         inferred=intents - keyword_intents,
         excluded=tuple(excluded),
         other_currency=tuple(scanner.set_aside),
+        unread_amounts=tuple(scanner.unread),
     )
 
 
@@ -757,10 +713,13 @@ def _scan(text: str, entities: Mapping[str, str] | None, *, paths: bool) -> tupl
     # Before any amount: none of another currency's numbers is pounds ("refund 45 USD" is no refund
     # of 45); after the identifiers, which may hold one's letters ("1usd@example.com", "KB-1EUR").
     scanner.set_aside_every(_OTHER_CURRENCY)
-    for pattern in _POUNDS:
-        scanner.take(pattern, "amount", _amount)
-    scanner.take(_POUNDS_IN_WORDS, "amount", _pounds_in_words)
-    scanner.take(_MONEY_WORDS, "amount", _money_word)
+    # An amount is read whole or set aside, never read in part ("£1.299" is not £1.29).
+    for pattern, why in UNREAD_BEFORE:
+        scanner.set_aside_every(pattern, why)
+    for pattern, value in IN_POUNDS:
+        scanner.take(pattern, "amount", value)
+    for pattern, why in UNREAD_AFTER:
+        scanner.set_aside_every(pattern, why)
     scanner.take(_LINKS, "links", _links)
     scanner.take(_DATES, "dates", _dates)
     for kind, written in (entities or {}).items():

@@ -21,13 +21,16 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from coordinator.planning.lexicon import ANY_ITEM_WORDS, COUNT_WORDS, PRODUCT_WORDS
+from coordinator.planning.lexicon import ANY_ITEM_WORDS, COUNT_WORDS, PRODUCT_WORDS, SHARE_WORDS
+from coordinator.planning.money import share_said, shares_said
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Unplanned, said_share
-from coordinator.planning.reading import Reading
 from sources.catalogue import TOOLS
 from sources.domain import pounds
+
+if TYPE_CHECKING:  # a round is planned from findings, not from reading the query again
+    from coordinator.planning.reading import Reading
 
 __all__ = [
     "MAX_ROUNDS",
@@ -41,6 +44,7 @@ __all__ = [
     "next_round",
     "on_the_order",
     "refunds_all",
+    "second_ask_at",
     "singular",
     "words_read",
 ]
@@ -54,19 +58,11 @@ _REFUND_PURPOSE = "refund research"  # the broker grants billing's records for t
 
 # --- how a question says which order and how much (the vocabulary of the rounds, in one place) -------
 
-# The part of an amount asked back. "In full" and its kin are the whole of it.
-_FULL = re.compile(
-    r"\b(?:in full|whole|entire|the lot|all of it|full (?:amount|price|refund|total|sum)|total amount)\b"
-)
-_SHARES = (
-    (re.compile(r"\btwo[ -]thirds?\b"), 2 / 3),
-    (re.compile(r"\bthird\b"), 1 / 3),
-    (re.compile(r"\bhalf\b"), 0.5),
-    (re.compile(r"\bquarter\b"), 0.25),
-)
-# "If not, what about a third?": the second check is made only when the first is refused.
+# "If not, what about a third?", "if that's a no", "if it gets refused": the second check is made only
+# when the first is refused.
 _CONDITIONAL = re.compile(
-    r"\b(?:if not|if we can'?t|if (?:that|it)(?:'s| is) too much|failing that|otherwise|if that fails)\b"
+    r"\b(?:if not|if (?:we|she|he|they) can'?t|if (?:that|it)(?:'s| is) (?:too much|a no)"
+    r"|if (?:that|it) (?:gets|is) refused|failing that|otherwise|if that fails)\b"
 )
 _ALTERNATIVE = re.compile(r"\b(?:how about|what about|try|instead)\b")
 # An order picked by its status, and the latest one.
@@ -96,7 +92,7 @@ _EACH = re.compile(r"\b(?:on|about|for) (?:them|those|these)\b|\beach\b")
 def words_read(text: str) -> set[str]:
     """The words of ``text`` the rounds read (a share, a status, a conditional second ask...): the
     accounting of the query's words counts them as used where a follow-up or an orders search is planned."""
-    patterns = (_FULL, _CONDITIONAL, _ALTERNATIVE, _LATEST, *(said for said, _ in (*_SHARES, *_STATUSES)))
+    patterns = (*shares_said(), _CONDITIONAL, _ALTERNATIVE, _LATEST, *(said for said, _ in _STATUSES))
     lowered = text.lower()
     return {
         word
@@ -115,8 +111,14 @@ def refunds_all(reading: Reading) -> bool:
     return bool(_REFUND_ALL.search(reading.query.lower()))
 
 
-# "the £139 back", "half her order back": money asked back, a refund whatever the verb.
-_MONEY_BACK = re.compile(r"(?:\d|\bpounds?|\bquid|\blot|\bamount|\border|\btotal|\bprice)\s+back\b")
+# "the £139 back", "half her order back", "half back", "a third of it back", "can the full amount go
+# back": money asked back, a
+# refund whatever the verb.
+_PARTS = "|".join(rf"{'[ -]'.join(said.split())}s?" for said in SHARE_WORDS)
+_MONEY_BACK = re.compile(
+    rf"(?:\d|\bpounds?|\bquid|\blot|\bamount|\border|\btotal|\bprice|\b(?:{_PARTS})"
+    r"(?:\s+of\s+(?:it|that|this|them))?)\s+(?:go\s+|come\s+)?back\b"
+)
 
 
 def asks_money_back(reading: Reading) -> bool:
@@ -153,7 +155,7 @@ def on_the_order(reading: Reading) -> bool:
     return bool(_ON_THE_ORDER.search(reading.query.lower()))
 
 
-def _split(reading: Reading) -> int:
+def second_ask_at(reading: Reading) -> int:
     """Where the question's conditional second ask starts ("... if not, what about a third?"), or its end."""
     text = reading.query.lower()
     conditional = _CONDITIONAL.search(text)
@@ -163,18 +165,13 @@ def _split(reading: Reading) -> int:
     return alternative.start() if alternative else conditional.end()
 
 
-def _share(text: str) -> float | None:
-    if _FULL.search(text):
-        return 1.0
-    return next((part for said, part in _SHARES if said.search(text)), None)
-
-
-def follow_up(ask: str, after: str, reading: Reading, amounts: Sequence[Any]) -> FollowUp:
+def follow_up(ask: str, after: str, reading: Reading, amounts: Sequence[Any], order: str = "") -> FollowUp:
     """The follow-up of ``ask`` ("refund", "tickets") about the order ``reading`` points at among the
-    ones the orders search ``after`` finds; ``amounts``: the amount mentions the question names
+    ones the orders search ``after`` finds, or about ``order``, which the lookup ``after`` gives ("half
+    back on ORD-10023": a share of its total); ``amounts``: the amount mentions the question names
     without an order (those after a conditional are the second check's)."""
     text = reading.query.lower()
-    split = _split(reading)
+    split = second_ask_at(reading)
     first = [a.value for a in amounts if a.start < split]
     second = [a.value for a in amounts if a.start >= split]
     return FollowUp(
@@ -183,7 +180,7 @@ def follow_up(ask: str, after: str, reading: Reading, amounts: Sequence[Any]) ->
         amount=first[0] if len(first) == 1 else None,
         share=1.0
         if reading.full_amount and reading.full_amount.lower() in text[:split]
-        else _share(text[:split]),
+        else share_said(text[:split]),
         words=tuple(
             dict.fromkeys(
                 singular(w)
@@ -197,8 +194,9 @@ def follow_up(ask: str, after: str, reading: Reading, amounts: Sequence[Any]) ->
         each=bool(_EACH.search(text)),
         dated=bool(reading.of("dates")),
         fallback_amount=second[0] if second else None,
-        fallback_share=_share(text[split:]) if split < len(text) else None,
+        fallback_share=share_said(text[split:]) if split < len(text) else None,
         depth=next(iter(reading.values("links")), None) if ask == "related" else None,
+        order=order,
     )
 
 
@@ -207,11 +205,11 @@ def fallback_of(
 ) -> FollowUp | None:
     """The second check the question makes conditional on the check ``check`` of ``amount`` on
     ``order`` ("failing that, half of it?"), or None; ``amounts``: the amount mentions left unpaired."""
-    split = _split(reading)
+    split = second_ask_at(reading)
     if split >= len(reading.query):
         return None
     second = [a.value for a in amounts if a.start >= split]
-    share = _share(reading.query.lower()[split:])
+    share = share_said(reading.query.lower()[split:])
     if not second and share is None:
         return None
     if second:
@@ -357,6 +355,8 @@ def _related(follow_up: FollowUp, found: Sequence[Any], taken: set[str]) -> Plan
 
 def _select(follow_up: FollowUp, orders: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
     """The orders the question picks among ``orders``, and how it picked them, in words."""
+    if follow_up.order:
+        return [o for o in orders if o["id"] == follow_up.order], "it is the order the question names"
     chosen, said = list(orders), ["it was placed in the dates asked"] if follow_up.dated else []
     if follow_up.totals:
         by_total = [o for o in chosen if _number(o.get("total")) in follow_up.totals]

@@ -69,7 +69,8 @@ def _money_back_of_a_customer(facts: Facts, intents: frozenset[str]) -> bool:
     money_back = "refund" not in intents and not facts.refund_paid and asks_money_back(reading)
     # of an order named, only a question ("£38 back on ORD-1, ok?") asks if it is allowed (not "she
     # wants £45 back")
-    return money_back and ("?" in reading.query if reading.values("order_id") else _named_a_customer(facts))
+    asked = "?" in reading.query or any(span.question for span in reading.spans)
+    return money_back and (asked if reading.values("order_id") else _named_a_customer(facts))
 
 
 def _paid_from_invoices(facts: Facts, intents: frozenset[str]) -> frozenset[str]:

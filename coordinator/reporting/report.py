@@ -142,9 +142,11 @@ class _ModelUse(BaseModel):
 
 
 class PlanningStep(_Step):
-    """One step of making the plan: the lead agent's plan, a repair of it, or the fallback."""
+    """One step of making the plan: the lead agent's plan, a repair of it, or the fallback; in later
+    rounds (``coordinator.lead_rounds``), the tasks it added (``round``), one it added that the code
+    refused (``refuse``), or why the rounds ended (``stop``)."""
 
-    action: Literal["plan", "repair", "fallback"]
+    action: Literal["plan", "repair", "fallback", "round", "refuse", "stop"]
 
 
 class PlanningSummary(_ModelUse):

@@ -17,6 +17,8 @@ opened as they are.
 
 from __future__ import annotations
 
+import functools
+import ssl
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -117,7 +119,7 @@ class _BoundedJsonTransport(httpx2.AsyncBaseTransport):
     event: a stream that stays open for hours may carry any number of them)."""
 
     def __init__(self, limit: int) -> None:
-        self._inner, self._limit = httpx2.AsyncHTTPTransport(), limit
+        self._inner, self._limit = httpx2.AsyncHTTPTransport(verify=shared_tls()), limit
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
@@ -128,6 +130,14 @@ class _BoundedJsonTransport(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+@functools.cache
+def shared_tls() -> ssl.SSLContext:
+    """One TLS context for every session this process opens, made as httpx makes its own (the same CA
+    store, ``SSL_CERT_FILE`` honoured): httpx loads the CA store again for each transport, some 2 MB
+    and milliseconds a session, and a batch worker opens five sessions and reopens them after faults."""
+    return httpx2.create_ssl_context()
 
 
 @asynccontextmanager
