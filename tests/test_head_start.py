@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from coordinator.cli.head_start import asks_over_stdio
+from sources.settings import SourceSettings
+from tests.conftest import private_settings
 from tests.test_start_up import in_a_fresh_process
 
 STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
@@ -61,3 +68,22 @@ def test_the_fork_server_starts_before_the_commands_are_imported() -> None:
         print(json.dumps(Watch.seen))
     """)
     assert running is True
+
+
+def test_the_installed_script_asks_with_its_sources_forked(settings: SourceSettings, tmp_path: Path) -> None:
+    """The console script `pip install` writes is a file: each process the fork server forks runs it
+    again (as ``__mp_main__``, with this command line) to rebuild its main module, and must not try a
+    head start of its own there, or every source dies before it answers."""
+    script = Path(sys.executable).parent / "research"
+    environment = {
+        **os.environ,
+        **private_settings(settings, tmp_path / "data").child_environment(),
+        "COLUMNS": "200",
+    }
+    done = subprocess.run(
+        [str(script), "ask", "refund 45 quid on ORD-10031?"],
+        env=environment, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "COMPLETE" in done.stdout and "could not be reached" not in done.stdout

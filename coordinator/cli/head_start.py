@@ -13,6 +13,7 @@ process), only the head start or the second core's time.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -31,10 +32,19 @@ _OVER_HTTP = ("--transport http", "--transport=http")
 
 def start_sources_early(argv: Sequence[str]) -> bool:
     """Start the fork server now when ``argv`` (``sys.argv``) asks a question over stdio; whether it did."""
-    if not asks_over_stdio(argv):
+    if not asks_over_stdio(argv) or _preparing_a_forked_child():
         return False
     forked.prestart()
     return True
+
+
+def _preparing_a_forked_child() -> bool:
+    """Whether this import is multiprocessing rebuilding a forked process's main module: a child of the
+    fork server (and the fork server itself) runs the command's script again as ``__mp_main__``, with
+    the parent's ``sys.argv``. The head start is the parent's; a child that tried it would fail
+    (a process still starting may not start others)."""
+    rebuilt = sys.modules.get("__mp_main__")
+    return rebuilt is not None and rebuilt is not sys.modules.get("__main__")
 
 
 def asks_over_stdio(argv: Sequence[str]) -> bool:
