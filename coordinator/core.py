@@ -45,7 +45,7 @@ from sources.people import customer_names
 from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker, Grant
 from subagents.classify import CONTRACT, Classifier
-from subagents.claude import ClaudeSettings, TokenBudget
+from subagents.claude import ClaudeSettings, TokenBudget, load_sdk
 from subagents.guard import Guard
 from subagents.hooks import PostCallHook, PreCallHook
 from subagents.policy import RecoveryPolicy
@@ -211,6 +211,12 @@ class Coordinator:
     async def __aenter__(self) -> Coordinator:
         # Before any session opens: a registered server's log and the first span are redacted with them.
         await _know_customer_names(self.config.settings)
+        claude = self.config.claude
+        if claude is not None and claude.api_key:
+            # Claude mode's SDK loads as the coordinator opens, off the event loop: seconds on a cold
+            # start that a coordinator's queries (a service's, a batch's, the chaos runner's) must not
+            # pay out of their deadlines. A command's deadline counts from its first instant: it pays.
+            await load_sdk()
         if self._transport is None:
             targets = dict(self._targets) if self._targets is not None else self.config.targets()
             self._transport = await self._held.enter_async_context(

@@ -40,7 +40,7 @@ from coordinator.reporting.report import (
 )
 from sources.contract import ErrorCategory
 from sources.deferred import deferred
-from subagents.claude import MISSING_KEY, ClaudeSettings, TokenBudget, model_api_category
+from subagents.claude import MISSING_KEY, ClaudeSettings, TokenBudget, load_sdk, model_api_category
 
 if TYPE_CHECKING:
     import anthropic
@@ -104,15 +104,18 @@ async def _bounded(
 ) -> _T | _Unanswered:
     """``ask`` the model API within ``within_s``: its answer, or why there is none (the one place a
     model's time is bounded and its API's failures are classified, for the plan and the brief alike)."""
-    client = settings.client()
+    client = None
     try:
         with anyio.move_on_after(within_s):
+            await load_sdk()  # a cold SDK counts in the bound, and the loop runs while it loads
+            client = settings.client()
             return await ask(client)
         return _Unanswered(f"{who} did not answer within {within_s:g} s", ErrorCategory.TRANSIENT)
     except anthropic.AnthropicError as exc:
         return _Unanswered(f"the model API failed: {type(exc).__name__}: {exc}", model_api_category(exc))
     finally:
-        await client.close()
+        if client is not None:
+            await client.close()
 
 
 def _tool_use(response: Message) -> ToolUseBlock | None:

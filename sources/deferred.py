@@ -38,6 +38,13 @@ class deferred(ModuleType):  # a class called as a function, as functools.partia
         return getattr(importlib.import_module(self.__name__), attribute)
 
 
+def load(*modules: ModuleType) -> None:
+    """Load ``modules`` (stand-ins, or modules) now rather than at their first use: on a worker thread,
+    a module that takes seconds loads while the event loop runs on (``subagents.claude.load_sdk``)."""
+    for module in modules:
+        importlib.import_module(module.__name__)
+
+
 if TYPE_CHECKING:
     import ast
 else:

@@ -14,19 +14,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from sources.contract import ErrorCategory
-from sources.deferred import deferred
+from sources.deferred import deferred, load
 from sources.environment import Environment, variable
 
 if TYPE_CHECKING:
     import anthropic
+    from anthropic.lib.tools import mcp as anthropic_mcp
 else:
-    anthropic = deferred("anthropic")  # the SDK takes seconds to import: loaded by the first client
+    anthropic = deferred("anthropic")  # the SDK takes seconds to import: loaded by ``load_sdk``
+    anthropic_mcp = deferred("anthropic.lib.tools.mcp")  # its MCP helpers, which the subagents use
 
-__all__ = ["MISSING_KEY", "SET_THE_KEY", "ClaudeSettings", "TokenBudget", "model_api_category"]
+__all__ = ["MISSING_KEY", "SET_THE_KEY", "ClaudeSettings", "TokenBudget", "load_sdk", "model_api_category"]
 
 # What Claude mode cannot do without, and how to give it: what a command asked for Claude says when
 # the model cannot be asked at all (and what the lead agent's and the brief's fallbacks record).
@@ -58,6 +61,19 @@ class ClaudeSettings:
         return anthropic.AsyncAnthropic(
             api_key=self.api_key, base_url=self.base_url, max_retries=self.max_retries, timeout=self.timeout_s
         )
+
+
+async def load_sdk() -> None:
+    """The anthropic SDK and its MCP helpers loaded on a worker thread, before a client is made.
+
+    A cold load takes seconds (2 to 12 s measured on this 2-core machine under load). Loaded by the
+    first attribute read, as it was, it ran on the event loop, where nothing else ran and no time
+    bound could end it: it spent the query's deadline outside the planning share that bounds the
+    lead agent, and the subagents started with nothing left. Awaited here, the loop runs on and the
+    caller's bound ends the wait (the load finishes in the background; the import system's locks
+    make any other reader wait for it, never see it half done).
+    """
+    await anyio.to_thread.run_sync(load, anthropic, anthropic_mcp, abandon_on_cancel=True)
 
 
 _POSITIVE = "a positive whole number"

@@ -36,7 +36,7 @@ from sources.contract import ErrorCategory, ResultPage, ToolError
 from sources.deferred import deferred
 from subagents import recovery
 from subagents.classify import Outcome
-from subagents.claude import ClaudeSettings, TokenBudget, model_api_category
+from subagents.claude import ClaudeSettings, TokenBudget, load_sdk, model_api_category
 from subagents.model_use import ClaudeReport, ModelUse
 from subagents.recovery import ModelStop, SubagentReport, add_new
 from subagents.subagent import Subagent
@@ -292,6 +292,7 @@ async def claude_subagents(
     if settings is None or not settings.api_key:
         yield None
         return
+    await load_sdk()  # off the event loop: the sources' sessions open meanwhile
     async with settings.client() as client:
         yield ClaudeSubagents(settings, client, budget or TokenBudget(settings.token_budget))
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -335,3 +338,72 @@ async def test_a_silent_lead_agent_is_bounded_by_its_share_of_the_deadline(fake_
     assert step.action == "fallback" and step.category == "transient"
     assert step.reason == "the lead agent did not answer within 0.5 s; used the deterministic planner"
     assert set(plan.tasks) == set(plan_query(STORY).tasks)
+
+
+# --- a cold model SDK: loaded off the event loop, within the bound of whoever waits for it -------
+
+# In a fresh process (the SDK not loaded yet): a watcher on the event loop notes whether the SDK is
+# loaded, each time the loop lets it run, while the lead agent plans within a bound; then a
+# coordinator opens in Claude mode and says whether the SDK (its MCP helpers too) is loaded already.
+_COLD_SDK = """
+import sys, anyio
+from pathlib import Path
+from coordinator.core import Config, Coordinator
+from coordinator.llm import claude_plan
+from sources.settings import SourceSettings
+from subagents.claude import ClaudeSettings
+
+def loaded():
+    return hasattr(sys.modules.get("anthropic"), "AsyncAnthropic")
+
+async def plan_cold(claude):
+    seen, done = [], anyio.Event()
+    async def watch():
+        while not done.is_set():
+            seen.append(loaded())
+            await anyio.sleep(0)
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch)
+        await anyio.sleep(0)
+        await claude_plan("What is our refund policy?", claude, within_s=60)
+        done.set()
+    return seen
+
+async def main():
+    mode = sys.argv[1]
+    claude = ClaudeSettings(api_key="test-key", base_url="http://127.0.0.1:9", max_retries=0, timeout_s=5)
+    if mode == "plan":
+        seen = await plan_cold(claude)
+        print(seen.count(False))  # the watcher's turns while the SDK was not loaded
+    else:
+        config = Config(SourceSettings(data_dir=Path(sys.argv[2])), claude=claude)
+        async with Coordinator(config, targets={}):
+            print("anthropic.lib.tools.mcp" in sys.modules)
+
+anyio.run(main)
+"""
+
+
+def _cold(*arguments: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", _COLD_SDK, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.subprocess
+def test_a_cold_model_sdk_loads_while_the_event_loop_runs() -> None:
+    """Loaded at the first attribute read, the SDK blocked the loop for seconds (up to 12 s measured
+    under load) outside the planning bound: the deadline was spent before any subagent ran."""
+    assert int(_cold("plan")) > 1  # besides its first turn, before planning: the loop ran on
+
+
+@pytest.mark.subprocess
+def test_a_coordinator_in_claude_mode_loads_the_sdk_as_it_opens(tmp_path: Path) -> None:
+    """So a coordinator's queries (a service's, a batch's, each chaos scenario) do not pay it from their deadlines."""
+    assert _cold("open", str(tmp_path)) == "True"

@@ -92,12 +92,15 @@ async def run_scenario(
     # What this process ran before the scenario (another test's, another query's) is not its leak.
     children_before = {child.pid for child in _children()}
     targets = _targets(scenario, settings)
-    started = time.monotonic()  # one deadline for planning and the run, from the instant `elapsed` counts
     hooks: tuple[PostCallHook, ...] = (history.recorder(), *post_call, TrimResults())
     config = Config.for_chaos(settings, policy, claude, classifier)
     budget = TokenBudget(claude.token_budget) if claude is not None else None
     report = None
     async with Coordinator(config, targets=targets) as coordinator:
+        # One deadline for planning and the run, from the instant `elapsed` counts: once the coordinator
+        # is open (its sessions open as the tasks need them, so spawning counts), not while it loaded
+        # what the process needed once (Claude mode's SDK): a seed replays the same wherever it runs.
+        started = time.monotonic()
         # Planned first, so the checker judges the plan that ran (Claude's in Claude mode).
         plan, planning = await coordinator.plan(
             scenario.query, deadline_s=scenario.deadline_s, started_at=started, budget=budget
