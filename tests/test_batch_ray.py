@@ -213,13 +213,22 @@ class Node:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)  # the command is this test's child: reaped here
 
-    def gone(self) -> bool:
-        """Whether none of the processes killed runs (an orphan nobody reaped yet is a zombie)."""
-        for each in self.killed:
-            with contextlib.suppress(psutil.Error):
-                if each.is_running() and each.status() != psutil.STATUS_ZOMBIE:
-                    return False
+    def gone(self, within_s: float = 10.0) -> bool:
+        """Whether none of the processes killed runs (an orphan nobody reaped yet is a zombie), given
+        ``within_s`` for the kernel to end them: a SIGKILL is delivered at once, but a process tearing
+        down its sockets (a network namespace being deleted) may take a moment to exit."""
+        until = time.monotonic() + within_s
+        while any(_still_runs(each) for each in self.killed):
+            if time.monotonic() > until:
+                return False
+            time.sleep(0.05)
         return True
+
+
+def _still_runs(process: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    return False
 
 
 def start_node(
