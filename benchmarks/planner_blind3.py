@@ -48,57 +48,15 @@ sys.path.insert(0, str(ROOT))
 
 import coordinator.core  # noqa: E402
 from coordinator.core import Config, Coordinator  # noqa: E402
-from coordinator.planning.plan import Plan, PlannedTask, Unplanned  # noqa: E402
-from coordinator.planning.planner import plan_query  # noqa: E402
-from coordinator.planning.reading import QueryError  # noqa: E402
 from sources.settings import SourceSettings  # noqa: E402
 from sources.world import ensure_world  # noqa: E402
 from tests import corpus  # noqa: E402
-from tests.conftest import MODULES  # noqa: E402
+from tests.test_coordinator import in_memory  # noqa: E402
 
-BLIND3 = ROOT / "tests" / "planner_natural_blind3.toml"
+BLIND3 = corpus.NATURAL_BLIND3
 # Of the false COMPLETEs, those whose one difference is reading more: every expected call made and every
 # expected gap listed, plus read-only calls the case does not expect (``tests.corpus.extra_reads``).
 READS_MORE = "false complete, only reading more"
-
-
-def plan_or_refusal(query: str) -> tuple[object, str]:
-    try:
-        return plan_query(query), ""
-    except QueryError as exc:
-        return None, str(exc)
-
-
-async def all_rounds(coordinator: Coordinator, plan: Plan) -> tuple[Plan, corpus.RanWith]:
-    """``plan`` with the tasks its later rounds added and what was left unplanned by the end, as
-    researched against the sources, and the arguments each task ran with (an upstream value filled
-    in: what the case's concrete value is compared with, beside the plan's ``{task.field}``)."""
-    with anyio.fail_after(60):
-        report = await coordinator.research(plan.query, plan=plan, deadline_s=20, seed=1, record=False)
-    ran_with = {task.id: task.arguments for task in report.tasks}
-    if not plan.follow_ups:
-        return plan, ran_with
-    added = [
-        PlannedTask(
-            task.id,
-            task.source,
-            task.tool,
-            dict(task.arguments),
-            depends_on=tuple(task.depends_on),
-            why=task.why,
-            follows=task.follows,
-        )
-        for task in report.tasks
-        if task.id not in plan.tasks
-    ]
-    unplanned = tuple(Unplanned(item.what, item.why, item.next_step) for item in report.unplanned)
-    return Plan.of(plan.query, [*plan.tasks.values(), *added], unplanned, plan.notes, rounds=2), ran_with
-
-
-def in_memory(settings: SourceSettings) -> dict[str, Any]:
-    """The five sources as in-memory MCP servers (the mcp Client talks to them as to processes)."""
-    servers = {source: module.create_server(settings) for source, module in MODULES.items()}
-    return {source: (lambda server=server: server) for source, server in servers.items()}
 
 
 def describe(plan: object) -> str:
@@ -156,7 +114,7 @@ def _percentiles(name: str, times: list[float]) -> str:
 async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
     cases = corpus.load_cases(args.corpus)
     for case in cases:  # a warm-up pass: dateparser's tables and the matcher load at their first use
-        plan_or_refusal(case.query)
+        corpus.plan_or_refusal(case.query)
     with args.corpus.open("rb") as file:
         kinds = [raw.get("kind", "-") for raw in tomllib.load(file)["case"]]
 
@@ -165,11 +123,11 @@ async def _score(args: argparse.Namespace, coordinator: Coordinator) -> None:
     misses = []
     for case, kind in zip(cases, kinds, strict=True):
         started = time.perf_counter()
-        plan, refusal = plan_or_refusal(case.query)
+        plan, refusal = corpus.plan_or_refusal(case.query)
         TIMES["first round"].append((time.perf_counter() - started) * 1000)
         ran_with: corpus.RanWith = {}
         if plan is not None and not args.first_round:
-            plan, ran_with = await all_rounds(coordinator, plan)  # type: ignore[arg-type]
+            plan, ran_with = await corpus.researched(coordinator, plan)  # type: ignore[arg-type]
         seen = corpus.outcome(case, plan, refusal, ran_with)  # type: ignore[arg-type]
         overall[seen] += 1
         by_kind[kind][seen] += 1

@@ -22,7 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coordinator.planning.plan import Plan, PlannedTask, Ref
+import anyio
+
+from coordinator.core import Coordinator
+from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
+from coordinator.planning.planner import plan_query
+from coordinator.planning.reading import QueryError
 from coordinator.planning.tools import TASK_NAMES
 from sources.catalogue import tool_annotations
 
@@ -35,9 +40,12 @@ __all__ = [
     "NATURAL_HELD_OUT",
     "Case",
     "RanWith",
+    "extra_reads",
     "load_cases",
     "mismatches",
     "outcome",
+    "plan_or_refusal",
+    "researched",
 ]
 
 CORPUS = Path(__file__).with_name("planner_corpus.toml")
@@ -53,6 +61,10 @@ NATURAL_HELD_OUT = Path(__file__).with_name("planner_natural_heldout.toml")
 NATURAL_BLIND = Path(__file__).with_name("planner_natural_blind.toml")
 # A third, written later by another helper with the same brief: scored at first sight, then tuned on.
 NATURAL_BLIND2 = Path(__file__).with_name("planner_natural_blind2.toml")
+# Two more, written for issue 45 by helpers who never read the planner; scored with every round
+# researched (``researched``), and measured at first sight (their headers).
+NATURAL_BLIND3 = Path(__file__).with_name("planner_natural_blind3.toml")
+NATURAL_BLIND4 = Path(__file__).with_name("planner_natural_blind4.toml")
 
 
 @dataclass(frozen=True)
@@ -212,3 +224,37 @@ def outcome(case: Case, plan: Plan | None, refusal: str = "", ran_with: RanWith 
     if plan is None:
         return "refused"
     return "partial" if plan.unplanned else "false complete"
+
+
+def plan_or_refusal(query: str) -> tuple[Plan | None, str]:
+    """The plan of ``query``, or the refusal's message."""
+    try:
+        return plan_query(query), ""
+    except QueryError as exc:
+        return None, str(exc)
+
+
+async def researched(coordinator: Coordinator, plan: Plan) -> tuple[Plan, RanWith]:
+    """``plan`` with the tasks its later rounds added and what was left unplanned by the end, as
+    researched against the sources, and the arguments each task ran with (an upstream value filled
+    in: what the case's concrete value is compared with, beside the plan's ``{task.field}``)."""
+    with anyio.fail_after(60):
+        report = await coordinator.research(plan.query, plan=plan, deadline_s=20, seed=1, record=False)
+    ran_with = {task.id: task.arguments for task in report.tasks}
+    if not plan.follow_ups:
+        return plan, ran_with
+    added = [
+        PlannedTask(
+            task.id,
+            task.source,
+            task.tool,
+            dict(task.arguments),
+            depends_on=tuple(task.depends_on),
+            why=task.why,
+            follows=task.follows,
+        )
+        for task in report.tasks
+        if task.id not in plan.tasks
+    ]
+    unplanned = tuple(Unplanned(item.what, item.why, item.next_step) for item in report.unplanned)
+    return Plan.of(plan.query, [*plan.tasks.values(), *added], unplanned, plan.notes, rounds=2), ran_with

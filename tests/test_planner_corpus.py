@@ -30,13 +30,6 @@ CASES = load_cases()
 HELD_OUT = load_cases(corpus.HELD_OUT)
 
 
-def _plan_or_refusal(query: str) -> tuple[Plan | None, str]:
-    try:
-        return plan_query(query), ""
-    except QueryError as exc:
-        return None, str(exc)
-
-
 @pytest.mark.parametrize(
     "case",
     [*CASES, *HELD_OUT],
@@ -46,7 +39,7 @@ def _plan_or_refusal(query: str) -> tuple[Plan | None, str]:
     ],
 )
 def test_the_planner_plans_what_the_query_asks(case: Case) -> None:
-    plan, refusal = _plan_or_refusal(case.query)
+    plan, refusal = corpus.plan_or_refusal(case.query)
     assert mismatches(case, plan, refusal) == [], case.query
 
 
@@ -83,7 +76,7 @@ FALSE_COMPLETE_AT_MOST = {
 def test_natural_phrasings_are_rarely_reported_complete_when_part_was_missed(path: Any) -> None:
     cases = load_cases(path)
     assert len(cases) >= (450 if path == corpus.NATURAL else 80)
-    outcomes = [corpus.outcome(case, *_plan_or_refusal(case.query)) for case in cases]
+    outcomes = [corpus.outcome(case, *corpus.plan_or_refusal(case.query)) for case in cases]
     false_complete = [
         case.query for case, seen in zip(cases, outcomes, strict=True) if seen == "false complete"
     ]
@@ -512,7 +505,7 @@ _THING = st.one_of(
 
 @functools.cache
 def _plan_of(query: str) -> tuple[Plan | None, str]:
-    return _plan_or_refusal(query)
+    return corpus.plan_or_refusal(query)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -552,7 +545,7 @@ def test_generated_queries_use_every_mention_and_wait_only_for_what_they_use(par
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=300))
 def test_any_text_is_planned_or_refused_in_words(text: str) -> None:
-    plan, refusal = _plan_or_refusal(text)
+    plan, refusal = corpus.plan_or_refusal(text)
     assert plan is not None or (refusal and "\n" not in refusal and "Traceback" not in refusal)
 
 

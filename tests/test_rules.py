@@ -70,3 +70,30 @@ def test_a_policy_looked_up_asks_no_customer(phrasing: str, title: str) -> None:
     assert [task.tool for task in plan.tasks.values()] == ["search_policies"]
     assert not [item.what for item in plan.unplanned if "customer" in item.what], plan.unplanned
     assert "rule 10: a policy looked up asks no customer" in plan.rules
+
+
+@pytest.mark.parametrize(
+    "email",
+    [
+        "jane.doe@example.com",
+        "graeme.matthews@example.com",
+        "christopher.featherstonehaugh@mail.example.co.uk",
+    ],
+)
+@pytest.mark.parametrize(
+    ("phrasing", "searches_policies"),
+    [
+        ("The money of his return, it is arrived on his account or still not? {email}", False),
+        ("has the money for {email}'s return gone through yet?", False),
+        ("has the refund for {email}'s returns come through? and what's the returns policy if not?", True),
+        ("has the money for {email}'s return gone through? what do we do if it hasn't", True),
+    ],
+)  # fmt: skip
+def test_whether_a_return_s_money_came_through_is_no_policy_question(
+    phrasing: str, searches_policies: bool, email: str
+) -> None:
+    """Rule 7: "the money of his return" names what the money is for; a policy asked in other words stays."""
+    plan = plan_query(phrasing.format(email=email))
+    tools = {task.tool for task in plan.tasks.values()}
+    assert "list_invoices" in tools
+    assert ("search_policies" in tools) is searches_policies

@@ -96,6 +96,8 @@ INTENT_PHRASES: dict[str, tuple[str, ...]] = {
 # "send it back", "post the cafetiere back": a thing returned, whatever stands between the verb and
 # its particle; a search for it uses the word "return".
 RETURN_VERBS = ("send", "post", "ship", "bring", "take", "mail", "courier")
+# The policy words that also name a thing sent back ("the money for his return").
+RETURN_NOUNS = frozenset({"return", "returns"})
 
 # --- topics: what a search looks for ------------------------------------------------------------
 

@@ -154,7 +154,7 @@ class _Planner:
         # (ask, orders search): an ask about the order the next round chooses from what the search finds
         self.awaiting: list[tuple[str, _Call]] = []
         self.refund_amount_known = True
-        self.refund_paid = bool(REFUND_PAID.search(reading.query.lower()))
+        self.refund_paid = bool(REFUND_PAID.search(_records_as_marks(reading)))
         self.pairs, self.single_amounts = _pair_amounts(reading)
         self._second_amounts_apart()
         self.pairs = self._at_most(
@@ -503,7 +503,7 @@ class _Planner:
             read |= words_read(query)
         if any(f.ask == "related" for f in follow_ups):  # "whatever it points to": the links followed
             read |= {word for said in ARTICLE_LINKS.finditer(query.lower()) for word in _words_in(said[0])}
-        paid = REFUND_PAID.search(query.lower())
+        paid = REFUND_PAID.search(_records_as_marks(self.reading))
         if paid and any(task.tool == "list_invoices" for task in tasks):
             read |= _words_in(paid[0])
         return read
@@ -833,6 +833,18 @@ def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:
         plan.notes,
         offered=catalog.plannable,
     )
+
+
+def _records_as_marks(reading: Reading) -> str:
+    """The query, lower case, with each record it names (a name, an email, an id) as one mark ("#"): how far apart
+    an ask's words are ("has the refund for graeme.matthews@example.com's return come through") is
+    then counted in words, not in an address's characters."""
+    said, end = [], 0
+    for mention in sorted(reading.mentions, key=lambda mention: mention.start):
+        if mention.kind in LOOKUPS and mention.start >= end:
+            said += [reading.query[end : mention.start], "#"]
+            end = mention.start + len(mention.text)
+    return "".join([*said, reading.query[end:]]).lower()
 
 
 def _only_the_amount_paid(reading: Reading, pairs: list[tuple[Mention, Mention]]) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from coordinator.planning.intents import INTENTS, intent_named
-from coordinator.planning.lexicon import ONE_ORDER, PRODUCT_WORDS, SYMPTOM_WORDS
+from coordinator.planning.lexicon import ONE_ORDER, PRODUCT_WORDS, RETURN_NOUNS, SYMPTOM_WORDS
 from coordinator.planning.reading import Reading
 from coordinator.planning.rounds import asks_money_back, refunds_all
 from coordinator.planning.spans import ASKS
@@ -75,7 +75,23 @@ def _money_back_of_a_customer(facts: Facts, intents: frozenset[str]) -> bool:
 
 def _paid_from_invoices(facts: Facts, intents: frozenset[str]) -> frozenset[str]:
     intents = (intents - {"refund"}) | {"invoices"}
+    if not _a_policy_beyond_the_return(facts.reading):
+        intents -= {"policies"}  # "the money of his return, is it arrived?": what was sent back
     return intents | {"orders"} if _named_a_customer(facts) else intents
+
+
+def _a_policy_beyond_the_return(reading: Reading) -> bool:
+    """Whether a span asks of the policies in words other than "return": in "has the money for his
+    return come through" the return is what the money is for, where "and what's our policy if it
+    hasn't" asks for a policy."""
+    policy = intent_named("policies")
+    words = policy.words - RETURN_NOUNS
+    for span in reading.spans:
+        if "policies" in span.asked:
+            text = " ".join(token.word for token in span.tokens)
+            if words & {token.word for token in span.tokens} or any(p in text for p in policy.phrases):
+                return True
+    return False
 
 
 def _answered_by_lookups(facts: Facts, intents: frozenset[str]) -> frozenset[str]:
@@ -136,7 +152,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "rule 7: whether a refund was paid is asked of the invoices",
         "whether money moved is in billing's invoices (paid and refunded amounts), and the customer's "
-        "orders say which was sent back; never a question of refund eligibility",
+        "orders say which was sent back; never a question of refund eligibility, nor of the returns "
+        "policy where the return is only what the money is for",
         lambda facts, intents: facts.refund_paid,
         _paid_from_invoices,
     ),
