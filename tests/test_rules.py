@@ -11,6 +11,7 @@ import pytest
 
 from coordinator.planning.planner import plan_query
 from coordinator.planning.rules import ELSEWHERE, RULES
+from sources.world import build_world
 
 CORPUS = Path(__file__).parent / "planner_corpus.toml"
 
@@ -97,3 +98,32 @@ def test_whether_a_return_s_money_came_through_is_no_policy_question(
     tools = {task.tool for task in plan.tasks.values()}
     assert "list_invoices" in tools
     assert ("search_policies" in tools) is searches_policies
+
+
+def _customers_drawn() -> list[dict[str, str]]:
+    """Customers of the demo world (seed 42): the three with the longest emails and three at random."""
+    customers = build_world(42).tables["customers"]["customers"]
+    longest = sorted(customers, key=lambda c: -len(c["email"]))[:3]
+    return longest + random.Random(45).sample([c for c in customers if c not in longest], 3)
+
+
+@pytest.mark.parametrize("customer", _customers_drawn(), ids=lambda c: c["id"])
+@pytest.mark.parametrize("named_by", ["email", "name", "id"])
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "has the refund for {who}'s return come through yet?",
+        "{who}: did the money for the order they sent back ever go back on their card?",
+        "Has {who}'s refund been paid out?",
+        "can you check whether the refund to {who} has gone through",
+        "the money of {who}'s return, is it arrived on the account or still not?",
+    ],
+)  # fmt: skip
+def test_whether_a_customer_s_refund_came_through_is_asked_of_the_invoices(
+    phrasing: str, named_by: str, customer: dict[str, str]
+) -> None:
+    """Rule 7, on generated phrasings: however long the email or name, the invoices answer it."""
+    plan = plan_query(phrasing.format(who=customer[named_by]))
+    tools = {task.tool for task in plan.tasks.values()}
+    assert {"list_invoices", "search_orders"} <= tools, plan.describe()
+    assert "refund_eligibility" not in tools
