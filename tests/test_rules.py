@@ -127,3 +127,12 @@ def test_whether_a_customer_s_refund_came_through_is_asked_of_the_invoices(
     tools = {task.tool for task in plan.tasks.values()}
     assert {"list_invoices", "search_orders"} <= tools, plan.describe()
     assert "refund_eligibility" not in tools
+
+
+@pytest.mark.parametrize("customer", _customers_drawn()[:3], ids=lambda c: c["id"])
+@pytest.mark.parametrize("hedge", ["I think", "I reckon", "I believe", "I suspect", "I guess"])
+def test_a_hedge_frames_what_is_asked_and_is_not_left_unread(hedge: str, customer: dict[str, str]) -> None:
+    """ "I think you still took the money": what someone believes is the ask, the hedge no gap."""
+    plan = plan_query(f"Im {customer['name']}. My order got cancelled but {hedge} you still took the money??")
+    assert "list_invoices" in {task.tool for task in plan.tasks.values()}
+    assert not [item for item in plan.unplanned if hedge.split()[1] in item.what.lower()], plan.unplanned

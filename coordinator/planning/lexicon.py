@@ -373,7 +373,9 @@ LIGHT_WORDS = words_of(
     # contractions typed without their apostrophe
     "shes hes isnt arent wasnt werent dont doesnt didnt cant couldnt wont wouldnt hasnt havent hadnt "
     "shouldnt theyre youre ive weve theyve youve ill itll thats "
-    "currently already soon far"
+    "currently already soon far "
+    # hedges: what someone believes frames what they say ("I think you still took the money")
+    "think thinks reckon reckons believe believes suppose supposes suspect suspects guess"
 )
 # Words that close a letter: what a pasted email says before them is the customer's story.
 SIGN_OFF_WORDS = words_of("regards thanks thank cheers best sincerely faithfully yours love wishes")
