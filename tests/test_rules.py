@@ -136,3 +136,25 @@ def test_a_hedge_frames_what_is_asked_and_is_not_left_unread(hedge: str, custome
     plan = plan_query(f"Im {customer['name']}. My order got cancelled but {hedge} you still took the money??")
     assert "list_invoices" in {task.tool for task in plan.tasks.values()}
     assert not [item for item in plan.unplanned if hedge.split()[1] in item.what.lower()], plan.unplanned
+
+
+@pytest.mark.parametrize("amount", ["£45", "£7.99", "£1,250.50", "£300"])
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "{email} - has the {amount} been paid back to her yet?",
+        "has the {amount} gone back on {email}'s card?",
+        "{email}: the {amount} refund, has it come through?",
+    ],
+)  # fmt: skip
+def test_an_amount_that_moved_back_is_looked_for_in_the_invoices(phrasing: str, amount: str) -> None:
+    """Rule 7 with the money said as an amount: the invoices' refunded amounts answer it, no refund check."""
+    plan = plan_query(phrasing.format(email="graeme.matthews@example.com", amount=amount))
+    assert "list_invoices" in {task.tool for task in plan.tasks.values()}
+    assert "refund_eligibility" not in {task.tool for task in plan.tasks.values()}
+    assert not [item for item in plan.unplanned if "amount" in item.what], plan.unplanned
+
+
+def test_an_amount_that_went_out_is_a_charge_not_a_refund_paid() -> None:
+    plan = plan_query("Colin Lloyd here. I cancelled ORD-10024 but £76 still went out. Please refund it.")
+    assert "rule 7: whether a refund was paid is asked of the invoices" not in plan.rules

@@ -286,6 +286,9 @@ REFUND_PAID = re.compile(
     r"|\brefund (?:paid|processed|issued|sent)\b"
     r"|\bwas (?:s?he|they|it) (?:ever |actually )?(?:charged|refunded)\b"
     r"|\b(?:was|were|been|got) charged for\b"
+    # "has the £45 been paid back to her yet?": an amount (read as "£", ``planner._said_plainly``) as the
+    # money that moved back; "£76 still went out" is a charge, not a refund paid
+    r"|(?:^|\s)£ (?:[^.?!]{0,20}?\b)?(?:been (?:paid|refunded|returned)|(?:gone|come|went|came) (?:back|through|thru))\b"
 )
 
 # Support shorthand, read as the word it stands for before typos are corrected ("any open tix?").

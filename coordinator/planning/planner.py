@@ -154,7 +154,7 @@ class _Planner:
         # (ask, orders search): an ask about the order the next round chooses from what the search finds
         self.awaiting: list[tuple[str, _Call]] = []
         self.refund_amount_known = True
-        self.refund_paid = bool(REFUND_PAID.search(_records_as_marks(reading)))
+        self.refund_paid = _refund_paid(reading)
         self.pairs, self.single_amounts = _pair_amounts(reading)
         self._second_amounts_apart()
         self.pairs = self._at_most(
@@ -503,7 +503,7 @@ class _Planner:
             read |= words_read(query)
         if any(f.ask == "related" for f in follow_ups):  # "whatever it points to": the links followed
             read |= {word for said in ARTICLE_LINKS.finditer(query.lower()) for word in _words_in(said[0])}
-        paid = REFUND_PAID.search(_records_as_marks(self.reading))
+        paid = REFUND_PAID.search(_said_plainly(self.reading))
         if paid and any(task.tool == "list_invoices" for task in tasks):
             read |= _words_in(paid[0])
         return read
@@ -758,6 +758,8 @@ def _unaccounted(
     used = {str(value) for task in tasks for value in task.arguments.values()}
     listed = " ".join(str(item) for item in unplanned)
     searches_orders = any(task.tool == "search_orders" for task in tasks)
+    # "has the £45 been paid back": the invoices' refunded amounts are where the amount is looked for
+    paid_back = any(task.tool == "list_invoices" for task in tasks) and _refund_paid(reading)
     found = []
     for mention in reading.mentions:
         if mention.kind == "dates":
@@ -774,7 +776,8 @@ def _unaccounted(
                 ))  # fmt: skip
         elif mention.kind == "amount":
             if (
-                not any(task.arguments.get("amount") == mention.value for task in tasks)
+                not paid_back
+                and not any(task.arguments.get("amount") == mention.value for task in tasks)
                 and mention.describe() not in listed
             ):
                 found.append(Unplanned(
@@ -835,16 +838,23 @@ def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:
     )
 
 
-def _records_as_marks(reading: Reading) -> str:
-    """The query, lower case, with each record it names (a name, an email, an id) as one mark ("#"): how far apart
-    an ask's words are ("has the refund for graeme.matthews@example.com's return come through") is
-    then counted in words, not in an address's characters."""
+def _said_plainly(reading: Reading) -> str:
+    """The query, lower case, with each record it names (a name, an email, an id) as one mark ("#")
+    and each amount as one mark ("£"): how far apart an ask's words are ("has the refund for
+    graeme.matthews@example.com's return come through") is counted in words, not in an address's
+    characters, and "has the £45 been paid back" reads as "has the £ been paid back"."""
     said, end = [], 0
     for mention in sorted(reading.mentions, key=lambda mention: mention.start):
-        if mention.kind in LOOKUPS and mention.start >= end:
-            said += [reading.query[end : mention.start], "#"]
+        plain = "#" if mention.kind in LOOKUPS else "£" if mention.kind == "amount" else None
+        if plain and mention.start >= end:
+            said += [reading.query[end : mention.start], plain]
             end = mention.start + len(mention.text)
     return "".join([*said, reading.query[end:]]).lower()
+
+
+def _refund_paid(reading: Reading) -> bool:
+    """Whether the query asks if money has moved back ("has the refund come through")."""
+    return bool(REFUND_PAID.search(_said_plainly(reading)))
 
 
 def _only_the_amount_paid(reading: Reading, pairs: list[tuple[Mention, Mention]]) -> bool:
