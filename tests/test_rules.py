@@ -158,3 +158,22 @@ def test_an_amount_that_moved_back_is_looked_for_in_the_invoices(phrasing: str, 
 def test_an_amount_that_went_out_is_a_charge_not_a_refund_paid() -> None:
     plan = plan_query("Colin Lloyd here. I cancelled ORD-10024 but £76 still went out. Please refund it.")
     assert "rule 7: whether a refund was paid is asked of the invoices" not in plan.rules
+
+
+@pytest.mark.parametrize("order", ["ORD-10004", "ORD-10451"])
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "a £40 refund on {order} - will it go through?",
+        "would £40 on {order} go through?",
+        "see whether £40 on {order} would go thru",
+        "£40 back on {order}: does that go through or not?",
+    ],
+)  # fmt: skip
+def test_whether_a_refund_would_go_through_is_its_check(phrasing: str, order: str) -> None:
+    """ "Will it go through?" asks whether the refund would be allowed: its check, and no word left unread."""
+    plan = plan_query(phrasing.format(order=order))
+    assert [task.arguments for task in plan.tasks.values() if task.tool == "refund_eligibility"] == [
+        {"order_id": order, "amount": 40.0}
+    ]
+    assert not [item for item in plan.unplanned if "thr" in item.what], plan.unplanned

@@ -378,7 +378,9 @@ LIGHT_WORDS = words_of(
     "shouldnt theyre youre ive weve theyve youve ill itll thats "
     "currently already soon far "
     # hedges: what someone believes frames what they say ("I think you still took the money")
-    "think thinks reckon reckons believe believes suppose supposes suspect suspects guess"
+    "think thinks reckon reckons believe believes suppose supposes suspect suspects guess "
+    # "will it go through?": where a refund or an amount is asked, whether it would be allowed
+    "through thru"
 )
 # Words that close a letter: what a pasted email says before them is the customer's story.
 SIGN_OFF_WORDS = words_of("regards thanks thank cheers best sincerely faithfully yours love wishes")
