@@ -198,8 +198,7 @@ def _unplanned_problems(case: Case, plan: Plan) -> list[str]:
 def extra_reads(case: Case, plan: Plan | None, ran_with: RanWith | None = None) -> list[str]:
     """The calls ``plan`` makes beyond what ``case`` expects, when that is its only difference: every
     expected call made, the gaps expected listed, and each further call a read (``readOnlyHint``).
-    Empty otherwise: a plan that misses anything, or writes more, is not merely reading more. A
-    benchmark figure only: the tests count such a plan as a miss like any other."""
+    Empty otherwise: a plan that misses anything, or writes more, is not merely reading more."""
     if case.refused or plan is None or _unplanned_problems(case, plan):
         return []
     missing, free = _paired(case, plan, ran_with or {})
@@ -217,13 +216,17 @@ def _calls(plan: Plan) -> str:
 
 def outcome(case: Case, plan: Plan | None, refusal: str = "", ran_with: RanWith | None = None) -> str:
     """``exact`` (planned as the case expects), ``partial`` (not, but the plan says what it left out),
-    ``refused`` (not, and refused with what was understood), or ``false complete``: not as expected,
-    yet reported complete. The last is the figure that matters most."""
+    ``refused`` (not, and refused with what was understood), ``reads more`` (reported complete, with
+    every call and gap the case expects and read-only calls it does not: ``extra_reads``), or ``false
+    complete``: reported complete while part of what the case expects was missed. The last is the
+    figure that matters most; the one before it is a miss too, and each is counted."""
     if not mismatches(case, plan, refusal, ran_with):
         return "exact"
     if plan is None:
         return "refused"
-    return "partial" if plan.unplanned else "false complete"
+    if plan.unplanned:
+        return "partial"
+    return "reads more" if extra_reads(case, plan, ran_with) else "false complete"
 
 
 def plan_or_refusal(query: str) -> tuple[Plan | None, str]:

@@ -84,12 +84,10 @@ async def test_a_blind_set_is_never_planned_complete_while_missing_something(
                     plan, ran_with = await corpus.researched(coordinator, plan)
                 outcome = corpus.outcome(case, plan, refusal, ran_with)
                 seen[outcome] += 1
-                if outcome == "false complete":
-                    extra = corpus.extra_reads(case, plan, ran_with)
-                    if extra:
-                        reads_more[_words(case.query)] = sorted(extra)
-                    else:
-                        missing.append(case.query)
+                if outcome == "reads more":
+                    reads_more[_words(case.query)] = sorted(corpus.extra_reads(case, plan, ran_with))
+                elif outcome == "false complete":
+                    missing.append(case.query)
     assert missing == []
     written = {
         _words(str(conflict["query"])): sorted(conflict["reads"])  # type: ignore[call-overload]

@@ -81,6 +81,8 @@ def test_natural_phrasings_are_rarely_reported_complete_when_part_was_missed(pat
         case.query for case, seen in zip(cases, outcomes, strict=True) if seen == "false complete"
     ]
     assert len(false_complete) <= FALSE_COMPLETE_AT_MOST[path], false_complete
+    # nor with a read more than the labels expect: these sets' labels agree with the planner's rules
+    assert [case.query for case, seen in zip(cases, outcomes, strict=True) if seen == "reads more"] == []
 
 
 ISSUE_SAMPLES = {
@@ -182,10 +184,12 @@ def test_a_researched_plan_s_upstream_value_is_scored_as_it_ran(
 def test_only_reading_more_is_told_apart_from_missing_something(
     expected: list[str], extra: list[str]
 ) -> None:
-    """The benchmark's split of a false COMPLETE: every expected call made plus read-only ones, or not."""
+    """A plan reported complete that is not as labelled: every expected call made plus read-only ones
+    (it reads more), or part missed (a false COMPLETE)."""
     plan = plan_query("can we refund ORD-10451 in full?")
     case = Case(plan.query, False, tuple(corpus._expected(spec) for spec in expected), None)
     assert sorted(corpus.extra_reads(case, plan)) == extra
+    assert corpus.outcome(case, plan) == ("reads more" if extra else "false complete")
     gap = Case(plan.query, False, case.calls, ("ORD-10451",))
     assert corpus.extra_reads(gap, plan) == []  # an expected gap not listed is missing something
 
