@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from coordinator.llm import _bounded, _Conversation, _repaired_once, _TaskInput, _Unanswered
+from coordinator.lead_conversation import Conversation, TaskInput, Unanswered, bounded, repaired_once
 from coordinator.planning.plan import Plan, PlanError, PlannedTask, Unplanned
 from coordinator.planning.planner import account_for
 from coordinator.planning.rounds import MAX_ROUNDS
@@ -71,7 +71,7 @@ _SYSTEM = (
 )
 
 
-class _AddedTask(_TaskInput):
+class _AddedTask(TaskInput):
     """A task as the first plan's are, and, required, the finding it follows and why."""
 
     follows: str = Field(pattern=r"^[a-z_][a-z0-9_]*:\S+$", description="<task id>:<record id>")
@@ -140,17 +140,17 @@ async def lead_round(
 
     async def converse(
         client: anthropic.AsyncAnthropic,
-    ) -> tuple[_AddTasksInput, list[PlannedTask]] | _Unanswered:
-        conversation = _Conversation(
+    ) -> tuple[_AddTasksInput, list[PlannedTask]] | Unanswered:
+        conversation = Conversation(
             settings, client, budget, summary, [{"role": "user", "content": _findings(plan, outcomes)}],
             system=_SYSTEM.format(most=most, tools=catalog.describe()), tool=_TOOL,
         )  # fmt: skip
-        return await _repaired_once(
+        return await repaired_once(
             conversation, lambda raw: _checked(plan, outcomes, raw, catalog), "list of tasks"
         )
 
-    answer = await _bounded(settings, within_s, "the lead agent", converse)
-    if isinstance(answer, _Unanswered):
+    answer = await bounded(settings, within_s, "the lead agent", converse)
+    if isinstance(answer, Unanswered):
         return _ended(plan, summary, answer.reason, answer.category)
     return _grown(plan, answer, bounds, summary, settings.model, catalog)
 

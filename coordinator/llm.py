@@ -20,14 +20,20 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import anyio
 from pydantic import BaseModel, Field, ValidationError
 
-from coordinator.planning.plan import Plan, PlanError, PlannedTask, Ref, Unplanned
+from coordinator.lead_conversation import (
+    Conversation,
+    TaskInput,
+    Unanswered,
+    bounded,
+    first_error,
+    repaired_once,
+    tool_use,
+)
+from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
 from coordinator.planning.planner import account_for, plan_query
 from coordinator.planning.tools import Catalog, demo_catalog
 from coordinator.reporting.report import (
@@ -40,11 +46,11 @@ from coordinator.reporting.report import (
 )
 from sources.contract import ErrorCategory
 from sources.deferred import deferred
-from subagents.claude import MISSING_KEY, ClaudeSettings, TokenBudget, load_sdk, model_api_category
+from subagents.claude import MISSING_KEY, ClaudeSettings, TokenBudget, model_api_category
 
 if TYPE_CHECKING:
     import anthropic
-    from anthropic.types import Message, MessageParam, ToolParam, ToolUseBlock
+    from anthropic.types import Message, ToolParam
 else:
     anthropic = deferred("anthropic")  # the SDK takes seconds to import: only Claude mode asks it
 
@@ -64,16 +70,6 @@ _SYSTEM = (
 )
 
 
-class _TaskInput(BaseModel):
-    id: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
-    source: str
-    tool: str
-    arguments: dict[str, Any]
-    depends_on: list[str] = Field(default_factory=list)
-    purpose: str = "research"
-    why: str = ""
-
-
 class _UnplannedInput(BaseModel):
     what: str = Field(min_length=1, max_length=300)
     why: str = Field(min_length=1, max_length=300)
@@ -81,46 +77,8 @@ class _UnplannedInput(BaseModel):
 
 
 class _PlanInput(BaseModel):
-    tasks: list[_TaskInput] = Field(min_length=1, max_length=12)
+    tasks: list[TaskInput] = Field(min_length=1, max_length=12)
     unplanned: list[_UnplannedInput] = Field(default_factory=list, max_length=20)
-
-
-_T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class _Unanswered:
-    """Why the model gave no usable answer in time, in the contract's terms."""
-
-    reason: str
-    category: ErrorCategory | None
-
-
-async def _bounded(
-    settings: ClaudeSettings,
-    within_s: float,
-    who: str,
-    ask: Callable[[anthropic.AsyncAnthropic], Awaitable[_T]],
-) -> _T | _Unanswered:
-    """``ask`` the model API within ``within_s``: its answer, or why there is none (the one place a
-    model's time is bounded and its API's failures are classified, for the plan and the brief alike)."""
-    client = None
-    try:
-        with anyio.move_on_after(within_s):
-            await load_sdk()  # a cold SDK counts in the bound, and the loop runs while it loads
-            client = settings.client()
-            return await ask(client)
-        return _Unanswered(f"{who} did not answer within {within_s:g} s", ErrorCategory.TRANSIENT)
-    except anthropic.AnthropicError as exc:
-        return _Unanswered(f"the model API failed: {type(exc).__name__}: {exc}", model_api_category(exc))
-    finally:
-        if client is not None:
-            await client.close()
-
-
-def _tool_use(response: Message) -> ToolUseBlock | None:
-    """The tool call a forced-tool response carries, if any."""
-    return next((block for block in response.content if block.type == "tool_use"), None)
 
 
 def _tool() -> ToolParam:
@@ -149,68 +107,6 @@ def _to_plan(query: str, raw: Any, catalog: Catalog) -> Plan:
     return account_for(Plan.of(query, tasks, unplanned, offered=catalog.plannable), catalog)
 
 
-@dataclass
-class _Conversation:
-    """A conversation with one forced tool: each answer is that tool's input; its tokens are spent
-    from the query's budget and counted on ``summary`` (the lead's plan and its later rounds alike)."""
-
-    settings: ClaudeSettings
-    client: anthropic.AsyncAnthropic
-    budget: TokenBudget
-    summary: PlanningSummary
-    messages: list[MessageParam]
-    system: str
-    tool: ToolParam
-
-    async def ask(self) -> tuple[str, Any]:
-        """One model turn; returns the forced tool's use id and its input."""
-        response = await self.client.messages.create(
-            model=self.settings.model,
-            max_tokens=self.settings.max_tokens,
-            system=self.system,
-            messages=self.messages,
-            tools=[self.tool],
-            tool_choice={"type": "tool", "name": self.tool["name"]},
-        )
-        input_tokens, output_tokens = self.budget.spend(response.usage)
-        self.summary.input_tokens += input_tokens
-        self.summary.output_tokens += output_tokens
-        self.messages.append({"role": "assistant", "content": response.content})
-        use = _tool_use(response)
-        if use is None:
-            return "", None
-        return use.id, use.input
-
-
-async def _repaired_once(
-    conversation: _Conversation, check: Callable[[Any], _T], what: str
-) -> _T | _Unanswered:
-    """The model's answer as ``check`` makes it (raising ``ValidationError`` or ``PlanError`` with the
-    reason); an invalid one sent back once with the exact error; why there is none, else."""
-    budget, summary = conversation.budget, conversation.summary
-    for attempt in (1, 2):
-        if budget.exhausted:
-            return _Unanswered(f"the token budget is spent ({budget.describe()})", None)
-        use_id, raw = await conversation.ask()
-        try:
-            return check(raw)
-        except (ValidationError, PlanError) as exc:
-            problem = str(exc).splitlines()[0] if isinstance(exc, PlanError) else _first_error(exc)
-            if attempt == 2:
-                return _Unanswered(
-                    f"the repaired {what} is still invalid: {problem}", ErrorCategory.VALIDATION
-                )
-            summary.steps.append(
-                PlanningStep(action="repair", reason=problem, category=ErrorCategory.VALIDATION)
-            )
-            conversation.messages.append({
-                "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": use_id, "is_error": True,
-                             "content": f"The {what} was refused: {problem}. Submit a corrected {what}."}],
-            })  # fmt: skip
-    raise AssertionError("unreachable: the loop returns on its second pass")
-
-
 async def claude_plan(
     query: str,
     settings: ClaudeSettings,
@@ -230,26 +126,20 @@ async def claude_plan(
         return _fallback(query, summary, MISSING_KEY, ErrorCategory.PERMISSION, catalog)
     spending = budget or TokenBudget(settings.token_budget)
 
-    async def converse(client: anthropic.AsyncAnthropic) -> Plan | _Unanswered:
-        conversation = _Conversation(
+    async def converse(client: anthropic.AsyncAnthropic) -> Plan | Unanswered:
+        conversation = Conversation(
             settings, client, spending, summary, [{"role": "user", "content": query}],
             system=_SYSTEM.format(tools=catalog.describe()), tool=_tool(),
         )  # fmt: skip
-        return await _repaired_once(conversation, lambda raw: _to_plan(query, raw, catalog), "plan")
+        return await repaired_once(conversation, lambda raw: _to_plan(query, raw, catalog), "plan")
 
-    answer = await _bounded(settings, within_s, "the lead agent", converse)
-    if isinstance(answer, _Unanswered):
+    answer = await bounded(settings, within_s, "the lead agent", converse)
+    if isinstance(answer, Unanswered):
         return _fallback(query, summary, answer.reason, answer.category, catalog)
     summary.steps.append(
         PlanningStep(action="plan", reason=f"{len(answer.tasks)} tasks from {settings.model}")
     )
     return answer, summary
-
-
-def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"])
-    return f"{where}: {error['msg']}"
 
 
 def _fallback(
@@ -315,15 +205,15 @@ async def claude_brief(
             tool_choice={"type": "tool", "name": "submit_brief"},
         )
 
-    response = await _bounded(settings, within_s, "the brief writer", write)
-    if isinstance(response, _Unanswered):
+    response = await bounded(settings, within_s, "the brief writer", write)
+    if isinstance(response, Unanswered):
         return _keep_answer(report, summary, response.reason, response.category)
     summary.input_tokens, summary.output_tokens = spending.spend(response.usage)
-    use = _tool_use(response)
+    use = tool_use(response)
     try:
         brief = _BriefInput.model_validate(use.input if use is not None else None)
     except ValidationError as exc:
-        reason = f"the brief was not in the expected form: {_first_error(exc)}"
+        reason = f"the brief was not in the expected form: {first_error(exc)}"
         return _keep_answer(report, summary, reason, ErrorCategory.VALIDATION)
     kept = _cited_claims(brief.claims, report.findings, summary)
     answer = "\n".join([*kept, *report.gap_lines()])

@@ -69,7 +69,6 @@ from coordinator.planning.lexicon import (
     CONTRAST_PHRASES,
     COURTESY_WORDS,
     ELIGIBILITY_WORDS,
-    FULL_AMOUNT_PHRASES,
     MONEY_BACK_VERBS,
     NEGATION_WORDS,
     NOT_BEFORE_A_VERB,
@@ -95,6 +94,7 @@ from coordinator.planning.lexicon import (
     TOKEN,
     WANTING_WORDS,
 )
+from coordinator.planning.money import FULL_AMOUNT
 from coordinator.planning.plan import Unplanned
 from coordinator.planning.reading import Mention, QueryError, Reading, read_query
 from coordinator.planning.spans import ASKS, COURTESY, STORY, Span, Token, clauses, sentences
@@ -106,7 +106,6 @@ __all__ = ["REFUND_TOOL", "AskedWrites", "asked_writes", "writes_in"]
 REFUND_TOOL = "issue_refund"
 # The kinds of id a registered write tool may be asked to act on.
 _ID_KINDS = frozenset({"order_id", "customer_id", "sku", "article_id"})
-_FULL = re.compile(rf"\b(?:{'|'.join(re.escape(phrase) for phrase in FULL_AMOUNT_PHRASES)})(?!\w)", re.I)
 # A pasted email's header lines, a pasted chat's customer lines, an email's quoted lines.
 _HEADER = re.compile(r"^[ \t>]*(?:from|to|cc|subject|sent|date)\s*:", re.I | re.M)
 _DEAR = re.compile(r"\s*dear\b", re.I)
@@ -534,7 +533,7 @@ class _Question:
             and self._unnegated(span.end, found.start())
             for clause in chosen
             for span, end in _with_what_follows(clause)
-            for found in _FULL.finditer(self.text, span.start, end)
+            for found in FULL_AMOUNT.finditer(self.text, span.start, end)
         )
 
     def _unnegated(self, start: int, at: int) -> bool:
