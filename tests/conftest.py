@@ -37,6 +37,7 @@ from sources.security.keys import private_pem, public_pem
 from sources.settings import SourceSettings
 from sources.world import ensure_world
 from subagents.policy import TESTING_ENV
+from tests.fake_messages_api import Conversations, FakeMessagesApi
 from traces.client_status import ClientSpanStatus
 
 # The tests' coordinator key: it signs every credential the tests send; sources get its public half.
@@ -383,3 +384,20 @@ def no_certificate_authorities(tmp_path_factory: pytest.TempPathFactory) -> Iter
         patch.delenv("SSL_CERT_FILE", raising=False)  # it would be read instead of SSL_CERT_DIR
         patch.setenv("SSL_CERT_DIR", str(empty))
         yield
+
+
+@pytest.fixture
+def messages_api() -> Iterator[Callable[..., FakeMessagesApi]]:
+    """Starts fake Messages APIs on 127.0.0.1 with the scripts given (``Conversations``' fields); at
+    the test's end, each must have met no script error, and is closed."""
+    started: list[FakeMessagesApi] = []
+
+    def start(**conversations: Any) -> FakeMessagesApi:
+        api = FakeMessagesApi(Conversations(**conversations))
+        started.append(api)
+        return api
+
+    yield start
+    for api in started:
+        assert api.script_errors == []
+        api.close()

@@ -8,7 +8,7 @@ and the report keeps what was found.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -58,18 +58,13 @@ REFUND_45 = task(
 
 
 @pytest.fixture
-def lead_api() -> Iterator[Any]:
-    started: list[FakeMessagesApi] = []
+def lead_api(messages_api: Callable[..., FakeMessagesApi]) -> Callable[..., FakeMessagesApi]:
+    """A fake Messages API that plans ``plan`` and answers the lead's rounds with ``lead``."""
 
     def start(*lead: Reply, plan: dict[str, Any] = ORDERS_PLAN) -> FakeMessagesApi:
-        api = FakeMessagesApi(Conversations(planner=[tool_use(plan)], lead=list(lead)))
-        started.append(api)
-        return api
+        return messages_api(planner=[tool_use(plan)], lead=list(lead))
 
-    yield start
-    for api in started:
-        assert api.script_errors == []
-        api.close()
+    return start
 
 
 async def research(

@@ -7,7 +7,7 @@ import contextlib
 import json
 import random
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -44,18 +44,9 @@ GRANTS = (Grant("billing:read", "refund research"),)
 
 
 @pytest.fixture
-def fake_api() -> Iterator[Any]:
-    started: list[FakeMessagesApi] = []
-
-    def start(**scripts: list[Reply]) -> FakeMessagesApi:
-        api = FakeMessagesApi(Conversations(subagents=scripts))
-        started.append(api)
-        return api
-
-    yield start
-    for api in started:
-        assert api.script_errors == []
-        api.close()
+def fake_api(messages_api: Callable[..., FakeMessagesApi]) -> Callable[..., FakeMessagesApi]:
+    """A fake Messages API scripted per subagent task."""
+    return lambda **scripts: messages_api(subagents=scripts)
 
 
 def claude_settings(api: FakeMessagesApi, **limits: Any) -> ClaudeSettings:
