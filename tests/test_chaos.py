@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -155,18 +155,14 @@ async def test_the_same_seed_gives_the_same_scenarios() -> None:
 
 
 @pytest.fixture
-def claude_for() -> Iterator[Callable[[Responder], ClaudeSettings]]:
-    started: list[FakeMessagesApi] = []
+def claude_for(messages_api: Callable[..., FakeMessagesApi]) -> Callable[[Responder], ClaudeSettings]:
+    """Claude's settings against a fake Messages API whose subagents answer as ``subagent`` does."""
 
     def start(subagent: Responder) -> ClaudeSettings:
-        api = FakeMessagesApi(Conversations(default_subagent=subagent))
-        started.append(api)
+        api = messages_api(default_subagent=subagent)
         return ClaudeSettings(api_key="test-key", base_url=api.base_url, max_retries=1, timeout_s=5)
 
-    yield start
-    for api in started:
-        assert api.script_errors == []
-        api.close()
+    return start
 
 
 async def test_a_seeded_subset_in_claude_mode_has_no_violations(
