@@ -175,7 +175,9 @@ async def test_a_seeded_subset_in_claude_mode_has_no_violations(
         assert result.report is not None and result.report.planning.planner == "claude"
         assert any(
             task.model is not None and task.model.turns > 0 for task in result.report.tasks
-        )  # the model drove the subagents
+        ), [  # the model drove the subagents; if not, how each task ended says why
+            (task.id, task.state, task.model, task.decisions[-1:]) for task in result.report.tasks
+        ]
 
 
 async def test_the_checker_judges_the_plan_that_ran(chaos_settings: SourceSettings) -> None:
