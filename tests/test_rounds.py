@@ -24,7 +24,7 @@ from coordinator.reporting.report import ResearchReport, TaskSummary
 from sources.domain import pounds
 from sources.faults import FaultSettings
 from sources.settings import SourceSettings
-from sources.world import build_world
+from sources.world import World, build_world
 from tests.conftest import MODULES, call, credential, wire
 from tests.test_coordinator import ask, in_memory
 from traces import attributes as names
@@ -229,8 +229,14 @@ async def test_a_count_the_question_states_is_the_searchs_limit(settings: Source
 
 
 @functools.cache
+@functools.cache
+def _world() -> World:
+    """The demo world of seed 42, built once: the sets below are drawn from it."""
+    return build_world(42)
+
+
 def _world_orders() -> tuple[dict[str, Any], ...]:
-    return tuple(build_world(42).tables["orders"]["orders"])
+    return tuple(_world().tables["orders"]["orders"])
 
 
 def _drawn(count: int, keep: Callable[[dict[str, Any]], bool] = lambda order: True) -> list[dict[str, Any]]:
@@ -269,9 +275,7 @@ _PAID_ASKS = (
 
 
 def _customer_of(order: dict[str, Any]) -> dict[str, Any]:
-    return next(
-        c for c in build_world(42).tables["customers"]["customers"] if c["id"] == order["customer_id"]
-    )
+    return next(c for c in _world().tables["customers"]["customers"] if c["id"] == order["customer_id"])
 
 
 @pytest.mark.parametrize(
@@ -299,7 +303,7 @@ async def test_an_order_picked_by_its_items_among_several_is_a_gap_naming_each(
             item["description"] for o in found for item in {i["description"]: i for i in o["items"]}.values()
         )
         shared = sorted(name for name, count in products.items() if count >= 2)
-        customer = next(c for c in build_world(42).tables["customers"]["customers"] if c["id"] == customer_id)
+        customer = next(c for c in _world().tables["customers"]["customers"] if c["id"] == customer_id)
         if not shared or customer_id in {"CUST-00001", "CUST-00013"}:
             continue
         product = rng.choice(shared)
@@ -366,7 +370,7 @@ async def test_a_status_word_picks_the_order_the_tickets_are_on(
 
 def _articles() -> list[dict[str, Any]]:
     """Policy articles of the demo world, drawn with seed 42 (the VIP one is about accounts, not read here)."""
-    policies = [p for p in build_world(42).tables["kb"]["policies"] if p["id"] != "KB-VIP"]
+    policies = [p for p in _world().tables["kb"]["policies"] if p["id"] != "KB-VIP"]
     return random.Random(42).sample(policies, 3)
 
 
@@ -392,7 +396,7 @@ async def test_the_links_of_an_article_found_by_a_search_are_followed_at_the_dep
 @functools.cache
 def _items_of_orders() -> dict[str, list[str]]:
     items: dict[str, list[str]] = {}
-    for item in build_world(42).tables["orders"]["order_items"]:
+    for item in _world().tables["orders"]["order_items"]:
         items.setdefault(item["order_id"], []).append(item["description"])
     return items
 
@@ -603,3 +607,31 @@ async def test_a_second_check_said_as_if_refused_is_made_when_billing_refuses_th
     report = await ask(settings, query)
     (second,) = follow_ups(report)
     assert second.arguments == {"order_id": order, "amount": next_amount}
+
+
+def _one_of_total() -> list[dict[str, Any]]:
+    """Orders no other order of their customer shares a total with (the customer one person by name),
+    drawn with seed 42."""
+    totals = Counter((o["customer_id"], o["total"]) for o in _world_orders())
+    return _drawn(
+        3, lambda o: totals[o["customer_id"], o["total"]] == 1 and _customer_of(o)["name"].count(" ") == 1
+    )
+
+
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "{name}, the {total} one: any tickets?",
+        "{name}'s {total} order - any tickets about it?",
+        "{name}: tickets for the one of {total} please",
+    ],
+)
+async def test_a_total_picks_the_order_the_tickets_are_on(settings: SourceSettings, phrasing: str) -> None:
+    for order in _one_of_total():
+        total = pounds(order["total"])
+        plan = plan_query(phrasing.format(name=_customer_of(order)["name"], total=total))
+        (search,) = [task for task in plan.tasks.values() if task.tool == "search_orders"]
+        grown = next_round(plan, {search.id: await orders_of(settings, order["customer_id"])})
+        assert grown is not None, (phrasing, order, plan.unplanned)
+        tickets = [task.arguments for task in grown.tasks.values() if task.tool == "search_tickets"]
+        assert tickets == [{"order_id": order["id"]}], (phrasing, order, grown.unplanned)

@@ -85,6 +85,8 @@ _LATEST = re.compile(r"\b(?:latest|most recent|newest|last order|recent order)\b
 _ON_THE_ORDER = re.compile(
     r"\b(?:on|about|for) (?:it|that|that order|this order|the order|the one|them|those|these)\b"
     r"|\b(?:on|about|for) (?:their|his|her) (?:newest|latest|most recent|last) order\b"
+    # an order picked by its total: "the £206 one: any tickets?", "the one of £206"
+    r"|\bthe £\s?\d[\d,]*(?:\.\d\d)? (?:one|order)\b|\bthe (?:one|order) (?:of|for|at) £\s?\d"
 )
 _EACH = re.compile(r"\b(?:on|about|for) (?:them|those|these)\b|\beach\b")
 
