@@ -27,7 +27,7 @@ from tests.test_coordinator import in_memory
 CONFLICTS = Path(__file__).with_name("planner_label_conflicts.toml")
 BLIND_SETS = {"natural_blind3": corpus.NATURAL_BLIND3, "natural_blind4": corpus.NATURAL_BLIND4}
 # What the work on issue 45 reached (exact matches, every round researched): a floor, never a target.
-EXACT_AT_LEAST = {"natural_blind3": 55, "natural_blind4": 43}
+EXACT_AT_LEAST = {"natural_blind3": 55, "natural_blind4": 44}
 
 
 def _words(query: str) -> str:
