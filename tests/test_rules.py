@@ -177,3 +177,36 @@ def test_whether_a_refund_would_go_through_is_its_check(phrasing: str, order: st
         {"order_id": order, "amount": 40.0}
     ]
     assert not [item for item in plan.unplanned if "thr" in item.what], plan.unplanned
+
+
+@pytest.mark.parametrize("customer", _customers_drawn()[3:], ids=lambda c: c["id"])
+@pytest.mark.parametrize(
+    ("phrasing", "paid"),
+    [
+        ("has {email} got her refund from us?", True),
+        ("did {id} ever receive their money back?", True),
+        ("{name} - did she actually get her refund?", True),
+        ("can {email} get her money back on ORD-10031?", False),
+    ],
+)  # fmt: skip
+def test_whether_they_got_their_refund_is_asked_of_the_invoices(
+    phrasing: str, paid: bool, customer: dict[str, str]
+) -> None:
+    """Rule 7 in the customer's words: had, got, received; "can she get her money back" is no such ask."""
+    plan = plan_query(phrasing.format(**customer))
+    fired = "rule 7: whether a refund was paid is asked of the invoices" in plan.rules
+    assert fired is paid, plan.describe()
+
+
+@pytest.mark.parametrize("customer", _customers_drawn()[3:], ids=lambda c: c["id"])
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "what's {name} had from us?",
+        "Ay up, can tha tell us what {name}'s had off us? Ta",
+        "what has {email} got off you",
+    ],
+)
+def test_what_someone_has_had_from_us_is_their_orders(phrasing: str, customer: dict[str, str]) -> None:
+    plan = plan_query(phrasing.format(**customer))
+    assert "search_orders" in {task.tool for task in plan.tasks.values()}, plan.describe()

@@ -76,7 +76,11 @@ INTENT_PHRASES: dict[str, tuple[str, ...]] = {
         "customer details", "contact details", "account details", "customer info", "look up", "lookup",
         "sign up", "signed up", "joined us", "become a customer", "became a customer",
     ),
-    "orders": ("turn up", "turned up", "show up", "shown up"),
+    "orders": (
+        "turn up", "turned up", "show up", "shown up",
+        # what someone has had from the shop is what they ordered ("what's she had off us?")
+        *(f"{verb} {prep} {whom}" for verb in ("had", "got") for prep in ("from", "off") for whom in ("us", "you")),
+    ),
     "tickets": (
         "contacted us", "raised an issue", "support case", "support cases", "support request",
         "support requests", "been on to us", "been onto us", "been in touch", "got in touch",
@@ -286,6 +290,10 @@ REFUND_PAID = re.compile(
     r"|\brefund (?:paid|processed|issued|sent)\b"
     r"|\bwas (?:s?he|they|it) (?:ever |actually )?(?:charged|refunded)\b"
     r"|\b(?:was|were|been|got) charged for\b"
+    # "has she got her refund?", "did he (or #, a customer named) receive his money back?", not "can
+    # she get her money back?"
+    r"|\b(?:got|received|had|did (?:s?he|they|you|i|we|#) (?:ever |actually )?(?:get|receive))"
+    r" (?:her|his|their|the|my|your|our) (?:refund|money back)\b"
     # "has the £45 been paid back to her yet?": an amount (read as "£", ``planner._said_plainly``) as the
     # money that moved back; "£76 still went out" is a charge, not a refund paid
     r"|(?:^|\s)£ (?:[^.?!]{0,20}?\b)?(?:been (?:paid|refunded|returned)|(?:gone|come|went|came) (?:back|through|thru))\b"
