@@ -5,7 +5,7 @@ nothing unplanned that should not be and everything unplanned that should be, or
 it should be (the same check as ``tests/test_planner_corpus.py``). Each miss is one of: *partial*
 (the plan says what it left out), *refused* (exit 2 with what was understood), *complete reading more
 than labelled* (every call and gap expected, and read-only calls the labels do not expect: where two
-sets' labels contradict each other, ``tests/planner_label_conflicts.toml``) or **false COMPLETE**:
+sets' labels contradict each other, ``tests/label_conflicts.toml``) or **false COMPLETE**:
 reported complete while part of the question was missed, the figure that matters most (target 0).
 
 Time: every query planned ``--rounds`` times after one warm-up pass (the first date read loads

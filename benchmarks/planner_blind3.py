@@ -20,7 +20,7 @@ exact, 11 false COMPLETE (the set's header; scored again with this script's spli
 only read more); now 55/69 exact, 0 false COMPLETE, 1 plan reading more than labelled. Blind set 4:
 at first sight (main at b355c3d, rounds already in) 25/70 exact, 8 false COMPLETE and 7 reading
 more; now 44/70 exact, 0 false COMPLETE, 17 reading more. Each plan that reads more is a case whose
-label contradicts another set's (``tests/planner_label_conflicts.toml``, checked by
+label contradicts another set's (``tests/label_conflicts.toml``, checked by
 ``tests/test_planner_blind.py``). Planning per round: first p50 2 to 9 ms, later rounds p50 under
 0.2 ms.
 """

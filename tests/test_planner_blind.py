@@ -1,5 +1,5 @@
 """The blind sets of issue 45, researched round by round against the real sources, and where their
-labels contradict the labelled sets' (``planner_label_conflicts.toml``).
+labels contradict the labelled sets' (``label_conflicts.toml``).
 
 A blind set's figures were measured at first sight (each set's header) and after the work
 (``benchmarks/planner_blind3.py``); this test keeps what the work reached: no case is planned
@@ -24,7 +24,7 @@ from tests.corpus import Case
 from tests.fakes import FakeClock
 from tests.test_coordinator import in_memory
 
-CONFLICTS = Path(__file__).with_name("planner_label_conflicts.toml")
+CONFLICTS = Path(__file__).with_name("label_conflicts.toml")
 BLIND_SETS = {"natural_blind3": corpus.NATURAL_BLIND3, "natural_blind4": corpus.NATURAL_BLIND4}
 # What the work on issue 45 reached (exact matches, every round researched): a floor, never a target.
 EXACT_AT_LEAST = {"natural_blind3": 55, "natural_blind4": 44}

@@ -261,7 +261,7 @@ class _Planner:
                     return None
                 continue
             arguments[name] = value
-            takes_subject = takes_subject or argument.kind in SUBJECT_KINDS
+            takes_subject = takes_subject or argument.kind in SUBJECT_KINDS or argument.kind == subject.kind
         if not takes_subject:
             return None
         text = next((name for name, argument in self.tools[tool].items() if argument.kind == "text"), None)
@@ -304,6 +304,8 @@ class _Planner:
         if kind == "links" and subject.kind == "article":
             counts = self.reading.values("links")
             return counts[0] if counts else None
+        if subject.kind not in _BUILT_IN_SUBJECTS:  # a registered tool's: what the query names of its kind
+            return subject.values[kind] if kind == subject.kind else next(iter(self._named(kind)), None)
         return None
 
     def _date(self, name: str) -> str | None:
@@ -591,8 +593,9 @@ class _Planner:
 
     def _registered_calls(self, tool: str) -> list[_Call]:
         """A call of a registered tool for each thing the query names that its first subject argument
-        takes (each path, each time zone...); its other arguments from what else the query names. A
-        write is planned only where the question asks for it by name."""
+        takes (each path, each time zone...), bound as a built-in tool's call is (``_bind``): its other
+        arguments from what else the query names. A write is planned only where the question asks for
+        it by name."""
         if tool in self.catalog.writes and tool.rsplit(".", 1)[-1] not in {w.tool for w in self.asked.writes}:
             return []
         arguments = self.tools[tool]
@@ -603,18 +606,9 @@ class _Planner:
         ]
         if not subjects:
             return []  # a tool that takes only search words is planned by no one's words in particular
-        calls = []
-        for value in self._named(arguments[subjects[0]].kind):
-            values: dict[str, Any] = {}
-            for name, argument in arguments.items():
-                given = value if name == subjects[0] else next(iter(self._named(argument.kind)), None)
-                if given is not None:
-                    values[name] = given
-                elif argument.required:
-                    break
-            else:
-                calls.append(_Call(tool, values, subject=str(value)))
-        return calls
+        kind = arguments[subjects[0]].kind
+        named = [_Subject(kind, str(value), {kind: value}) for value in self._named(kind)]
+        return [call for subject in named if (call := self._bind(tool, subject, derived=False))]
 
     def _named(self, kind: str) -> list[Any]:
         """The values the query names of ``kind``: a file or a folder among its paths, its search words..."""
@@ -740,6 +734,8 @@ def _why_asked(write: AskedWrite) -> str:
 
 # Arguments that qualify a call rather than say what it is about.
 _QUALIFIERS = frozenset({"text", "choice", "other", "date", "amount", "sku", "links"})
+# What a built-in tool is about (``_Subject.kind``); a registered tool's subject is of its own kind.
+_BUILT_IN_SUBJECTS = frozenset({"customer", "order", "text", "article"})
 
 
 def _is_folder(path: str) -> bool:
