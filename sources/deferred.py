@@ -32,10 +32,20 @@ from typing import TYPE_CHECKING, Any
 
 class deferred(ModuleType):  # a class called as a function, as functools.partial is
     """The module ``name``, imported (once, by the import system) when one of its attributes is first
-    read; until then a stand-in whose every attribute read is the real module's."""
+    read; until then a stand-in whose every attribute read is the real module's.
+
+    The module the import system returns is kept: asking it again on every read cost a tool call two
+    trips through the import machinery and its lock (``mcp.types`` in every result made, 5 us). The
+    attributes themselves are read from the module each time, so a name it rebinds is seen.
+    """
+
+    _module: ModuleType | None = None
 
     def __getattr__(self, attribute: str) -> Any:  # only for names the stand-in has not: all of them
-        return getattr(importlib.import_module(self.__name__), attribute)
+        module = self._module
+        if module is None:
+            module = self._module = importlib.import_module(self.__name__)
+        return getattr(module, attribute)
 
 
 def load(*modules: ModuleType) -> None:

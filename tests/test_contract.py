@@ -45,6 +45,17 @@ def test_success_shape() -> None:
     assert isinstance(payload["resultCount"], int) and isinstance(payload["truncated"], bool)
 
 
+def test_the_text_block_is_compact_json_with_text_as_written() -> None:
+    """The text is written by pydantic's serializer, once per result: no spaces between items, and
+    text outside ASCII as it is (a client reads the same values; a model reads fewer tokens)."""
+    page = AnyPage(result_count=1, results=[{"name": "Zoë Ó Briain", "amount": 45.0, "tags": []}])
+    (block,) = to_call_tool_result(page).content
+    assert isinstance(block, TextContent)
+    assert block.text == (
+        '{"resultCount":1,"results":[{"name":"Zoë Ó Briain","amount":45.0,"tags":[]}],"truncated":false}'
+    )
+
+
 def test_success_with_next_page_names_the_cursor() -> None:
     page = ResultPage[Record](result_count=1, results=[Record(id="a")], truncated=True, next_cursor="50")
     assert text_of(to_call_tool_result(page))["nextCursor"] == "50"

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sources import deferred as deferring
 from tests.conftest import PROJECT_ROOT
 
 PACKAGES = ("sources", "subagents", "coordinator", "traces")
@@ -149,6 +150,29 @@ def test_a_deferred_module_runs_at_its_first_attribute_once_across_threads(tmp_p
         print(json.dumps([before, after]))
     """)
     assert outcome == [[0, False], [1, [42] * 8, 42, "No module named 'counted.nothing_here'"]]
+
+
+def test_a_deferred_module_asks_the_import_system_once_and_reads_each_name_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A result made reads ``mcp.types`` through a stand-in: the module is looked up once, not on every
+    read (two trips through the import machinery per tool call), while a name the module rebinds is seen."""
+    asked: list[str] = []
+    real_import = deferring.importlib.import_module
+
+    def counting(name: str) -> Any:
+        asked.append(name)
+        return real_import(name)
+
+    monkeypatch.setattr(deferring.importlib, "import_module", counting)
+    stand_in = deferring.deferred("json.decoder")
+    first = [stand_in.JSONDecodeError for _ in range(3)]
+    monkeypatch.setattr(real_import("json.decoder"), "JSONDecodeError", ValueError)
+    assert (first, stand_in.JSONDecodeError, asked) == (
+        [json.JSONDecodeError] * 3,
+        ValueError,
+        ["json.decoder"],
+    )
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -54,7 +54,7 @@ from opentelemetry.util.types import Attributes
 
 from traces.attributes import RUN_ID, SERVICE_NAME, SERVICE_VERSION
 from traces.client_status import ClientSpanStatus
-from traces.files import file_exporter
+from traces.files import LinesAsSpansEnd, file_exporter
 from traces.otlp import OtlpExport, otlp_exporter
 from traces.redact import set_full_payloads
 
@@ -147,6 +147,22 @@ class NoOrphanNotifications(Sampler):
         return "NoOrphanNotifications"
 
 
+def _processor(
+    name: str, traces_dir: Path, service_name: str, *, eager: bool, otlp_warning: bool
+) -> SpanProcessor:
+    """The processor of one exporter: written as each span ends (``eager``, a source's), or batched."""
+    if eager and name == "file":  # a line to a local file
+        return LinesAsSpansEnd(file_exporter(traces_dir, service_name))
+    exporter = _exporter(name, traces_dir, service_name, otlp_warning=otlp_warning)
+    if eager and name != "otlp":  # stderr
+        return SimpleSpanProcessor(exporter)
+    return BatchSpanProcessor(
+        exporter,
+        schedule_delay_millis=int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", _DEFAULT_DELAY_MS)),
+        max_export_batch_size=1 if eager else 512,  # one: the worker wakes for every finished span
+    )
+
+
 def configure_tracing(
     service_name: str,
     *,
@@ -171,18 +187,8 @@ def configure_tracing(
         attributes[RUN_ID] = run_id
     otlp_warning = not (run_id and os.environ.get("RESEARCH_RUN_ID") == run_id)
     provider = TracerProvider(resource=Resource.create(attributes), sampler=sampler())
-    delay = int(os.environ.get("OTEL_BSP_SCHEDULE_DELAY", _DEFAULT_DELAY_MS))
     for name in exporter_names() if exporters is None else exporters:
-        exporter = _exporter(name, traces_dir, service_name, otlp_warning=otlp_warning)
-        processor: SpanProcessor
-        if eager and name != "otlp":  # a line to a local file, or stderr: written as the span ends
-            processor = SimpleSpanProcessor(exporter)
-        else:
-            processor = BatchSpanProcessor(
-                exporter,
-                schedule_delay_millis=delay,
-                max_export_batch_size=1 if eager else 512,  # one: the worker wakes for every finished span
-            )
+        processor = _processor(name, traces_dir, service_name, eager=eager, otlp_warning=otlp_warning)
         provider.add_span_processor(ClientSpanStatus(processor))
     trace.set_tracer_provider(provider)
     return provider
