@@ -60,3 +60,36 @@ def test_a_forked_source_imports_nothing_on_its_way_to_its_first_answers(setting
         }
     )
     assert imported == [], " ".join(imported)
+
+
+# A source forked ahead (as `research ask` forks its plan's sources before it imports the mcp client),
+# then its session opened with the same environment, and a call made through it.
+_AHEAD_THEN_CALL = """
+import json, multiprocessing
+import anyio
+from sources.processes import forked_ahead
+from sources.settings import SourceSettings
+from subagents.sessions.connection import Connections, forked_target
+
+async def main():
+    settings = SourceSettings.from_environment()
+    forked_ahead.fork_ahead("customers", settings.child_environment())
+    with anyio.fail_after(60):
+        async with Connections.opened({"customers": forked_target("customers", settings)}) as open_:
+            client, _ = await open_["customers"].session()
+            await client.call_tool("customer_lookup", {"identifier": "CUST-00042"}, read_timeout_seconds=20)
+            print(json.dumps(len(multiprocessing.active_children())))
+
+anyio.run(main)
+"""
+
+
+def test_a_source_forked_ahead_is_the_one_its_session_talks_to(settings: SourceSettings) -> None:
+    """Forked ahead, a source starts while the coordinator imports the client; its session then takes
+    that child rather than forking a second one."""
+    done = subprocess.run(
+        [sys.executable, "-c", _AHEAD_THEN_CALL], env=child_environment(settings), cwd=PROJECT_ROOT,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "1", done.stdout

@@ -16,6 +16,8 @@ from coordinator.planning.lexicon import EXAMPLES, STOPWORDS
 from coordinator.planning.meaning import THRESHOLD, nearest_intent
 from coordinator.planning.reading import read_query
 from tests.conftest import PROJECT_ROOT
+from tests.test_head_start import STORY
+from tests.test_start_up import in_a_fresh_process
 
 ASKS_IN_OTHER_WORDS = [
     ("did she reach out to us about the grinder", "tickets"),
@@ -119,6 +121,27 @@ def test_help_and_a_usage_error_never_load_the_matcher() -> None:
 def test_a_query_the_keywords_read_whole_never_loads_the_matcher() -> None:
     read = read_query("orders and open tickets of CUST-00042 since last month")
     assert all(span.match is None for span in read.spans)
+
+
+@pytest.mark.parametrize(
+    ("query", "loads"),
+    [
+        # "whether a £750": function words beside an ask the keywords read (a refund, allowed)
+        (STORY, False),
+        # "what can we do for her": function words that are the sentence's only ask
+        ("Jane Doe (jane.doe@example.com) wrote in again. What can we do for her?", True),
+    ],
+)
+def test_function_words_are_compared_by_meaning_only_where_nothing_else_asks(query: str, loads: bool) -> None:
+    """The matcher (0.35 s to load) is the story's critical path otherwise: its "whether a" could at
+    most confirm the refund its sentence's keywords read."""
+    loaded = in_a_fresh_process(f"""
+        import json, sys
+        from coordinator.planning.planner import plan_query
+        plan_query({query!r})
+        print(json.dumps("wordllama" in sys.modules))
+    """)
+    assert loaded is loads
 
 
 def test_loading_the_matcher_leaves_the_logging_as_it_was() -> None:

@@ -28,6 +28,7 @@ HEAVY = (
 # Imports a function body may make, each for a reason an import at the top cannot serve.
 FUNCTION_IMPORTS_ALLOWED = {
     "traces/otlp.py": "the OTLP exporter (40 ms) only when OTLP is chosen; traces imports no project package",
+    "traces/personal.py": "libphonenumber (50 to 60 ms) only for a text holding a long run of digits; likewise",
 }
 
 

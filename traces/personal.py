@@ -22,8 +22,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import phonenumbers
-
 __all__ = ["Found", "found_in", "know_names", "known_names", "redacted"]
 
 
@@ -132,6 +130,11 @@ def _cards(text: str) -> list[Found]:
 
 
 def _phones(text: str) -> list[Found]:
+    # Imported here, at the first text holding a long run of digits (``found_in``), not at the top:
+    # it takes 50 to 60 ms, most of it building its matcher's patterns, and the story query's spans
+    # never hold such a run. This package imports no other of the project's (``sources.deferred``).
+    import phonenumbers
+
     # POSSIBLE, not VALID: the numbers set aside for fiction and tests (07700 900123, 555-0132) are
     # people's numbers in a question all the same; the digit count keeps ids and dates out.
     matcher = phonenumbers.PhoneNumberMatcher(text, "GB", leniency=phonenumbers.Leniency.POSSIBLE)

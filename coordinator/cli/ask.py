@@ -54,10 +54,12 @@ if TYPE_CHECKING:
     from coordinator.registry import Registry
     from coordinator.reporting import render
     from coordinator.reporting.report import PlanningSummary, ResearchReport
+    from sources import catalogue
+    from sources import faults as source_faults
     from sources import settings as source_settings
     from sources.faults import FaultSettings
     from sources.processes import fleet as fleets
-    from sources.processes import forked
+    from sources.processes import forked, forked_ahead
     from sources.settings import SourceSettings
     from subagents import broker
     from subagents import claude as claude_mode
@@ -77,6 +79,9 @@ else:
     source_settings = deferred("sources.settings")
     fleets = deferred("sources.processes.fleet")
     forked = deferred("sources.processes.forked")
+    forked_ahead = deferred("sources.processes.forked_ahead")
+    catalogue = deferred("sources.catalogue")
+    source_faults = deferred("sources.faults")
     chaos_kills = deferred("coordinator.query_chaos")
     render = deferred("coordinator.reporting.render")
     broker = deferred("subagents.broker")
@@ -249,6 +254,7 @@ def _research_here(asked: _Asked, plan: Plan) -> None:
     settings = start_tracing(
         source_settings.SourceSettings.from_environment(), full_payloads=asked.trace_payloads, otlp=asked.otlp
     )
+    _fork_sources_ahead(asked, plan, settings)
     coordinator = _coordinator(asked, settings)
     budget, planning = None, None
     if asked.claude is not None:  # planned before the run, so the progress shows Claude's plan
@@ -266,6 +272,18 @@ def _research_here(asked: _Asked, plan: Plan) -> None:
     report = _run_with_progress(asked, plan, coordinator, planning, budget, approvals, started_at)
     _after_the_report(report, asked.json_output)
     exit_now(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
+
+
+def _fork_sources_ahead(asked: _Asked, plan: Plan, settings: SourceSettings) -> None:
+    """The demo sources the plan calls, forked now with the environment their sessions will fork them
+    with (``DemoSource.connect``, as ``core.Config.targets`` gives it faults): they start while this
+    process imports the mcp client, not while it waits for their first answers. Only where the plan is
+    the one that runs over stdio, and every source is a demo source."""
+    if asked.transport != Transport.stdio or asked.claude is not None or asked.registry.entries:
+        return
+    for source in sorted({task.source for task in plan.tasks.values()} & set(catalogue.SOURCES)):
+        faults = asked.faults.get(source, source_faults.FaultSettings())
+        forked_ahead.fork_ahead(source, settings.with_faults(faults).child_environment())
 
 
 def _approved(asked: _Asked, plan: Plan, coordinator: core.Coordinator) -> tuple[tuple[Approval, ...], float]:

@@ -21,7 +21,7 @@ import anyio
 from anyio.abc import UNIXSocketStream
 from mcp.client._transport import TransportStreams
 
-from sources.processes import forked
+from sources.processes import forked_ahead
 from subagents.answer_limit import MAX_ANSWER_BYTES
 from subagents.sessions.framing import framed
 
@@ -36,8 +36,9 @@ async def forked_source(
 ) -> AsyncIterator[TransportStreams]:
     """Fork ``source`` and talk MCP with it for as long as the block lasts, each answer at most ``limit`` bytes."""
     # The fork server answers with the child's pid once it has forked it (the first time, once it
-    # has imported the sources): a blocking read, so it waits in a worker thread.
-    child = await anyio.to_thread.run_sync(forked.start, source, environment)
+    # has imported the sources): a blocking read, so it waits in a worker thread. A child forked ahead
+    # for this session (``research ask``) is taken as it is.
+    child = await anyio.to_thread.run_sync(forked_ahead.take_or_start, source, environment)
     try:
         wire = await UNIXSocketStream.from_socket(child.wire)
         async with wire, framed(wire, wire, limit) as streams:
