@@ -5,6 +5,7 @@ Real processes and real time where the deadline meets spawning and hung calls; e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import time
@@ -177,7 +178,10 @@ def test_ctrl_c_says_what_was_still_running_and_leaves_no_source(
         parent = psutil.Process(command.pid)
         sources: list[psutil.Process] = []
         waiting_until = time.monotonic() + 60
-        while len(sources) < 5:  # every source spawned before the interrupt
+        # Interrupted while the research runs: every source started (they are forked as soon as the plan
+        # is made, before the run), and the customer looked up (its source wrote the call's span), so the
+        # tickets, which wait for that lookup and then hang, are still running.
+        while len(sources) < 5 or not _answered(settings, sources, "customers", "customer_lookup"):
             assert time.monotonic() < waiting_until and command.poll() is None, command.stderr
             sources = [
                 child for child in parent.children(recursive=True) if "sources." in " ".join(_cmdline(child))
@@ -193,6 +197,16 @@ def test_ctrl_c_says_what_was_still_running_and_leaves_no_source(
     assert "Traceback" not in err
     _, alive = psutil.wait_procs(sources, timeout=5)
     assert alive == [], f"sources left running: {alive}"
+
+
+def _answered(settings: SourceSettings, sources: list[psutil.Process], source: str, tool: str) -> bool:
+    """Whether the running ``source`` process has answered a call of ``tool`` (its span is in its file)."""
+    for process in sources:
+        if f"sources.{source}" in " ".join(_cmdline(process)):
+            spans = settings.traces_path / f"research-source-{source}-{process.pid}.jsonl"
+            with contextlib.suppress(FileNotFoundError):
+                return f'"tools/call {tool}"' in spans.read_text(encoding="utf-8")
+    return False
 
 
 def _cmdline(process: psutil.Process) -> list[str]:

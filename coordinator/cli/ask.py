@@ -254,21 +254,25 @@ def _research_here(asked: _Asked, plan: Plan) -> None:
     settings = start_tracing(
         source_settings.SourceSettings.from_environment(), full_payloads=asked.trace_payloads, otlp=asked.otlp
     )
-    _fork_sources_ahead(asked, plan, settings)
-    coordinator = _coordinator(asked, settings)
-    budget, planning = None, None
-    if asked.claude is not None:  # planned before the run, so the progress shows Claude's plan
-        budget = claude_mode.TokenBudget(asked.claude.token_budget)
-        plan, planning = anyio.run(
-            functools.partial(
-                coordinator.plan,
-                asked.query,
-                deadline_s=asked.deadline,
-                started_at=STARTED_AT,
-                budget=budget,
+    try:
+        _fork_sources_ahead(asked, plan, settings)
+        coordinator = _coordinator(asked, settings)
+        budget, planning = None, None
+        if asked.claude is not None:  # planned before the run, so the progress shows Claude's plan
+            budget = claude_mode.TokenBudget(asked.claude.token_budget)
+            plan, planning = anyio.run(
+                functools.partial(
+                    coordinator.plan,
+                    asked.query,
+                    deadline_s=asked.deadline,
+                    started_at=STARTED_AT,
+                    budget=budget,
+                )
             )
-        )
-    approvals, started_at = _approved(asked, plan, coordinator)
+        approvals, started_at = _approved(asked, plan, coordinator)
+    except KeyboardInterrupt:  # before the run: the sources forked ahead leave as this process ends
+        Console(stderr=True).print("interrupted: before any task started; nothing was reported")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     report = _run_with_progress(asked, plan, coordinator, planning, budget, approvals, started_at)
     _after_the_report(report, asked.json_output)
     exit_now(EXIT_COMPLETE if report.status == "complete" else EXIT_PARTIAL)
