@@ -210,3 +210,19 @@ def test_whether_they_got_their_refund_is_asked_of_the_invoices(
 def test_what_someone_has_had_from_us_is_their_orders(phrasing: str, customer: dict[str, str]) -> None:
     plan = plan_query(phrasing.format(**customer))
     assert "search_orders" in {task.tool for task in plan.tasks.values()}, plan.describe()
+
+
+@pytest.mark.parametrize("order", ["ORD-10023", "ORD-10899"])
+@pytest.mark.parametrize(
+    "phrasing",
+    [
+        "where is the parcel for {order} right now?",
+        "can you check {order} right away",
+        "status of {order} as we speak",
+    ],
+)
+def test_when_said_emphatically_is_no_ask_and_no_refund(phrasing: str, order: str) -> None:
+    """ "Right now" is when, not "make it right": no refund read, and no word of it left unread."""
+    plan = plan_query(phrasing.format(order=order))
+    assert {task.tool for task in plan.tasks.values()} == {"get_order", "search_tickets"}, plan.describe()
+    assert plan.unplanned == (), plan.unplanned

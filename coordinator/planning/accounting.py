@@ -34,7 +34,7 @@ from coordinator.planning.lexicon import (
 )
 from coordinator.planning.meaning import THRESHOLD
 from coordinator.planning.plan import PlannedTask, SpanRole, Unplanned
-from coordinator.planning.reading import Reading, phrase_words, phrases_in, record_words
+from coordinator.planning.reading import Reading, phrase_words, record_words, words_of_phrases
 from coordinator.planning.spans import (
     ASKS,
     COURTESY,
@@ -123,7 +123,7 @@ def _unexplained_runs(
     clause's sentence names someone or something."""
     if span.match is not None and span.match.understood and span.match.intent in asked:
         return []  # the clause as a whole asks that intent
-    in_phrases = {word for phrase in phrases_in(_text_of(span)) for word in phrase.split()}
+    in_phrases = words_of_phrases(_text_of(span))
     keyword_asked = bool(span.asked) or any(_asks(token.word) for token in span.tokens)
     verb_until, eligibility = _verb_until(span, reading, checked), ELIGIBILITY_WORDS if checked else set()
     about = _about_from(span, keyword_asked or named or (span.match is not None and span.match.understood))

@@ -390,6 +390,8 @@ LIGHT_WORDS = words_of(
     # "will it go through?": where a refund or an amount is asked, whether it would be allowed
     "through thru"
 )
+# When, said emphatically ("where is it right now?"): no ask, and "right" here is not "make it right".
+TIME_FILLERS = re.compile(r"\bright (?:now|away|this minute|at this moment)\b|\bas we speak\b")
 # Words that close a letter: what a pasted email says before them is the customer's story.
 SIGN_OFF_WORDS = words_of("regards thanks thank cheers best sincerely faithfully yours love wishes")
 # Verbs that ask for something to be done, not found out: research reads the sources and acts on

@@ -55,6 +55,7 @@ from coordinator.planning.lexicon import (
     REQUEST_WORDS,
     SHORTHAND,
     STOPWORDS,
+    TIME_FILLERS,
     TOKEN,
     TOPIC_WORDS,
 )
@@ -837,7 +838,7 @@ def _words_of(left: str, span: Span) -> str:
 def _unexplained(span: Span, phrases_text: str) -> list[str]:
     """An ask's words that neither the intents, the topic words nor any record's fields explain."""
     known = _known_words()
-    in_phrases = {word for phrase in phrases_in(phrases_text) for word in phrase.split()}
+    in_phrases = words_of_phrases(phrases_text)
     return [
         token.word
         for token in span.content
@@ -867,6 +868,13 @@ def _known_words() -> frozenset[str]:
 @functools.cache
 def _phrase_patterns() -> dict[str, list[re.Pattern[str]]]:
     return {intent.name: [re.compile(rf"\b{re.escape(p)}\b") for p in intent.phrases] for intent in INTENTS}
+
+
+def words_of_phrases(phrases_text: str) -> set[str]:
+    """The words the phrases found in ``phrases_text`` explain: the intents' ("raised an issue") and
+    the emphatic time fillers ("right now"), read as a whole and not word by word."""
+    found = [*phrases_in(phrases_text), *(said[0] for said in TIME_FILLERS.finditer(phrases_text))]
+    return {word for phrase in found for word in phrase.split()}
 
 
 def phrases_in(phrases_text: str) -> list[str]:
