@@ -226,3 +226,22 @@ def test_when_said_emphatically_is_no_ask_and_no_refund(phrasing: str, order: st
     plan = plan_query(phrasing.format(order=order))
     assert {task.tool for task in plan.tasks.values()} == {"get_order", "search_tickets"}, plan.describe()
     assert plan.unplanned == (), plan.unplanned
+
+
+@pytest.mark.parametrize("customer", _customers_drawn()[3:], ids=lambda c: c["id"])
+@pytest.mark.parametrize("named_by", ["email", "name", "id"])
+@pytest.mark.parametrize(
+    ("phrasing", "tool"),
+    [
+        ("did we pay {who} back?", "list_invoices"),
+        ("have we refunded {who} yet", "list_invoices"),
+        ("any open cases for {who}?", "search_tickets"),
+        ("has {who} got a case logged with us", "search_tickets"),
+    ],
+)  # fmt: skip
+def test_a_customer_asked_about_in_other_words_is_not_complete_with_their_lookup_alone(
+    phrasing: str, tool: str, named_by: str, customer: dict[str, str]
+) -> None:
+    """Found by a probe of other phrasings: each was planned complete with the customer's lookup alone."""
+    plan = plan_query(phrasing.format(who=customer[named_by]))
+    assert tool in {task.tool for task in plan.tasks.values()}, plan.describe()

@@ -85,6 +85,9 @@ INTENT_PHRASES: dict[str, tuple[str, ...]] = {
         "contacted us", "raised an issue", "support case", "support cases", "support request",
         "support requests", "been on to us", "been onto us", "been in touch", "got in touch",
         "in contact with us", "been in contact", "got in contact", "get in contact", "what's been said",
+        # a case is a ticket where it is opened, open, logged or raised ("any open cases for her?")
+        "open case", "open cases", "case open", "cases open", "opened a case", "logged a case", "raised a case",
+        "case logged", "cases logged", "case raised", "cases raised",
     ),
     "refund": (
         "money back", "give back", "give them back", "give her back", "give him back", "pay back",
@@ -290,6 +293,9 @@ REFUND_PAID = re.compile(
     r"|\brefund (?:paid|processed|issued|sent)\b"
     r"|\bwas (?:s?he|they|it) (?:ever |actually )?(?:charged|refunded)\b"
     r"|\b(?:was|were|been|got) charged for\b"
+    # "did we pay # back?", "have we refunded her?": whether we did is in the invoices
+    r"|\b(?:did|have|has) we (?:ever |actually |already )?(?:pay|paid|refund|refunded|reimburse|reimbursed)"
+    r" (?:#|him|her|them|the customer)(?!\w)"
     # "has she got her refund?", "did he (or #, a customer named) receive his money back?", not "can
     # she get her money back?"
     r"|\b(?:got|received|had|did (?:s?he|they|you|i|we|#) (?:ever |actually )?(?:get|receive))"
