@@ -72,6 +72,15 @@ FALSE_COMPLETE_AT_MOST = {
 }
 
 
+# What tuning reached (issue 45's end): a floor, never a target.
+EXACT_AT_LEAST = {
+    corpus.NATURAL: 312,
+    corpus.NATURAL_HELD_OUT: 40,
+    corpus.NATURAL_BLIND: 46,
+    corpus.NATURAL_BLIND2: 65,
+}
+
+
 @pytest.mark.parametrize("path", list(FALSE_COMPLETE_AT_MOST), ids=lambda path: path.stem)
 def test_natural_phrasings_are_rarely_reported_complete_when_part_was_missed(path: Any) -> None:
     cases = load_cases(path)
@@ -83,6 +92,8 @@ def test_natural_phrasings_are_rarely_reported_complete_when_part_was_missed(pat
     assert len(false_complete) <= FALSE_COMPLETE_AT_MOST[path], false_complete
     # nor with a read more than the labels expect: these sets' labels agree with the planner's rules
     assert [case.query for case, seen in zip(cases, outcomes, strict=True) if seen == "reads more"] == []
+    # and the exact matches do not fall: a word added to the lexicon changes what the matcher compares
+    assert outcomes.count("exact") >= EXACT_AT_LEAST[path]
 
 
 ISSUE_SAMPLES = {

@@ -203,8 +203,8 @@ def test_whether_they_got_their_refund_is_asked_of_the_invoices(
     "phrasing",
     [
         "what's {name} had from us?",
-        "Ay up, can tha tell us what {name}'s had off us? Ta",
-        "what has {email} got off you",
+        "can you tell us what {name}'s had from us? Ta",
+        "what has {email} got from you",
     ],
 )
 def test_what_someone_has_had_from_us_is_their_orders(phrasing: str, customer: dict[str, str]) -> None:
