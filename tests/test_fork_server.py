@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 
 from sources.settings import SourceSettings
+from tests import collector_after_fork
 from tests.conftest import PROJECT_ROOT, child_environment
 from tests.imports_after_fork import REPORT_PREFIX
 
@@ -93,3 +95,32 @@ def test_a_source_forked_ahead_is_the_one_its_session_talks_to(settings: SourceS
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "1", done.stdout
+
+
+# A source forked from a fork server that reports, in each child, how the garbage collector stands.
+_FORK_AND_REPORT_THE_COLLECTOR = """
+from sources.processes import forked
+from sources.settings import SourceSettings
+
+forked._PRELOAD.insert(0, "tests.collector_after_fork")
+child = forked.start("customers", SourceSettings.from_environment().child_environment())
+child.wire.close()  # its input ends: it leaves
+child.process.join(30)
+"""
+
+
+def test_the_fork_server_loads_without_collecting_and_its_children_collect(settings: SourceSettings) -> None:
+    """The fork server's imports live as long as it does: collecting while it loaded them only walked
+    them again and again. A child then starts with the collector on and all of that frozen."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_AND_REPORT_THE_COLLECTOR], env=child_environment(settings),
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    reports = [
+        json.loads(line.removeprefix(collector_after_fork.REPORT_PREFIX))
+        for line in done.stderr.splitlines()
+        if line.startswith(collector_after_fork.REPORT_PREFIX)
+    ]
+    assert reports == [{"enabled": True, "frozen": reports[0]["frozen"], "collections": 0}], done.stderr
+    assert reports[0]["frozen"] > 100_000  # the mcp SDK, pydantic's models, the sources

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -87,3 +88,54 @@ def test_the_installed_script_asks_with_its_sources_forked(settings: SourceSetti
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
     assert "COMPLETE" in done.stdout and "could not be reached" not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "collecting"), [(["research", "ask", STORY], False), (["research", "plan", STORY], True)]
+)
+def test_a_question_over_stdio_loads_without_garbage_collection(argv: list[str], collecting: bool) -> None:
+    """What `research ask` loads lives as long as the process: collecting while it loads only walked it
+    again and again (``sources.processes.collector``). Other commands collect as they always did."""
+    enabled = in_a_fresh_process(f"""
+        import gc, json, sys
+        sys.argv = {argv!r}
+        import coordinator.cli
+        print(json.dumps(gc.isenabled()))
+    """)
+    assert enabled is collecting
+
+
+# `research ask STORY` as the installed script runs it, saying as it exits (``exit_now``: ``os._exit``)
+# how the garbage collector stands.
+_ASK_AND_REPORT_THE_COLLECTOR = """
+import gc, json, os, sys
+
+leave = os._exit
+
+def report_and_leave(status):
+    print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}), flush=True)
+    leave(status)
+
+os._exit = report_and_leave
+sys.argv = ["research", "ask", sys.argv[1]]
+from coordinator.cli import app
+app()
+"""
+
+
+def test_a_question_over_stdio_collects_again_once_loaded(settings: SourceSettings, tmp_path: Path) -> None:
+    """Held off while it loads, the collector is on for the run, with what was loaded frozen out of its
+    sight: a run's own garbage (its sessions, its tasks) is collected as in any process."""
+    environment = {
+        **os.environ,
+        **private_settings(settings, tmp_path / "data").child_environment(),
+        "COLUMNS": "200",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _ASK_AND_REPORT_THE_COLLECTOR, "refund 45 quid on ORD-10031?"],
+        env=environment, capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    collector = json.loads(done.stdout.splitlines()[-1])
+    assert collector["enabled"] is True
+    assert collector["frozen"] > 100_000  # the mcp SDK, pydantic's models, OpenTelemetry, the planner

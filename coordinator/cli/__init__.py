@@ -16,14 +16,17 @@ import sys
 from coordinator.cli.started import STARTED_AT  # first: before anything else is imported
 
 # isort: split
-# Second: `research ask` over stdio starts its sources' fork server before its own imports.
+# Second: `research ask` over stdio starts its sources' fork server before its own imports, and holds
+# off the garbage collector while it loads (``sources.processes.collector``; `ask` resumes it).
 from coordinator.cli.head_start import start_sources_early
+from sources.processes import collector
 
-start_sources_early(sys.argv)
+if start_sources_early(sys.argv):
+    collector.hold_off()
 
 # isort: split
-# After the head start on purpose (E402); importing each command module registers its commands.
-from coordinator.cli import ask, batch, chaos, compare, plan, replay, sources, sources_registry, task, traces  # noqa: E402, F401
-from coordinator.cli.common import app  # noqa: E402
+# After the head start on purpose; importing each command module registers its commands.
+from coordinator.cli import ask, batch, chaos, compare, plan, replay, sources, sources_registry, task, traces  # noqa: F401
+from coordinator.cli.common import app
 
 __all__ = ["STARTED_AT", "app"]

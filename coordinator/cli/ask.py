@@ -37,6 +37,7 @@ from coordinator.cli.params import QueryChaos, SourceFaults, query_chaos
 from coordinator.cli.started import STARTED_AT  # a deadline counts from it
 from sources import bounds
 from sources.deferred import deferred
+from sources.processes import collector
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -257,6 +258,7 @@ def _research_here(asked: _Asked, plan: Plan) -> None:
     try:
         _fork_sources_ahead(asked, plan, settings)
         coordinator = _coordinator(asked, settings)
+        collector.started_up()  # what the run needs is loaded (held off since the head start)
         budget, planning = None, None
         if asked.claude is not None:  # planned before the run, so the progress shows Claude's plan
             budget = claude_mode.TokenBudget(asked.claude.token_budget)

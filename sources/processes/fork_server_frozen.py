@@ -1,5 +1,6 @@
 """Imported by the fork server of ``sources.processes.forked`` alone, last on its preload list: what the
-fork server has loaded is moved out of the garbage collector's sight (``gc.freeze``).
+fork server has loaded is moved out of the garbage collector's sight (``gc.freeze``), and collection,
+held off while it loaded (``fork_server_unswept``), resumes.
 
 A forked source shares the fork server's memory until it writes to it. The first full collection in
 a child walks every object it inherited (some 100,000: the mcp SDK, pydantic's models, the sources)
@@ -9,6 +10,6 @@ never collected, never walked: what the sources imported stays for the life of t
 This is what the ``gc.freeze`` documentation recommends for a process that forks without exec.
 """
 
-import gc
+from sources.processes import collector
 
-gc.freeze()
+collector.started_up()

@@ -62,6 +62,7 @@ __all__ = ["ForkedSource", "prestart", "start", "title"]
 # those took 0.1 to 0.2 s of CPU each.
 # ``tests/test_fork_server.py`` holds that a child imports nothing more before it answers a call.
 _PRELOAD = [
+    "sources.processes.fork_server_unswept",  # first: no garbage collection while it loads
     "sources.processes.fork_server_exit",
     "__main__",
     "anyio._backends._asyncio",
@@ -76,7 +77,7 @@ _PRELOAD = [
     "sources.processes.lifeline",
     "sources.processes.serve",
     *(f"sources.{source}" for source in SOURCES),
-    "sources.processes.fork_server_frozen",  # last: freezes all of the above (see its docstring)
+    "sources.processes.fork_server_frozen",  # last: freezes all of the above, collection resumes
 ]
 # Variables a child takes from the coordinator's settings only, never from the fork server's copy
 # of the coordinator's environment (the same rule as a spawned child's cleaned environment).

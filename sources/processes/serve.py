@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import gc
 import json
 import logging
 import os
@@ -49,6 +48,7 @@ from mcp.server import MCPServer
 from starlette.requests import ClientDisconnect
 
 from sources.faults import FaultSettings
+from sources.processes import collector
 from sources.processes.control import add_control_routes
 from sources.security.http_auth import MCP_PATH, authorized_http_app
 from sources.security.listen import LOOPBACK, checked_address, http_base
@@ -285,7 +285,7 @@ def _built(create_server: ServerFactory, settings: SourceSettings, wire: Wire | 
     frozen here.
     """
     server = create_server(settings, wire=wire)
-    gc.freeze()
+    collector.started_up()
     return server
 
 
