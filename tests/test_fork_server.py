@@ -12,6 +12,7 @@ from sources.settings import SourceSettings
 from tests import collector_after_fork
 from tests.conftest import PROJECT_ROOT, child_environment
 from tests.imports_after_fork import REPORT_PREFIX
+from tests.test_start_up import in_a_fresh_process
 
 pytestmark = pytest.mark.subprocess
 
@@ -124,3 +125,17 @@ def test_the_fork_server_loads_without_collecting_and_its_children_collect(setti
     ]
     assert reports == [{"enabled": True, "frozen": reports[0]["frozen"], "collections": 0}], done.stderr
     assert reports[0]["frozen"] > 100_000  # the mcp SDK, pydantic's models, the sources
+
+
+def test_the_fork_server_loads_no_command_line_parser() -> None:
+    """typer is a spawned source's command line; a forked source parses none, so the fork server (on the
+    story query's critical path, beside the coordinator's own imports) does not load it."""
+    loaded = in_a_fresh_process("""
+        import json, sys
+        from sources.processes.forked import _PRELOAD
+        for module in _PRELOAD:
+            if module not in ("__main__", "sources.processes.fork_server_exit"):
+                __import__(module)
+        print(json.dumps("typer" in sys.modules))
+    """)
+    assert loaded is False

@@ -42,7 +42,6 @@ from collections.abc import Callable
 from typing import NoReturn
 
 import anyio
-import typer
 import uvicorn
 from mcp.server import MCPServer
 from starlette.requests import ClientDisconnect
@@ -211,6 +210,8 @@ def _source_name(create_server: ServerFactory) -> str:
 
 def main(create_server: ServerFactory) -> None:
     """The command line of every source module."""
+    import typer  # here: a forked source parses no command line, and its fork server need not load it
+
     name = _source_name(create_server)
 
     def run(
