@@ -154,7 +154,8 @@ class _Planner:
         # (ask, orders search): an ask about the order the next round chooses from what the search finds
         self.awaiting: list[tuple[str, _Call]] = []
         self.refund_amount_known = True
-        self.refund_paid = _refund_paid(reading)
+        # "has her refund come through?": kept as found, for the words it reads (``_read_here``)
+        self.refund_paid_ask = REFUND_PAID.search(_said_plainly(reading))
         self.pairs, self.single_amounts = _pair_amounts(reading)
         self._second_amounts_apart()
         self.pairs = self._at_most(
@@ -482,14 +483,14 @@ class _Planner:
     def _facts(self) -> Facts:
         return Facts(
             self.reading, customers=bool(self.customers), orders=bool(self.orders),
-            order_lookups=bool(self.order_lookups), articles=bool(self.articles), refund_paid=self.refund_paid,
-            placed_by=bool(self.placed_by),
+            order_lookups=bool(self.order_lookups), articles=bool(self.articles),
+            refund_paid=self.refund_paid_ask is not None, placed_by=bool(self.placed_by),
             only_the_amount_paid=_only_the_amount_paid(self.reading, self.pairs),
         )  # fmt: skip
 
     def _refund_research_purpose(self) -> None:
         """The broker grants financial records for refund research (a write keeps its own purpose)."""
-        if "refund" in self.intents or self.pairs or self.asked.writes or self.refund_paid:
+        if "refund" in self.intents or self.pairs or self.asked.writes or self.refund_paid_ask:
             for call in self.calls:
                 if call.tool.startswith("billing.") and call.tool not in ASKED_ONLY:
                     call.purpose = _REFUND_PURPOSE
@@ -505,7 +506,7 @@ class _Planner:
             read |= words_read(query)
         if any(f.ask == "related" for f in follow_ups):  # "whatever it points to": the links followed
             read |= {word for said in ARTICLE_LINKS.finditer(query.lower()) for word in _words_in(said[0])}
-        paid = REFUND_PAID.search(_said_plainly(self.reading))
+        paid = self.refund_paid_ask
         if paid and any(task.tool == "list_invoices" for task in tasks):
             read |= _words_in(paid[0])
         return read

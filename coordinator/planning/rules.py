@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from coordinator.planning.intents import INTENTS, intent_named
 from coordinator.planning.lexicon import ONE_ORDER, PRODUCT_WORDS, RETURN_NOUNS, SYMPTOM_WORDS
-from coordinator.planning.reading import Reading
+from coordinator.planning.reading import Reading, phrases_in
 from coordinator.planning.rounds import asks_money_back, refunds_all
 from coordinator.planning.spans import ASKS
 from coordinator.planning.spans import clauses as clauses_of
@@ -89,7 +89,7 @@ def _a_policy_beyond_the_return(reading: Reading) -> bool:
     for span in reading.spans:
         if "policies" in span.asked:
             text = " ".join(token.word for token in span.tokens)
-            if words & {token.word for token in span.tokens} or any(p in text for p in policy.phrases):
+            if words & {token.word for token in span.tokens} or set(phrases_in(text)) & set(policy.phrases):
                 return True
     return False
 
