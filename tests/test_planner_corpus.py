@@ -271,6 +271,9 @@ def test_amounts_and_counts_in_words() -> None:
         ("orders of CUST-00042 + reset his password", "reset his password"),
         ("pls: (a) refund £8.50 on ORD-10021 (b) send out a replacement jug", "send out a replacement jug"),
         ("cancel the order ORD-10031 for jane.doe@example.com", "cancel the order"),
+        # its object an id no tool takes: listed as a write not done, beside the id's own gap
+        ("close ticket TCK-20051", "close ticket TCK-20051"),
+        ("escalate case TCK-20051 to a manager", "escalate case TCK-20051"),
     ],
 )
 def test_a_clause_that_asks_for_something_to_be_done_is_listed_not_done(query: str, listed: str) -> None:

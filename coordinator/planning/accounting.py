@@ -34,7 +34,7 @@ from coordinator.planning.lexicon import (
 )
 from coordinator.planning.meaning import THRESHOLD
 from coordinator.planning.plan import PlannedTask, SpanRole, Unplanned
-from coordinator.planning.reading import Reading, phrase_words, record_words, words_of_phrases
+from coordinator.planning.reading import Reading, phrase_words, record_words, unknown_ids, words_of_phrases
 from coordinator.planning.spans import (
     ASKS,
     COURTESY,
@@ -289,9 +289,10 @@ def _action(span: Span) -> str:
     if first is None:
         return ""
     verb, after = words[first], words[first + 1 : first + 2]
-    # A verb, not a noun: something follows it as its object ("reset his password", "cancel ORD-1");
-    # "phone number", "change of address" name things.
-    if not (span.names or (after and after[0] in ACTION_OBJECTS)):
+    # A verb, not a noun: something follows it as its object ("reset his password", "cancel ORD-1",
+    # "close ticket TCK-20051": an id of a kind no tool takes); "phone number", "change of address"
+    # name things.
+    if not (span.names or unknown_ids(span.text) or (after and after[0] in ACTION_OBJECTS)):
         return ""
     # "send me her invoices", "send the invoices over" deliver what is found; "send out a replacement" acts
     thing = next((w for w in words[first + 1 :] if w not in STOPWORDS or w == "out"), "")

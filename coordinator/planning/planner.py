@@ -52,7 +52,7 @@ from coordinator.planning.lexicon import (
 from coordinator.planning.lexicon import TOPIC_WORDS as SEARCHED_TOPICS
 from coordinator.planning.money import SAY_ONE_AMOUNT, share_said
 from coordinator.planning.plan import FollowUp, Plan, PlannedTask, Ref, Unplanned
-from coordinator.planning.reading import Mention, QueryError, Reading, read_query, why_left_out
+from coordinator.planning.reading import Mention, QueryError, Reading, read_query, unknown_ids, why_left_out
 from coordinator.planning.rounds import (
     asks_money_back,
     awaiting,
@@ -85,7 +85,7 @@ from coordinator.planning.tools import (
 )
 from coordinator.planning.writes import REFUND_TOOL, writes_in
 from sources.domain import TODAY, pounds
-from sources.identifiers import ARTICLE_ID, CUSTOMER_ID, ORDER_ID, SKU
+from sources.identifiers import CUSTOMER_ID, ORDER_ID
 from subagents.writes import AskedWrite
 
 __all__ = ["QueryError", "account_for", "plan_query", "read_for"]
@@ -978,20 +978,11 @@ def _searched_about(reading: Reading) -> str | None:
 
 # An identifier's shape (letters, a hyphen, digits: "TCK-20535", "XYZ-123"); those of a kind the
 # sources know (``sources.identifiers``) are read as mentions, any other is listed, not dropped.
-_ID_SHAPE = re.compile(r"\b([A-Za-z]{2,6})-(\d{3,})\b")
-_KNOWN_PREFIXES = {ORDER_ID.prefix, CUSTOMER_ID.prefix, SKU.prefix, ARTICLE_ID.prefix}
-
-
-def _unknown_ids(query: str) -> list[str]:
-    found = (match.group(0).upper() for match in _ID_SHAPE.finditer(query))
-    return list(dict.fromkeys(i for i in found if i.split("-")[0] not in _KNOWN_PREFIXES))
-
-
 def _without_unknown_ids(reading: Reading) -> tuple[list[str], list[str]]:
     """The topic words but an unknown id's prefix ("TCK-20535" is never searched as "tck"), and the
     unknown ids to list: those with no customer or order named to find them among ("INV-40008, cust
     42's" is among her invoices)."""
-    unknown = _unknown_ids(reading.query)
+    unknown = unknown_ids(reading.query)
     words = [word for word in reading.topic if word not in {i.split("-")[0].lower() for i in unknown}]
     return words, [] if reading.of("email", "customer_id", "name", "order_id") else unknown
 

@@ -300,6 +300,16 @@ _LINKS = re.compile(
 )
 
 
+_ID_SHAPE = re.compile(r"\b([A-Za-z]{2,6})-(\d{3,})\b")
+_KNOWN_PREFIXES = {ORDER_ID.prefix, CUSTOMER_ID.prefix, SKU.prefix, ARTICLE_ID.prefix}
+
+
+def unknown_ids(text: str) -> list[str]:
+    """The ids in ``text`` of a kind no built-in tool takes ("TCK-20051", "INV-40008"), upper case, once each."""
+    found = (match.group(0).upper() for match in _ID_SHAPE.finditer(text))
+    return list(dict.fromkeys(i for i in found if i.split("-")[0] not in _KNOWN_PREFIXES))
+
+
 def _links(match: re.Match[str]) -> int:
     return count(match["count"] or match["depth"])
 
