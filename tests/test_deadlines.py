@@ -23,6 +23,7 @@ from sources.settings import SourceSettings
 from subagents.broker import CredentialBroker
 from subagents.sessions.connection import Connections, Target, stdio_target
 from subagents.subagent import Runtime, Subagent, SubagentReport, Task, run_subagent
+from tests.fake_messages_api import Silent
 from tests.test_cli import research_process
 from tests.test_coordinator import STORY, in_memory
 
@@ -197,6 +198,37 @@ def test_ctrl_c_says_what_was_still_running_and_leaves_no_source(
     assert "Traceback" not in err
     _, alive = psutil.wait_procs(sources, timeout=5)
     assert alive == [], f"sources left running: {alive}"
+
+
+@pytest.mark.subprocess
+def test_ctrl_c_before_the_run_says_that_no_task_started(
+    settings: SourceSettings, messages_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interrupted after its plan and before its run (here while Claude is asked for the plan and has
+    not answered), the command says no task started, and leaves no process behind."""
+    silent = Silent()
+    api = messages_api()
+    api.respond = silent  # the planner's request is the first; it is never answered
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+    command = research_process(settings, "ask", STORY, "--llm", "claude", "--deadline", "60")
+    try:
+        waiting_until = time.monotonic() + 60
+        while not api.requests:  # Claude is asked for the plan: the run has not started
+            assert time.monotonic() < waiting_until and command.poll() is None, command.stderr
+            time.sleep(0.05)
+        started = psutil.Process(command.pid).children(recursive=True)  # the fork server, started ahead
+        command.send_signal(signal.SIGINT)
+        _, err = command.communicate(timeout=30)
+    finally:
+        silent.released.set()
+        if command.poll() is None:
+            command.kill()
+    assert command.returncode == 130, err
+    assert "interrupted: before any task started; nothing was reported" in err
+    assert "Traceback" not in err
+    _, alive = psutil.wait_procs(started, timeout=5)
+    assert alive == [], f"left running: {alive}"
 
 
 def _answered(settings: SourceSettings, sources: list[psutil.Process], source: str, tool: str) -> bool:
