@@ -39,13 +39,14 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import anyio
 import uvicorn
 from mcp.server import MCPServer
 from starlette.requests import ClientDisconnect
 
+from sources.deferred import deferred
 from sources.faults import FaultSettings
 from sources.processes import collector
 from sources.processes.control import add_control_routes
@@ -55,6 +56,13 @@ from sources.settings import SourceSettings
 from sources.wire import HttpWire, StdioWire, Wire
 from traces.logs import RedactingFormatter
 from traces.setup import configure_tracing, flush_spans
+
+# typer is a spawned source's command line (``main``): a forked source parses none, and the fork
+# server, which imports this module beside the coordinator's own imports, need not load it.
+if TYPE_CHECKING:
+    import typer
+else:
+    typer = deferred("typer")
 
 __all__ = [
     "GRACEFUL_SHUTDOWN_S",
@@ -210,8 +218,6 @@ def _source_name(create_server: ServerFactory) -> str:
 
 def main(create_server: ServerFactory) -> None:
     """The command line of every source module."""
-    import typer  # here: a forked source parses no command line, and its fork server need not load it
-
     name = _source_name(create_server)
 
     def run(
