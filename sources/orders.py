@@ -129,7 +129,7 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
             if value
         )
         return page_of(
-            _with_items(source.store, rows[:limit]),
+            [_with_items(source.store, row) for row in rows[:limit]],
             empty_message=f"No orders of {customer_id} match{f' ({filters})' if filters else ''}.",
             next_cursor=str(offset + limit) if len(rows) > limit else None,
         )
@@ -146,26 +146,18 @@ def create_server(settings: SourceSettings | None = None, *, wire: Wire | None =
         """
         row = source.store.row("SELECT * FROM orders WHERE id = ?", (order_id,))
         return page_of(
-            [] if row is None else _with_items(source.store, [row]),
+            [] if row is None else [_with_items(source.store, row)],
             empty_message=f"No order {order_id} exists.",
         )
 
     return source.server
 
 
-def _with_items(store: Store, rows: list[dict[str, Any]]) -> list[Order]:
-    """The orders of ``rows``, in their order, each with its items: one query for all their items, not
-    one per order (a page of orders is one read of the items' index)."""
-    if not rows:
-        return []
-    marks = ", ".join("?" * len(rows))
-    items: dict[str, list[OrderItem]] = {row["id"]: [] for row in rows}
-    for item in store.rows(
-        f"SELECT order_id, sku, description, quantity, unit_price FROM order_items WHERE order_id IN ({marks}) ORDER BY rowid",  # noqa: S608  (marks are literals; values are parameters)
-        [row["id"] for row in rows],
-    ):
-        items[item.pop("order_id")].append(OrderItem(**item))
-    return [Order(**row, items=items[row["id"]]) for row in rows]
+def _with_items(store: Store, row: dict[str, Any]) -> Order:
+    items = store.rows(
+        "SELECT sku, description, quantity, unit_price FROM order_items WHERE order_id = ?", (row["id"],)
+    )
+    return Order(**row, items=[OrderItem(**item) for item in items])
 
 
 if __name__ == "__main__":
