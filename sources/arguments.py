@@ -305,10 +305,7 @@ def take_arguments_as_checked(server: MCPServer, tool: str) -> None:
     registered = server._tool_manager.get_tool(tool)  # the SDK gives no public handle on a registered tool
     if registered is None:
         raise LookupError(f"no tool {tool!r} is registered on {server.name}")
-    metadata = registered.fn_metadata
+    metadata = registered.fn_metadata  # every field carried over, whatever the SDK's version holds
     registered.fn_metadata = _ArgumentsAsChecked(
-        arg_model=metadata.arg_model,
-        output_schema=metadata.output_schema,
-        output_model=metadata.output_model,
-        wrap_output=metadata.wrap_output,
+        **{name: getattr(metadata, name) for name in type(metadata).model_fields}
     )
