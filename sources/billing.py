@@ -32,7 +32,7 @@ from sources.domain import (
     within_refund_window,
 )
 from sources.formats import AMOUNT, AMOUNT_DESCRIPTION, CUSTOMER_ID, IDEMPOTENCY_KEY, ORDER_ID, InvoiceStatus
-from sources.refund_ledger import order_refunded
+from sources.refund_ledger import REFUNDED_ON_INVOICE, order_refunded
 from sources.security.auth import current_principal, require_scope
 from sources.settings import SourceSettings
 from sources.store import Store
@@ -154,7 +154,11 @@ def _assess(store: Store, order_id: str, amount: float, today: date) -> RefundAs
 
 
 def _invoiced(store: Store, order_id: str, today: date) -> _Invoiced | None:
-    invoice = store.row("SELECT amount, status, delivered_on FROM invoices WHERE order_id = ?", (order_id,))
+    invoice = store.row(
+        f"SELECT i.amount, i.status, i.delivered_on, {REFUNDED_ON_INVOICE} AS refunded "  # noqa: S608  (a literal column)
+        "FROM invoices i WHERE i.order_id = ?",
+        (order_id,),
+    )
     if invoice is None:
         return None
     delivered_on = invoice["delivered_on"]
@@ -162,7 +166,7 @@ def _invoiced(store: Store, order_id: str, today: date) -> _Invoiced | None:
         order_id=order_id,
         status=invoice["status"],
         paid=invoice["amount"] if invoice["status"] == "paid" else 0.0,
-        already_refunded=order_refunded(store, order_id),
+        already_refunded=round(float(invoice["refunded"]), 2),  # to the penny, as ``order_refunded``
         delivered_on=delivered_on,
         days_since_delivery=None if delivered_on is None else days_since_delivery(delivered_on, today),
     )
@@ -248,8 +252,8 @@ def create_server(
         """
         require_scope("billing:read", "financial records")
         rows = store.rows(
-            """SELECT i.*, COALESCE((SELECT SUM(r.amount) FROM refunds r WHERE r.order_id = i.order_id), 0) AS refunded
-               FROM invoices i WHERE i.customer_id = ? ORDER BY i.issued_on DESC, i.id""",
+            f"SELECT i.*, {REFUNDED_ON_INVOICE} AS refunded FROM invoices i "  # noqa: S608  (a literal column)
+            "WHERE i.customer_id = ? ORDER BY i.issued_on DESC, i.id",
             (customer_id,),
         )
         return page_of(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import string
+from collections import defaultdict
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
@@ -96,10 +97,13 @@ _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 class _NameIndex:
-    """The names of the customers a name search may return, held in memory: a search is a substring
-    test on each, where SQL's ``LIKE`` on ``' ' || replace(name, '-', ' ')`` computed both for every
-    row of the table on every call (0.25 ms of a 1.8 ms call). It matches as that ``LIKE`` did: a
-    word starts after a space or a hyphen, and only ASCII letters ignore their case (SQLite's ``LIKE``).
+    """The names of the customers a name search may return, held in memory as every start of every
+    word of each: a search word is one look-up, where SQL's ``LIKE`` on ``' ' || replace(name, '-', ' ')``
+    computed both for every row of the table on every call (0.25 ms of a 1.8 ms call), and a scan of
+    the names in memory still read each (8 us in a loop for 400 names, three to four times that in a
+    serving source). It matches as that ``LIKE`` did: a word starts after a space or a hyphen, and
+    only ASCII letters ignore their case (SQLite's ``LIKE``); a search word holds no space, so it
+    follows a space in a name exactly when it starts one of its words.
 
     Loaded once: no tool writes the customers table, and a world's files are never replaced
     (``sources.world``), so the index cannot go stale.
@@ -108,15 +112,22 @@ class _NameIndex:
     def __init__(self, store: Store) -> None:
         self._store = store
         shown = store.rows("SELECT id, name FROM customers WHERE erased_on IS NULL ORDER BY name, id")
-        self._names = [(row["id"], _words_of(row["name"])) for row in shown]
+        self._ids = [row["id"] for row in shown]
+        # Each start of a word -> the places (in name, then id, order) of the names it starts a word of.
+        self._starts: dict[str, set[int]] = defaultdict(set)
+        for place, row in enumerate(shown):
+            for word in _words_of(row["name"]).split(" "):
+                for end in range(1, len(word) + 1):
+                    self._starts[word[:end]].add(place)
 
     def matching(self, words: list[str], most: int) -> list[dict[str, Any]]:
         """The first ``most`` customers, by name then id, a word of whose name each of ``words`` starts."""
-        found = self._names
-        for word in words:  # a list narrowed word by word: the first word alone reads every name
-            start = " " + word.translate(_ASCII_LOWER)
-            found = [each for each in found if start in each[1]]
-        ids = [id_ for id_, _ in found[:most]]
+        places: set[int] | None = None  # every name, until a word narrows them
+        for word in words:
+            starting = self._starts.get(word.translate(_ASCII_LOWER), set())
+            places = starting if places is None else starting & places
+        chosen = range(len(self._ids)) if places is None else sorted(places)
+        ids = [self._ids[place] for place in chosen[:most]]
         marks = ", ".join("?" * len(ids))
         return self._store.rows(
             f"SELECT * FROM customers WHERE id IN ({marks}) ORDER BY name, id",  # noqa: S608  (marks are literals; values are parameters)
@@ -125,7 +136,7 @@ class _NameIndex:
 
 
 def _words_of(name: str) -> str:
-    """A name as the index searches it: a space before each word, ASCII letters in lower case."""
+    """A name as the index reads it: a space before each word, ASCII letters in lower case."""
     return " " + name.replace("-", " ").translate(_ASCII_LOWER)
 
 

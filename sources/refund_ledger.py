@@ -16,9 +16,12 @@ from sources.settings import SourceSettings
 from sources.store import Store
 from sources.world import world_path
 
-__all__ = ["LedgerRefund", "ledger", "order_refunded"]
+__all__ = ["REFUNDED_ON_INVOICE", "LedgerRefund", "ledger", "order_refunded"]
 
 _ORDER_REFUNDED = "SELECT COALESCE(SUM(amount), 0) AS total FROM refunds WHERE order_id = ?"
+# All refunded on the order of invoice ``i``, as a column of a query on invoices: read in the same
+# statement as the invoice, so both come from one snapshot, in one read.
+REFUNDED_ON_INVOICE = "COALESCE((SELECT SUM(r.amount) FROM refunds r WHERE r.order_id = i.order_id), 0)"
 
 
 @dataclass(frozen=True)
@@ -33,16 +36,11 @@ class LedgerRefund:
     delivered_on: date | None
 
 
-def order_refunded(db: Store | sqlite3.Connection, order_id: str) -> float:
-    """All refunded on ``order_id`` so far, to the penny.
-
-    ``db`` is billing's store, or a connection in one of its transactions (which sees its own insert).
-    """
-    if isinstance(db, Store):
-        row = db.row(_ORDER_REFUNDED, (order_id,))
-        total = row["total"] if row else 0.0
-    else:
-        total = db.execute(_ORDER_REFUNDED, (order_id,)).fetchone()[0]
+def order_refunded(connection: sqlite3.Connection, order_id: str) -> float:
+    """All refunded on ``order_id`` so far, to the penny, as a connection in one of billing's
+    transactions sees it (its own insert included). A read outside one takes ``REFUNDED_ON_INVOICE``
+    with the invoice."""
+    total = connection.execute(_ORDER_REFUNDED, (order_id,)).fetchone()[0]
     return round(float(total), 2)
 
 

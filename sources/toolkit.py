@@ -36,7 +36,13 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel
 
-from sources.arguments import MISSING, ArgumentGuard, echo_arguments, invalid_argument
+from sources.arguments import (
+    MISSING,
+    ArgumentGuard,
+    echo_arguments,
+    invalid_argument,
+    take_arguments_as_checked,
+)
 from sources.contract import (
     AnyPage,
     AttemptedQuery,
@@ -144,6 +150,7 @@ class Source:
             )
             text = inspect.getdoc(fn) if description is None else inspect.cleandoc(description)
             self.server.add_tool(run, name=tool_name, title=title, description=text, annotations=annotations)
+            take_arguments_as_checked(self.server, tool_name)  # the guard has checked them already
             return fn
 
         return register

@@ -102,3 +102,40 @@ def test_only_a_source_whose_data_changes_writes_it(settings: SourceSettings, na
             store.transaction().__enter__()
     store.close()
     assert {"billing"} == CHANGING
+
+
+def _statements(store: Store) -> list[str]:
+    """The statements SQLite runs on this thread's read connection from now on (SQLite's own trace)."""
+    ran: list[str] = []
+    store._connection(write=False).set_trace_callback(ran.append)
+    return ran
+
+
+def test_an_immutable_store_reads_a_repeated_query_once_and_hands_out_copies(
+    settings: SourceSettings,
+) -> None:
+    store = Store(world_path(settings.data_dir, settings.seed) / "orders.db", immutable=True)
+    ran = _statements(store)
+    query = "SELECT id, total FROM orders WHERE customer_id = ? ORDER BY id"
+    first = store.rows(query, ("CUST-00042",))
+    first[0]["total"] = -1.0  # a caller's change stays in its own copy
+    again = store.rows(query, ("CUST-00042",))
+    assert len(ran) == 1 and again and again[0]["total"] != -1.0
+    assert [row["id"] for row in again] == [row["id"] for row in first]
+    assert store.rows(query, ("CUST-00077",)) == [] and len(ran) == 2  # other parameters: another read
+    store.close()
+
+
+def test_a_store_that_changes_and_a_long_answer_are_read_afresh(settings: SourceSettings) -> None:
+    billing = Store(world_path(settings.data_dir, settings.seed) / "billing.db")
+    ran = _statements(billing)
+    for _ in range(2):
+        billing.rows("SELECT id FROM invoices WHERE customer_id = ?", ("CUST-00042",))
+    assert len(ran) == 2  # another process may have refunded meanwhile
+    tickets = Store(world_path(settings.data_dir, settings.seed) / "tickets.db", immutable=True)
+    ran = _statements(tickets)
+    for _ in range(2):  # every body: far more text than an immutable store keeps of one answer
+        tickets.rows("SELECT body FROM tickets")
+    assert len(ran) == 2
+    billing.close()
+    tickets.close()

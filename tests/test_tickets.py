@@ -61,6 +61,18 @@ async def test_search_text_never_becomes_query_syntax(server: MCPServer) -> None
         assert all(ticket["customer_id"] == "CUST-00042" for ticket in payload["results"])
 
 
+async def test_search_text_that_reads_as_json_is_searched_as_text(server: MCPServer) -> None:
+    # The argument guard has checked every argument against the published schema; the SDK's own
+    # pre-parsing of strings as JSON ran after it and turned "null" into no query at all and a
+    # bracketed word into a list, refused with pydantic's raw text.
+    empty = wire(await call(server, "search_tickets", {"query": "null", "customer_id": "CUST-00042"}))
+    assert empty["resultCount"] == 0 and "'null'" in empty["message"], empty
+    result = await call(server, "search_tickets", {"query": '["damaged"]', "customer_id": "CUST-00042"})
+    payload = wire(result)
+    assert result.is_error is False, payload
+    assert [ticket["id"] for ticket in payload["results"]][:1] == ["TCK-20042"]
+
+
 async def test_tickets_about_an_order(server: MCPServer) -> None:
     result = await call(server, "search_tickets", {"order_id": "ORD-10023"})
     payload = wire(result)

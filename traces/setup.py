@@ -189,7 +189,8 @@ def configure_tracing(
     provider = TracerProvider(resource=Resource.create(attributes), sampler=sampler())
     for name in exporter_names() if exporters is None else exporters:
         processor = _processor(name, traces_dir, service_name, eager=eager, otlp_warning=otlp_warning)
-        provider.add_span_processor(ClientSpanStatus(processor))
+        # A source (eager) serves calls and makes none: no client span of its own waits for an outcome.
+        provider.add_span_processor(processor if eager else ClientSpanStatus(processor))
     trace.set_tracer_provider(provider)
     return provider
 
