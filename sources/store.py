@@ -9,13 +9,6 @@ across a fork: a process forked with a connection open opens its own, as SQLite 
 files are never replaced once written (``sources.world`` renames a finished folder into place), so a
 kept connection never reads a stale file.
 
-An immutable store (a source whose data no process writes: every one but billing, ``sources.world``)
-keeps the rows of its latest queries (``_KeptAnswers``): the same query with the same parameters
-reads the same rows for the life of the file, and a query cost a serving source 15 to 30 us (its
-caches cold between calls) against 0.5 us for the copy. A subagent repeats a call on a retry, and a
-batch asks about the same customers and orders again and again. A store that other processes write
-(billing's) reads afresh every time.
-
 Every connection is closed, never left to the garbage collector (Python 3.13 warns of each one, a
 ``ResourceWarning``): a thread's when a later connection is opened after that thread has ended, all
 of them when the store is closed or dropped. So SQLite's same-thread check is off, to let the store
@@ -30,8 +23,7 @@ import re
 import sqlite3
 import threading
 import weakref
-from collections import OrderedDict
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,10 +36,6 @@ __all__ = ["READ_WAIT_S", "WRITE_WAIT_S", "Store", "match_any_word"]
 # with a transient "data store busy" error rather than holding up the source's other calls.
 WRITE_WAIT_S = 5.0
 READ_WAIT_S = 0.5
-# What an immutable store keeps: the rows of this many distinct queries at most, each answer only if
-# its text is at most this many characters (a page of long ticket bodies is read afresh): 16 MB at most.
-_KEPT_ANSWERS = 512
-_KEPT_CHARACTERS = 32_768
 
 
 class Store:
@@ -65,7 +53,6 @@ class Store:
         self._immutable = immutable
         self._threads = threading.local()  # this thread's connections, and the process they belong to
         self._opened = _Opened()
-        self._kept = _KeptAnswers() if immutable else None
         # A store dropped unclosed (an in-memory server at a test's end) or alive at exit closes its own.
         weakref.finalize(self, self._opened.close_all)
 
@@ -97,19 +84,6 @@ class Store:
         return kept[mode]
 
     def rows(self, sql: str, parameters: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        """The rows of a query, each a dict of its own (the caller may change it)."""
-        if self._kept is None:
-            return self._read(sql, parameters)
-        # Typed: SQLite compares 1, 1.0 and True with a text column each its own way.
-        key = (sql, *((type(value), value) for value in parameters))
-        kept = self._kept.get(key)
-        if kept is not None:
-            return [dict(row) for row in kept]
-        rows = self._read(sql, parameters)
-        self._kept.keep(key, rows)
-        return rows
-
-    def _read(self, sql: str, parameters: Sequence[Any]) -> list[dict[str, Any]]:
         return [dict(row) for row in self._connection(write=False).execute(sql, parameters)]
 
     def row(self, sql: str, parameters: Sequence[Any] = ()) -> dict[str, Any] | None:
@@ -127,31 +101,6 @@ class Store:
             connection.execute("ROLLBACK")
             raise
         connection.execute("COMMIT")
-
-
-class _KeptAnswers:
-    """The rows of an immutable store's latest queries, the least recently asked dropped first."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # a store may be read from several threads
-        self._answers: OrderedDict[Hashable, tuple[dict[str, Any], ...]] = OrderedDict()
-
-    def get(self, key: Hashable) -> tuple[dict[str, Any], ...] | None:
-        with self._lock:
-            found = self._answers.get(key)
-            if found is not None:
-                self._answers.move_to_end(key)
-            return found
-
-    def keep(self, key: Hashable, rows: list[dict[str, Any]]) -> None:
-        size = sum(len(value) for row in rows for value in row.values() if isinstance(value, str | bytes))
-        if size > _KEPT_CHARACTERS:
-            return
-        kept = tuple(dict(row) for row in rows)  # copies: the caller may change the rows it was given
-        with self._lock:
-            self._answers[key] = kept
-            if len(self._answers) > _KEPT_ANSWERS:
-                self._answers.popitem(last=False)
 
 
 class _Opened:
