@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -434,3 +435,24 @@ def test_a_span_line_in_a_file_is_the_object_the_sdk_makes_of_it() -> None:
         line = span_line(span)
         assert line.endswith("\n") and "\n" not in line[:-1]
         assert json.loads(line) == json.loads(span.to_json())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_span_line_writes_every_moment_as_the_sdk_does(seed: int) -> None:
+    """The line writes a span's start and end (and its events') as ``to_json`` does, to the microsecond
+    the SDK rounds to, for any moment: random ones, and fractions that round up into the next second."""
+    rng = random.Random(seed)
+    seconds = [rng.randrange(1, 4_000_000_000) for _ in range(40)]
+    edges = (999_999_500, 999_999_499, 999_999_999, 500, 1_500, 2_500, 1)
+    moments = [second * 10**9 + rng.randrange(10**9) for second in seconds]
+    moments += [second * 10**9 + edge for second in seconds[:10] for edge in edges]
+    collected = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(collected))
+    tracer = provider.get_tracer("test")
+    for start, end in itertools.pairwise(moments):
+        span = tracer.start_span("moment", start_time=start)
+        span.add_event("between", timestamp=(start + end) // 2)
+        span.end(end_time=end)
+    for finished in collected.get_finished_spans():
+        assert json.loads(span_line(finished)) == json.loads(finished.to_json()), finished.start_time
