@@ -6,7 +6,6 @@ body and never comes back as pydantic's raw text. The schema is the one the clie
 enforced and what is advertised cannot drift apart.
 
 ``invalid_argument`` builds the error, here and in tool bodies that find a deeper problem.
-``take_arguments_as_checked`` tells the SDK not to read a checked string argument as JSON.
 """
 
 from __future__ import annotations
@@ -22,12 +21,11 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaError
 from mcp.server import MCPServer
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 
 from sources.contract import AttemptedQuery, ErrorCategory, ToolError
 from sources.tool_failure import to_call_tool_result
 
-__all__ = ["MISSING", "ArgumentGuard", "echo_arguments", "invalid_argument", "take_arguments_as_checked"]
+__all__ = ["MISSING", "ArgumentGuard", "echo_arguments", "invalid_argument"]
 
 # How many argument sets' verdicts the guard remembers, and the longest (as JSON) it remembers at all.
 _REMEMBERED_CHECKS = 1024
@@ -283,29 +281,3 @@ class ArgumentGuard:
         if problem is not None:
             return to_call_tool_result(problem)
         return await call_next(ctx)
-
-
-class _ArgumentsAsChecked(FuncMetadata):
-    """The SDK's argument handling of a tool, less its pre-parsing of strings as JSON.
-
-    The SDK reads a string given for any argument not typed plain ``str`` (``str | None``, an enum)
-    as JSON first, for clients that send a list or an object as a JSON string. Behind the guard that
-    can only harm: every argument has already matched the published schema, so a string is a
-    string; pre-parsed, ``"null"`` became no value and ``'["damaged"]'`` a list, refused in
-    pydantic's raw words. And it cost each such string a ``json.loads`` that raised and was caught.
-    """
-
-    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
-        return data
-
-
-def take_arguments_as_checked(server: MCPServer, tool: str) -> None:
-    """Hand ``tool``'s arguments from the guard to its body as the client sent them (types coerced by
-    the SDK's argument model as before, the input schema untouched): see ``_ArgumentsAsChecked``."""
-    registered = server._tool_manager.get_tool(tool)  # the SDK gives no public handle on a registered tool
-    if registered is None:
-        raise LookupError(f"no tool {tool!r} is registered on {server.name}")
-    metadata = registered.fn_metadata  # every field carried over, whatever the SDK's version holds
-    registered.fn_metadata = _ArgumentsAsChecked(
-        **{name: getattr(metadata, name) for name in type(metadata).model_fields}
-    )

@@ -41,7 +41,6 @@ from sources.arguments import (
     ArgumentGuard,
     echo_arguments,
     invalid_argument,
-    take_arguments_as_checked,
 )
 from sources.contract import (
     AnyPage,
@@ -54,6 +53,7 @@ from sources.contract import (
 )
 from sources.faults import FaultLayer
 from sources.formats import Format
+from sources.registered import run_as_contract_tool
 from sources.security.auth import CredentialCheck
 from sources.settings import SourceSettings
 from sources.store import Store
@@ -150,7 +150,9 @@ class Source:
             )
             text = inspect.getdoc(fn) if description is None else inspect.cleandoc(description)
             self.server.add_tool(run, name=tool_name, title=title, description=text, annotations=annotations)
-            take_arguments_as_checked(self.server, tool_name)  # the guard has checked them already
+            run_as_contract_tool(
+                self.server, tool_name
+            )  # its arguments checked by the guard, its result by the contract
             return fn
 
         return register
