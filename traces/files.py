@@ -116,9 +116,10 @@ def _iso(nanoseconds: int | None) -> str | None:
     seconds = int(whole)
     if microseconds == 1_000_000:
         seconds, microseconds = seconds + 1, 0
-    if _second[0] != seconds:
-        _second = (seconds, datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S"))
-    return f"{_second[1]}.{microseconds:06d}Z"
+    second = _second  # read once: another thread's span may move it on meanwhile
+    if second[0] != seconds:
+        second = _second = (seconds, datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{second[1]}.{microseconds:06d}Z"
 
 
 _encoded: tuple[Resource, bytes] | None = None  # the last resource encoded, as a line's tail
