@@ -256,6 +256,23 @@ def test_an_id_of_a_kind_no_tool_takes_is_reported_never_searched_as_text(
         assert identifier.split("-")[0].lower() not in searched.split(), searched
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "any news on TCK-20051 for jane.doe@example.com",
+        "what happened with TCK-20051, cust 42",
+        "TCK-20042 is CUST-00042's: still open?",
+    ],
+)
+def test_a_ticket_id_with_its_customer_named_searches_that_customers_tickets(query: str) -> None:
+    """No tool looks a ticket up by its id, but the customer's tickets hold it: the id's prefix is read
+    as the ticket it names (as an invoice's is), never left as a word no record holds."""
+    plan = plan_query(query)
+    (tickets,) = [task for task in plan.tasks.values() if task.tool == "search_tickets"]
+    assert "customer_id" in tickets.arguments and "query" not in tickets.arguments, tickets.arguments
+    assert all(item.what.strip("'").lower() != "tck" for item in plan.unplanned), plan.unplanned
+
+
 def test_amounts_and_counts_in_words() -> None:
     assert (
         plan_query("pay back sixty-four pounds fifty on ORD-10008").tasks["refund"].arguments["amount"]

@@ -308,7 +308,7 @@ REFUND_PAID = re.compile(
 
 # Support shorthand, read as the word it stands for before typos are corrected ("any open tix?").
 SHORTHAND: dict[str, str] = {
-    "tix": "tickets", "tkt": "ticket", "tkts": "tickets", "tckt": "ticket", "tckts": "tickets",
+    "tix": "tickets", "tkt": "ticket", "tkts": "tickets", "tckt": "ticket", "tckts": "tickets", "tck": "ticket",
     "ords": "orders", "ordrs": "orders", "invs": "invoices", "inv": "invoice", "chk": "check",
     "nvr": "never", "evr": "ever", "mgr": "manager", "acct": "account", "acc": "account", "pkg": "package",
     "msg": "message", "msgs": "messages", "dupe": "duplicate", "refnd": "refund", "rfnd": "refund",

@@ -31,7 +31,7 @@ import calendar
 import functools
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -887,11 +887,12 @@ def words_of_phrases(phrases_text: str) -> set[str]:
     return {word for phrase in found for word in phrase.split()}
 
 
-def phrases_in(phrases_text: str) -> list[str]:
-    """The intents' phrases found in ``phrases_text`` (lower case, single spaces)."""
+def phrases_in(phrases_text: str, intents: Iterable[Intent] = INTENTS) -> list[str]:
+    """The phrases of ``intents`` (every intent's by default) found in ``phrases_text`` (lower case,
+    single spaces)."""
     return [
         phrase
-        for intent in INTENTS
+        for intent in intents
         for phrase, pattern in zip(intent.phrases, _phrase_patterns()[intent.name], strict=True)
         if pattern.search(phrases_text)
     ]

@@ -89,7 +89,7 @@ def _a_policy_beyond_the_return(reading: Reading) -> bool:
     for span in reading.spans:
         if "policies" in span.asked:
             text = " ".join(token.word for token in span.tokens)
-            if words & {token.word for token in span.tokens} or set(phrases_in(text)) & set(policy.phrases):
+            if words & {token.word for token in span.tokens} or phrases_in(text, [policy]):
                 return True
     return False
 
