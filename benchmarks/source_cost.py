@@ -19,7 +19,9 @@ or ``git archive | tar -x``) in the same rounds, so both are measured in one mac
 Goals (issue 29): every read tool at most 1.3x the no-op tool's p50, no tool above 1.5x; tracing
 on/off at most 1.10 per tool; spawn to ``initialize`` at most ``import mcp.server`` + 0.3 s.
 Issue 46: every read tool at most 1.3x the same answer from a bare SDK tool ("x same"), the fair
-floor: what the SDK and its client cost to carry that answer, validating it both ends.
+floor: what the SDK and its client cost to carry that answer, validating it both ends. Each source's
+bare tools run in a process of their own, called as often as the source is, so that both are as warm
+when called (``twin_process``; ``--shared-twin`` puts every source's in one process, as before).
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ SOURCES = tuple(dict.fromkeys(case.source for case in CASES))
 
 
 def serve_noop() -> None:
-    """The baseline: the SDK's server, as its own docs start one, with a tool that does nothing."""
+    """The baseline: the SDK's server, as its own docs start one, with a tool that does nothing (and the
+    same as an async tool)."""
     from mcp.server import MCPServer
 
     server = MCPServer(NOOP)
@@ -108,12 +111,17 @@ def serve_noop() -> None:
     def noop() -> str:
         return ""
 
+    @server.tool(name=ASYNC_NOOP_TOOL)
+    async def async_noop() -> str:  # the floor: no hop to a worker thread, as a plain def takes
+        return ""
+
     server.run()
 
 
-def serve_twins(answers_file: str) -> None:
-    """Each tool's recorded answer, from the SDK's server with the same output schema and nothing of
-    the source's own: what the SDK and its client cost to carry that answer (validating it both ends)."""
+def serve_twins(answers_file: str, source: str | None) -> None:
+    """Each tool's recorded answer (of ``source``'s tools, or every source's), from the SDK's server with
+    the same output schema and nothing of the source's own: what the SDK and its client cost to carry
+    that answer (validating it both ends)."""
     import importlib
     import inspect
     from typing import Annotated
@@ -126,6 +134,8 @@ def serve_twins(answers_file: str) -> None:
     server = MCPServer(TWIN)
     answers = json.loads(Path(answers_file).read_text(encoding="utf-8"))
     for case in CASES:
+        if source is not None and case.source != source:
+            continue
         record = getattr(importlib.import_module(f"sources.{case.source}"), case.record)
         answer = CallToolResult.model_validate(answers[case.name])
 
@@ -136,10 +146,6 @@ def serve_twins(answers_file: str) -> None:
             return_annotation=Annotated[CallToolResult, ResultPage[record]]  # type: ignore[valid-type]
         )
         server.add_tool(twin, name=twin_name(case))
-
-    @server.tool(name=ASYNC_NOOP_TOOL)
-    async def async_noop() -> str:  # the floor: no hop to a worker thread, as a plain def takes
-        return ""
 
     server.run()
 
@@ -162,10 +168,18 @@ def twin_name(case: Case) -> str:
     return case.name.replace(".", "_")
 
 
-def twin_parameters(env: dict[str, str], answers_file: Path) -> StdioServerParameters:
+def twin_parameters(env: dict[str, str], answers_file: Path, source: str | None) -> StdioServerParameters:
+    serves = [] if source is None else [source]
     return StdioServerParameters(
-        command=sys.executable, args=[__file__, "--serve-twins", str(answers_file)], env=env
+        command=sys.executable, args=[__file__, "--serve-twins", str(answers_file), *serves], env=env
     )
+
+
+def twin_process(case: Case, shared: bool) -> str:
+    """The process that answers ``case``'s twin: the source's own twin process, called as often as the
+    source is (so both are as warm), or with ``shared`` one process for every twin (as before
+    2026-12-05: that process, called for every tool, was warmer than any source's)."""
+    return TWIN if shared else f"{TWIN} {case.source}"
 
 
 def quantile(samples: list[float], q: float) -> float:
@@ -181,7 +195,7 @@ class Measured:
 
 
 async def per_call(
-    settings: SourceSettings, calls: int, block: int, against: Path | None = None
+    settings: SourceSettings, calls: int, block: int, against: Path | None = None, shared_twin: bool = False
 ) -> dict[str, Measured]:
     """By "NAME traced", "NAME untraced", "NAME same answer", NOOP and ASYNC_NOOP; with ``against``
     (another checkout), also "NAME against": that checkout's source, traced, in the same rounds."""
@@ -221,9 +235,13 @@ async def per_call(
             answers[case.name] = recorded_answer(result)
         answers_file = settings.data_dir / "answers.json"
         answers_file.write_text(json.dumps(answers), encoding="utf-8")
-        await start(TWIN, twin_parameters(settings.child_environment(), answers_file))
-        twins = clients[TWIN][0]
-        published = {tool.name: tool.output_schema for tool in (await twins.list_tools()).tools}
+        published: dict[str, dict[str, Any] | None] = {}
+        for twinned in [None] if shared_twin else SOURCES:
+            name = TWIN if twinned is None else f"{TWIN} {twinned}"
+            await start(name, twin_parameters(settings.child_environment(), answers_file, twinned))
+            published |= {
+                tool.name: tool.output_schema for tool in (await clients[name][0].list_tools()).tools
+            }
         for case in CASES:
             listed = (await clients[f"{case.source} traced"][0].list_tools()).tools
             (tool,) = [each for each in listed if each.name == case.tool]
@@ -232,7 +250,7 @@ async def per_call(
         # Each kind of call: its client, the tool, its arguments and its _meta.
         plan: dict[str, tuple[str, str, dict[str, Any], Any]] = {
             NOOP: (NOOP, "noop", {}, None),
-            ASYNC_NOOP: (TWIN, ASYNC_NOOP_TOOL, {}, None),
+            ASYNC_NOOP: (NOOP, ASYNC_NOOP_TOOL, {}, None),
         }
         for case in CASES:
             for variant in ("traced", "untraced"):
@@ -242,7 +260,7 @@ async def per_call(
                     case.arguments,
                     metas[case.name],
                 )
-            plan[f"{case.name} {TWIN}"] = (TWIN, twin_name(case), {}, None)
+            plan[f"{case.name} {TWIN}"] = (twin_process(case, shared_twin), twin_name(case), {}, None)
             if against is not None:
                 plan[f"{case.name} {AGAINST}"] = (
                     f"{case.source} {AGAINST}",
@@ -397,7 +415,7 @@ def main() -> None:
         serve_noop()
         return
     if sys.argv[1:2] == ["--serve-twins"]:
-        serve_twins(sys.argv[2])
+        serve_twins(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
@@ -405,6 +423,11 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=8)
     parser.add_argument(
         "--against", type=Path, help="another checkout (e.g. the code before a change), measured alongside"
+    )
+    parser.add_argument(
+        "--shared-twin",
+        action="store_true",
+        help="one process for every source's twins, as before 2026-12-05 (see twin_process)",
     )
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as data_dir:
@@ -414,7 +437,7 @@ def main() -> None:
         )
         os.environ.pop("OTEL_SDK_DISABLED", None)
         against = None if options.against is None else options.against.resolve()
-        measured = anyio.run(per_call, settings, options.calls, options.block, against)
+        measured = anyio.run(per_call, settings, options.calls, options.block, against, options.shared_twin)
         report_calls(measured, options.calls, options.block)
         if against is not None:
             report_against(measured, against)
