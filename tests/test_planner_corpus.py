@@ -271,6 +271,21 @@ def test_a_ticket_id_with_its_customer_named_searches_that_customers_tickets(que
     (tickets,) = [task for task in plan.tasks.values() if task.tool == "search_tickets"]
     assert "customer_id" in tickets.arguments and "query" not in tickets.arguments, tickets.arguments
     assert all(item.what.strip("'").lower() != "tck" for item in plan.unplanned), plan.unplanned
+    # and the plan says how the id is looked for: a reader who finds it absent knows it was looked for
+    (identifier,) = [word.strip(",:?") for word in query.split() if word.startswith("TCK-")]
+    assert any(identifier in note and "looked for among the records found" in note for note in plan.notes)
+
+
+@pytest.mark.parametrize(
+    "query", ["any news on XYZ-123 for CUST-00042", "XYZ-123 - jane.doe@example.com's, what is it?"]
+)
+def test_an_id_of_no_kind_asked_is_listed_even_with_a_customer_named(query: str) -> None:
+    """A customer named does not say which of their records hold an id of a kind nothing reads
+    ("XYZ-"): it is listed, asking which records; its prefix is never left as a word no record holds."""
+    plan = plan_query(query)
+    (listed,) = [item for item in plan.unplanned if "XYZ-123" in item.what]
+    assert "no tool looks a record up" in listed.why and "which of their records" in listed.next_step
+    assert all(item.what.strip("'").lower() != "xyz" for item in plan.unplanned), plan.unplanned
 
 
 def test_amounts_and_counts_in_words() -> None:

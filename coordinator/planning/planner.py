@@ -46,6 +46,7 @@ from coordinator.planning.lexicon import (
     NOT_ARRIVED,
     ONE_ORDER,
     REFUND_PAID,
+    SHORTHAND,
     SYMPTOM_WORDS,
     THEIR_OTHER,
 )
@@ -177,7 +178,7 @@ class _Planner:
         self.intents = set(intents)
         # One search text for every text search: the query's own words, and the word each topical
         # intent always searches for ("refund" for "money back").
-        words, self.unknown_ids = _without_unknown_ids(reading)
+        words, self.unknown_ids, self.looked_for_among = _without_unknown_ids(reading)
         for intent in INTENTS:
             if intent.name in self.intents and intent.default_topic and intent.default_topic not in words:
                 words.append(intent.default_topic)
@@ -450,7 +451,9 @@ class _Planner:
         awaited = {amount for f in follow_ups for amount in f.amounts_placed}
         self.unplanned += [awaiting(a.describe()) for a in reading.of("amount") if a.value in awaited]
         self.unplanned += self._unaccounted_now(tasks, follow_ups)
-        self.unplanned += [_no_tool_takes(identifier) for identifier in self.unknown_ids]
+        self.unplanned += [
+            _no_tool_takes(i, subject_named=_names_a_subject(reading)) for i in self.unknown_ids
+        ]
         # A write the question seems to ask but cannot be honoured as asked: not done, and what to write
         # instead (where the planner lists the same thing already, "a refund on ORD-10031", its entry stays).
         listed = {item.what for item in self.unplanned}
@@ -468,7 +471,9 @@ class _Planner:
                 _nothing_to_research(reading, [u for u in self.unplanned if u not in not_read], not_read)
             )
         return Plan.of(
-            reading.query, tasks, tuple(self.unplanned), _notes(reading), offered=self.catalog.plannable,
+            reading.query, tasks, tuple(self.unplanned),
+            _notes(reading) + tuple(_looked_for_among(i) for i in self.looked_for_among),
+            offered=self.catalog.plannable,
             spans=tuple(spans), follow_ups=follow_ups, rules=self.rules,
         )  # fmt: skip
 
@@ -978,20 +983,43 @@ def _searched_about(reading: Reading) -> str | None:
 
 # An identifier's shape (letters, a hyphen, digits: "TCK-20535", "XYZ-123"); those of a kind the
 # sources know (``sources.identifiers``) are read as mentions, any other is listed, not dropped.
-def _without_unknown_ids(reading: Reading) -> tuple[list[str], list[str]]:
-    """The topic words but an unknown id's prefix ("TCK-20535" is never searched as "tck"), and the
-    unknown ids to list: those with no customer or order named to find them among ("INV-40008, cust
-    42's" is among her invoices)."""
+def _without_unknown_ids(reading: Reading) -> tuple[list[str], list[str], list[str]]:
+    """The topic words but an unknown id's prefix ("TCK-20535" is never searched as "tck"), then the
+    unknown ids in two lists: those to list as not researched, and those looked for among the records
+    the plan finds ("INV-40008, cust 42's" among her invoices): an id whose prefix reads as a kind of
+    record the question asks for, with a customer or an order named whose records of that kind
+    hold it. An id of no kind the question asks for ("XYZ-123") is listed, subject or not."""
     unknown = unknown_ids(reading.query)
     words = [word for word in reading.topic if word not in {i.split("-")[0].lower() for i in unknown}]
-    return words, [] if reading.of("email", "customer_id", "name", "order_id") else unknown
+    among = [i for i in unknown if _names_a_subject(reading) and _of_records_asked(reading, i)]
+    return words, [identifier for identifier in unknown if identifier not in among], among
 
 
-def _no_tool_takes(identifier: str) -> Unplanned:
+def _names_a_subject(reading: Reading) -> bool:
+    """Whether the question names a customer or an order, whose records an unknown id may be among."""
+    return bool(reading.of("email", "customer_id", "name", "order_id"))
+
+
+def _of_records_asked(reading: Reading, identifier: str) -> bool:
+    """Whether ``identifier``'s prefix reads as a word of an intent the question asks ("TCK" as
+    'ticket', "INV" as 'invoice')."""
+    read_as = SHORTHAND.get(identifier.split("-")[0].lower())
+    return read_as is not None and any(read_as in intent_named(name).words for name in reading.intents)
+
+
+def _looked_for_among(identifier: str) -> str:
+    return f"no tool looks {identifier} up by its id: it is looked for among the records found"
+
+
+def _no_tool_takes(identifier: str, *, subject_named: bool) -> Unplanned:
+    """``identifier`` listed as not researched; with a customer or an order named, what to add is which
+    of their records hold it."""
     return Unplanned(
         identifier,
         f"no tool looks a record up by an id of this kind ({identifier.split('-')[0]}-...)",
-        "name the customer or the order it is about, e.g. 'tickets of CUST-00042' or 'tickets on ORD-10031'",
+        "say which of their records hold it, e.g. 'the tickets of CUST-00042' or 'the invoices of ORD-10031'"
+        if subject_named
+        else "name the customer or the order it is about, e.g. 'tickets of CUST-00042' or 'tickets on ORD-10031'",
     )
 
 
