@@ -262,6 +262,7 @@ def test_an_id_of_a_kind_no_tool_takes_is_reported_never_searched_as_text(
         "any news on TCK-20051 for jane.doe@example.com",
         "what happened with TCK-20051, cust 42",
         "TCK-20042 is CUST-00042's: still open?",
+        "TICKET-123 for CUST-00042",
     ],
 )
 def test_a_ticket_id_with_its_customer_named_searches_that_customers_tickets(query: str) -> None:
@@ -272,7 +273,7 @@ def test_a_ticket_id_with_its_customer_named_searches_that_customers_tickets(que
     assert "customer_id" in tickets.arguments and "query" not in tickets.arguments, tickets.arguments
     assert all(item.what.strip("'").lower() != "tck" for item in plan.unplanned), plan.unplanned
     # and the plan says how the id is looked for: a reader who finds it absent knows it was looked for
-    (identifier,) = [word.strip(",:?") for word in query.split() if word.startswith("TCK-")]
+    (identifier,) = [word.strip(",:?") for word in query.split() if word.startswith(("TCK-", "TICKET-"))]
     assert any(identifier in note and "looked for among the records found" in note for note in plan.notes)
 
 

@@ -1002,9 +1002,10 @@ def _names_a_subject(reading: Reading) -> bool:
 
 def _of_records_asked(reading: Reading, identifier: str) -> bool:
     """Whether ``identifier``'s prefix reads as a word of an intent the question asks ("TCK" as
-    'ticket', "INV" as 'invoice')."""
-    read_as = SHORTHAND.get(identifier.split("-")[0].lower())
-    return read_as is not None and any(read_as in intent_named(name).words for name in reading.intents)
+    'ticket', "INV" as 'invoice', "TICKET" as itself)."""
+    prefix = identifier.split("-")[0].lower()
+    read_as = SHORTHAND.get(prefix, prefix)
+    return any(read_as in intent_named(name).words for name in reading.intents)
 
 
 def _looked_for_among(identifier: str) -> str:
