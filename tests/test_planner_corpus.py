@@ -289,6 +289,23 @@ def test_an_id_of_no_kind_asked_is_listed_even_with_a_customer_named(query: str)
     assert all(item.what.strip("'").lower() != "xyz" for item in plan.unplanned), plan.unplanned
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "what does /tmp/pytest-917/docs/refund-policy.md say, and is a £45 refund on ORD-10031 allowed?",
+        "orders of CUST-00042 - see notes/TCK-20051.md",
+        r"tickets of CUST-00042, notes in C:\shared\case-2024\notes.txt",
+    ],
+)
+def test_a_folder_or_file_name_shaped_like_an_id_is_no_id(query: str) -> None:
+    """A path's folder or file named like an id ("pytest-917", "TCK-20051.md") is a name in a path, not
+    an id asked about: nothing is listed for it."""
+    plan = plan_query(query)
+    listed = " ".join(item.what for item in plan.unplanned).upper()
+    assert not any(shape in listed for shape in ("PYTEST-917", "TCK-20051", "CASE-2024")), plan.unplanned
+    assert not any("looked for among" in note for note in plan.notes), plan.notes
+
+
 def test_amounts_and_counts_in_words() -> None:
     assert (
         plan_query("pay back sixty-four pounds fifty on ORD-10008").tasks["refund"].arguments["amount"]

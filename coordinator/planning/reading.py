@@ -300,7 +300,8 @@ _LINKS = re.compile(
 )
 
 
-_ID_SHAPE = re.compile(r"\b([A-Za-z]{2,6})-(\d{3,})\b")
+# Not a part of a path: "/tmp/pytest-917/notes.md" and "docs/TCK-20051.md" name folders and files.
+_ID_SHAPE = re.compile(r"(?<![/\\])\b([A-Za-z]{2,6})-(\d{3,})\b(?![/\\]|\.\w)")
 _KNOWN_PREFIXES = {ORDER_ID.prefix, CUSTOMER_ID.prefix, SKU.prefix, ARTICLE_ID.prefix}
 
 
