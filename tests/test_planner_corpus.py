@@ -578,6 +578,7 @@ def _plan_of(query: str) -> tuple[Plan | None, str]:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(_ASK, _THING, _FILLER), min_size=1, max_size=7))
+@example(["£0.02", "thanks!", "refund", "ORD-10000", "£0.01"])  # two checks on one order, one refund
 def test_generated_queries_use_every_mention_and_wait_only_for_what_they_use(parts: list[str]) -> None:
     query = " ".join(parts)
     plan, _ = _plan_of(query)
@@ -585,13 +586,15 @@ def test_generated_queries_use_every_mention_and_wait_only_for_what_they_use(par
         return  # refused as a usage error: the refusal is the answer (tested by the corpus)
     for task in plan.tasks.values():
         referenced = {value.task for value in task.arguments.values() if isinstance(value, Ref)}
-        # A refund also waits for the eligibility check of its order: the gate it is planned after.
+        # A refund also waits for its eligibility check, the gate it is planned after: the check of
+        # its order for its amount (not another amount's check on the same order).
         gates = {
             other.id
             for other in plan.tasks.values()
             if task.tool == "issue_refund"
             and other.tool == "refund_eligibility"
             and other.arguments.get("order_id") == task.arguments.get("order_id")
+            and other.arguments.get("amount") == task.arguments.get("amount")
         }
         assert set(task.depends_on) == referenced | gates, f"{query!r}: {task.id} waits for {task.depends_on}"
     used = {str(value) for task in plan.tasks.values() for value in task.arguments.values()}
