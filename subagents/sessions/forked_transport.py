@@ -14,18 +14,19 @@ killed, as the SDK kills a spawned child that outlives its grace.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-from anyio.abc import UNIXSocketStream
+from anyio.abc import SocketStream
 from mcp.client._transport import TransportStreams
 
 from sources.processes import forked_ahead
 from subagents.answer_limit import MAX_ANSWER_BYTES
 from subagents.sessions.framing import framed
 
-__all__ = ["forked_source"]
+__all__ = ["forked_source", "socket_stream"]
 
 _EXIT_GRACE_S = 0.5  # how long a source whose input ended may take to leave before it is killed
 
@@ -40,7 +41,7 @@ async def forked_source(
     # for this session (``research ask``) is taken as it is.
     child = await anyio.to_thread.run_sync(forked_ahead.take_or_start, source, environment)
     try:
-        wire = await UNIXSocketStream.from_socket(child.wire)
+        wire = await socket_stream(child.wire)
         async with wire, framed(wire, wire, limit) as streams:
             yield streams
     finally:
@@ -50,3 +51,15 @@ async def forked_source(
         if child.process.is_alive():
             child.kill()
         child.forget()
+
+
+async def socket_stream(wire: socket.socket) -> SocketStream:
+    """A connected socket as a byte stream, read through an asyncio transport.
+
+    Not anyio's ``UNIXSocketStream``, which this socket pair would suggest: on asyncio it resolves a
+    waiting read from the selector's callback without looking whether the read was cancelled in the
+    same turn of the loop. An answer arriving as the run is cancelled (Ctrl-C, a deadline) then has
+    asyncio log "Exception in callback Future.set_result(None)" and a traceback on stderr. A
+    transport reads into its protocol's buffer and has no such window.
+    """
+    return await SocketStream.from_socket(wire)
