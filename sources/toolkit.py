@@ -150,9 +150,8 @@ class Source:
             )
             text = inspect.getdoc(fn) if description is None else inspect.cleandoc(description)
             self.server.add_tool(run, name=tool_name, title=title, description=text, annotations=annotations)
-            run_as_contract_tool(
-                self.server, tool_name
-            )  # its arguments checked by the guard, its result by the contract
+            # Its arguments are checked by the guard, its result by the contract: not again by the SDK.
+            run_as_contract_tool(self.server, tool_name)
             return fn
 
         return register
