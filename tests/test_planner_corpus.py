@@ -306,6 +306,36 @@ def test_a_folder_or_file_name_shaped_like_an_id_is_no_id(query: str) -> None:
     assert not any("looked for among" in note for note in plan.notes), plan.notes
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Status of {ids} for jane.doe@example.com?",
+        "any news on {ids}, cust 42",
+        "({ids}) for CUST-00042",
+        "{ids}?",
+    ],
+)
+@pytest.mark.parametrize(
+    "ids", [["TCK-20051", "INV-40008"], ["XYZ-123", "ABC-456"], ["XYZ-123", "ORD-10023"], ["TCK-1", "INV-2"]]
+)
+def test_ids_joined_by_a_slash_are_read_as_ids_joined_by_and(query: str, ids: list[str]) -> None:
+    """ "TCK-20051/INV-40008" is a list of ids, not a path: each is looked for, or listed, as when
+    they are written "TCK-20051 and INV-40008"."""
+
+    def plan_or_refusal(joined: str) -> Any:
+        try:
+            plan = plan_query(query.format(ids=joined))
+        except QueryError as refused:
+            return str(refused)
+        return (
+            sorted(plan.tasks),
+            plan.notes,
+            [(item.what, item.why, item.next_step) for item in plan.unplanned],
+        )
+
+    assert plan_or_refusal("/".join(ids)) == plan_or_refusal(" and ".join(ids))
+
+
 def test_amounts_and_counts_in_words() -> None:
     assert (
         plan_query("pay back sixty-four pounds fifty on ORD-10008").tasks["refund"].arguments["amount"]

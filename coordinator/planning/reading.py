@@ -300,15 +300,26 @@ _LINKS = re.compile(
 )
 
 
-# Not a part of a path: "/tmp/pytest-917/notes.md" and "docs/TCK-20051.md" name folders and files.
-_ID_SHAPE = re.compile(r"(?<![/\\])\b([A-Za-z]{2,6})-(\d{3,})\b(?![/\\]|\.\w)")
+# An id, not a file named like one ("TCK-20051.md").
+_ID_SHAPE = re.compile(r"\b([A-Za-z]{2,6})-(\d{3,})\b(?!\.\w)")
 _KNOWN_PREFIXES = {ORDER_ID.prefix, CUSTOMER_ID.prefix, SKU.prefix, ARTICLE_ID.prefix}
+# A word with a slash in it: a path ("/tmp/pytest-917/notes.md", "docs/TCK-20051.md": folders and
+# files), unless it is ids alone, joined by slashes ("TCK-20051/INV-40008": a list).
+_SLASHED = re.compile(r"\S*[/\\]\S*")
+_SLASH = re.compile(r"[/\\]")
+_AROUND_A_WORD = "\"'()[]{}<>.,;:!?"
 
 
 def unknown_ids(text: str) -> list[str]:
     """The ids in ``text`` of a kind no built-in tool takes ("TCK-20051", "INV-40008"), upper case, once each."""
-    found = (match.group(0).upper() for match in _ID_SHAPE.finditer(text))
+    found = (match.group(0).upper() for match in _ID_SHAPE.finditer(_SLASHED.sub(_unless_ids_alone, text)))
     return list(dict.fromkeys(i for i in found if i.split("-")[0] not in _KNOWN_PREFIXES))
+
+
+def _unless_ids_alone(slashed: re.Match[str]) -> str:
+    """The word as it is where every part between its slashes is an id; a blank for a path."""
+    parts = _SLASH.split(slashed.group(0).strip(_AROUND_A_WORD))
+    return slashed.group(0) if all(_ID_SHAPE.fullmatch(part) for part in parts) else " "
 
 
 def _links(match: re.Match[str]) -> int:
