@@ -278,15 +278,26 @@ def test_a_ticket_id_with_its_customer_named_searches_that_customers_tickets(que
 
 
 @pytest.mark.parametrize(
-    "query", ["any news on XYZ-123 for CUST-00042", "XYZ-123 - jane.doe@example.com's, what is it?"]
+    ("query", "identifier"),
+    [
+        ("any news on XYZ-123 for CUST-00042", "XYZ-123"),
+        ("XYZ-123 - jane.doe@example.com's, what is it?", "XYZ-123"),
+        ("REFUND-123 for CUST-00042", "REFUND-123"),
+        ("what about POLICY-777 on ORD-10023?", "POLICY-777"),
+    ],
 )
-def test_an_id_of_no_kind_asked_is_listed_even_with_a_customer_named(query: str) -> None:
+def test_an_id_of_no_kind_of_record_asked_is_listed_even_with_a_customer_named(
+    query: str, identifier: str
+) -> None:
     """A customer named does not say which of their records hold an id of a kind nothing reads
-    ("XYZ-"): it is listed, asking which records; its prefix is never left as a word no record holds."""
+    ("XYZ-"), nor one whose kind is no record of theirs (a refund's check, the policies searched by
+    topic): it is listed, asking which records; its prefix is never left as a word no record holds."""
     plan = plan_query(query)
-    (listed,) = [item for item in plan.unplanned if "XYZ-123" in item.what]
+    (listed,) = [item for item in plan.unplanned if identifier in item.what]
     assert "no tool looks a record up" in listed.why and "which of their records" in listed.next_step
-    assert all(item.what.strip("'").lower() != "xyz" for item in plan.unplanned), plan.unplanned
+    prefix = identifier.split("-")[0].lower()
+    assert all(item.what.strip("'").lower() != prefix for item in plan.unplanned), plan.unplanned
+    assert not any("looked for among" in note for note in plan.notes), plan.notes
 
 
 @pytest.mark.parametrize(

@@ -178,7 +178,7 @@ class _Planner:
         self.intents = set(intents)
         # One search text for every text search: the query's own words, and the word each topical
         # intent always searches for ("refund" for "money back").
-        words, self.unknown_ids, self.looked_for_among = _without_unknown_ids(reading)
+        words, self.unknown_ids, self.looked_for_among = _without_unknown_ids(reading, self.intents)
         for intent in INTENTS:
             if intent.name in self.intents and intent.default_topic and intent.default_topic not in words:
                 words.append(intent.default_topic)
@@ -451,9 +451,8 @@ class _Planner:
         awaited = {amount for f in follow_ups for amount in f.amounts_placed}
         self.unplanned += [awaiting(a.describe()) for a in reading.of("amount") if a.value in awaited]
         self.unplanned += self._unaccounted_now(tasks, follow_ups)
-        self.unplanned += [
-            _no_tool_takes(i, subject_named=_names_a_subject(reading)) for i in self.unknown_ids
-        ]
+        subject_named = _names_a_subject(reading)
+        self.unplanned += [_no_tool_takes(i, subject_named=subject_named) for i in self.unknown_ids]
         # A write the question seems to ask but cannot be honoured as asked: not done, and what to write
         # instead (where the planner lists the same thing already, "a refund on ORD-10031", its entry stays).
         listed = {item.what for item in self.unplanned}
@@ -983,15 +982,16 @@ def _searched_about(reading: Reading) -> str | None:
 
 # An identifier's shape (letters, a hyphen, digits: "TCK-20535", "XYZ-123"); those of a kind the
 # sources know (``sources.identifiers``) are read as mentions, any other is listed, not dropped.
-def _without_unknown_ids(reading: Reading) -> tuple[list[str], list[str], list[str]]:
+def _without_unknown_ids(reading: Reading, intents: set[str]) -> tuple[list[str], list[str], list[str]]:
     """The topic words but an unknown id's prefix ("TCK-20535" is never searched as "tck"), then the
     unknown ids in two lists: those to list as not researched, and those looked for among the records
     the plan finds ("INV-40008, cust 42's" among her invoices): an id whose prefix reads as a kind of
-    record the question asks for, with a customer or an order named whose records of that kind
-    hold it. An id of no kind the question asks for ("XYZ-123") is listed, subject or not."""
+    record one of ``intents`` (those planned) finds, with a customer or an order named whose records
+    of that kind hold it. An id of no kind planned ("XYZ-123") is listed, subject or not."""
     unknown = unknown_ids(reading.query)
     words = [word for word in reading.topic if word not in {i.split("-")[0].lower() for i in unknown}]
-    among = [i for i in unknown if _names_a_subject(reading) and _of_records_asked(reading, i)]
+    subject_named = _names_a_subject(reading)
+    among = [i for i in unknown if subject_named and _finds_records_of(intents, i)]
     return words, [identifier for identifier in unknown if identifier not in among], among
 
 
@@ -1000,12 +1000,13 @@ def _names_a_subject(reading: Reading) -> bool:
     return bool(reading.of("email", "customer_id", "name", "order_id"))
 
 
-def _of_records_asked(reading: Reading, identifier: str) -> bool:
-    """Whether ``identifier``'s prefix reads as a word of an intent the question asks ("TCK" as
-    'ticket', "INV" as 'invoice', "TICKET" as itself)."""
+def _finds_records_of(intents: set[str], identifier: str) -> bool:
+    """Whether one of ``intents`` finds a subject's records of the kind ``identifier``'s prefix names
+    ("TCK" read as 'ticket', "INV" as 'invoice', "TICKET" as itself). A topical intent finds none: a
+    refund's check and the policies searched by topic hold no "REFUND-123"."""
     prefix = identifier.split("-")[0].lower()
     read_as = SHORTHAND.get(prefix, prefix)
-    return any(read_as in intent_named(name).words for name in reading.intents)
+    return any(read_as in intent.words and not intent.topical for intent in map(intent_named, intents))
 
 
 def _looked_for_among(identifier: str) -> str:
