@@ -284,6 +284,7 @@ def test_a_ticket_id_with_its_customer_named_searches_that_customers_tickets(que
         ("XYZ-123 - jane.doe@example.com's, what is it?", "XYZ-123"),
         ("REFUND-123 for CUST-00042", "REFUND-123"),
         ("what about POLICY-777 on ORD-10023?", "POLICY-777"),
+        ("CUSTOMER-777 for ORD-10023", "CUSTOMER-777"),
     ],
 )
 def test_an_id_of_no_kind_of_record_asked_is_listed_even_with_a_customer_named(
@@ -345,6 +346,28 @@ def test_ids_joined_by_a_slash_are_read_as_ids_joined_by_and(query: str, ids: li
         )
 
     assert plan_or_refusal("/".join(ids)) == plan_or_refusal(" and ".join(ids))
+
+
+def test_an_id_with_a_longer_prefix_is_an_id() -> None:
+    """ "INVOICE-40008" is as much an id as "INV-40008": looked for among the invoices of the customer named."""
+    plan = plan_query("INVOICE-40008 for CUST-00042")
+    assert "list_invoices" in {task.tool for task in plan.tasks.values()} and not plan.unplanned
+    assert any("INVOICE-40008" in note and "looked for among" in note for note in plan.notes), plan.notes
+
+
+def test_a_month_and_its_year_joined_by_a_hyphen_is_a_date() -> None:
+    """ "since Mar-2024" is "since Mar 2024", not "since Mar" of this year and an id "MAR-2024"."""
+    joined, apart = (plan_query(f"orders of CUST-00042 since {when}") for when in ("Mar-2024", "Mar 2024"))
+    assert joined.tasks["orders"].arguments == apart.tasks["orders"].arguments
+    assert joined.tasks["orders"].arguments["placed_after"] == "2024-03-01"
+    assert not joined.unplanned, joined.unplanned
+
+
+@pytest.mark.parametrize("query", ["orders of CUST-00042 since mid-2024", "pre-2020 orders of CUST-00042"])
+def test_a_year_with_a_word_before_it_is_no_id(query: str) -> None:
+    """ "mid-2024" is no id of a kind nothing looks up; the word the planner does not read is listed."""
+    listed = [item.what for item in plan_query(query).unplanned]
+    assert listed and not any("2024" in what or "2020" in what for what in listed), listed
 
 
 def test_amounts_and_counts_in_words() -> None:

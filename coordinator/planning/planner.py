@@ -988,7 +988,7 @@ def _without_unknown_ids(reading: Reading, intents: set[str]) -> tuple[list[str]
     the plan finds ("INV-40008, cust 42's" among her invoices): an id whose prefix reads as a kind of
     record one of ``intents`` (those planned) finds, with a customer or an order named whose records
     of that kind hold it. An id of no kind planned ("XYZ-123") is listed, subject or not."""
-    unknown = unknown_ids(reading.query)
+    unknown = unknown_ids(reading.query, (*reading.mentions, *reading.context, *reading.excluded))
     words = [word for word in reading.topic if word not in {i.split("-")[0].lower() for i in unknown}]
     subject_named = _names_a_subject(reading)
     among = [i for i in unknown if subject_named and _finds_records_of(intents, i)]

@@ -300,8 +300,11 @@ _LINKS = re.compile(
 )
 
 
-# An id, not a file named like one ("TCK-20051.md").
-_ID_SHAPE = re.compile(r"\b([A-Za-z]{2,6})-(\d{3,})\b(?!\.\w)")
+# An id ("TCK-20051", "CUSTOMER-777"), not a file named like one ("TCK-20051.md"), nor a part of a
+# year ("mid-2024", "pre-2020"; "Mar-2024" is read as a date before ids are looked for).
+_ID_SHAPE = re.compile(
+    r"\b(?!(?:mid|early|late|pre|post|end)-(?:19|20)\d\d\b)([A-Za-z]{2,10})-(\d{3,})\b(?!\.\w)", re.I
+)
 _KNOWN_PREFIXES = {ORDER_ID.prefix, CUSTOMER_ID.prefix, SKU.prefix, ARTICLE_ID.prefix}
 # A word with a slash in it: a path ("/tmp/pytest-917/notes.md", "docs/TCK-20051.md": folders and
 # files), unless it is ids alone, joined by slashes ("TCK-20051/INV-40008": a list).
@@ -310,16 +313,25 @@ _SLASH = re.compile(r"[/\\]")
 _AROUND_A_WORD = "\"'()[]{}<>.,;:!?"
 
 
-def unknown_ids(text: str) -> list[str]:
-    """The ids in ``text`` of a kind no built-in tool takes ("TCK-20051", "INV-40008"), upper case, once each."""
-    found = (match.group(0).upper() for match in _ID_SHAPE.finditer(_SLASHED.sub(_unless_ids_alone, text)))
+def unknown_ids(text: str, read: Iterable[Mention] = ()) -> list[str]:
+    """The ids in ``text`` of a kind no built-in tool takes ("TCK-20051", "INV-40008"), upper case, once
+    each; none where ``text`` was ``read`` as something else (the date "Mar-2024")."""
+    text = _SLASHED.sub(_unless_ids_alone, text)  # a path blanked, every offset kept
+    for mention in read:
+        end = mention.start + len(mention.text)
+        text = text[: mention.start] + " " * len(mention.text) + text[end:]
+    found = (match.group(0).upper() for match in _ID_SHAPE.finditer(text))
     return list(dict.fromkeys(i for i in found if i.split("-")[0] not in _KNOWN_PREFIXES))
 
 
 def _unless_ids_alone(slashed: re.Match[str]) -> str:
-    """The word as it is where every part between its slashes is an id; a blank for a path."""
-    parts = _SLASH.split(slashed.group(0).strip(_AROUND_A_WORD))
-    return slashed.group(0) if all(_ID_SHAPE.fullmatch(part) for part in parts) else " "
+    """The word as it is where every part between its slashes is an id; blanks for a path."""
+    word = slashed.group(0)
+    return (
+        word
+        if all(_ID_SHAPE.fullmatch(part) for part in _SLASH.split(word.strip(_AROUND_A_WORD)))
+        else " " * len(word)
+    )
 
 
 def _links(match: re.Match[str]) -> int:
@@ -350,7 +362,7 @@ _WHEN = (
     r"\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}/\d{2,4}"
     rf"|{_DAY}\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?"
     rf"|{_MONTH}\s+{_DAY}(?:,?\s+\d{{4}})?(?!\d)"
-    rf"|{_MONTH}\s+\d{{4}}"
+    rf"|{_MONTH}(?:\s+|-)\d{{4}}"  # "March 2024", "Mar-2024"
     r"|(?:last|this|previous)\s+(?:week|month|year)"
     rf"|(?:the\s+)?(?:last|past|previous)\s+{COUNT}\s+{_UNIT}"
     r"|(?:the\s+)?past\s+(?:week|month|year)|(?:the\s+)?(?:past|last)\s+fortnight"
@@ -459,7 +471,7 @@ def _date_parser() -> Any:
 
 def _period(phrase: str) -> tuple[date, date]:
     """The first and last day a date phrase covers, relative to the world's calendar."""
-    text = " ".join(phrase.lower().split())
+    text = re.sub(r"(?<=[a-z.])-(?=\d{4}$)", " ", " ".join(phrase.lower().split()))  # "mar-2024"
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
         try:
             day = date.fromisoformat(text)
