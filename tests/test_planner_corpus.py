@@ -284,7 +284,7 @@ def test_a_ticket_id_with_its_customer_named_searches_that_customers_tickets(que
         ("XYZ-123 - jane.doe@example.com's, what is it?", "XYZ-123"),
         ("REFUND-123 for CUST-00042", "REFUND-123"),
         ("what about POLICY-777 on ORD-10023?", "POLICY-777"),
-        ("CUSTOMER-777 for ORD-10023", "CUSTOMER-777"),
+        ("CAMPAIGN-777 for ORD-10023", "CAMPAIGN-777"),
     ],
 )
 def test_an_id_of_no_kind_of_record_asked_is_listed_even_with_a_customer_named(
@@ -353,6 +353,17 @@ def test_an_id_with_a_longer_prefix_is_an_id() -> None:
     plan = plan_query("INVOICE-40008 for CUST-00042")
     assert "list_invoices" in {task.tool for task in plan.tasks.values()} and not plan.unplanned
     assert any("INVOICE-40008" in note and "looked for among" in note for note in plan.notes), plan.notes
+
+
+@pytest.mark.parametrize(
+    ("written", "spelled"),
+    [("ORDER-10023", "ORD-10023"), ("CUSTOMER-00042", "CUST-00042"), ("Order-10023", "order 10023")],
+)
+def test_a_record_noun_and_its_number_joined_by_a_hyphen_is_that_id(written: str, spelled: str) -> None:
+    """ "ORDER-10023" is order 10023 and "CUSTOMER-00042" customer 42, as "order 10023" and "customer
+    #42" are: looked up, not listed as an id of a kind no tool takes."""
+    joined, apart = (plan_query(f"tickets of {identifier}") for identifier in (written, spelled))
+    assert joined.tasks == apart.tasks and not joined.unplanned, joined.unplanned
 
 
 def test_a_month_and_its_year_joined_by_a_hyphen_is_a_date() -> None:

@@ -276,11 +276,11 @@ _SKU = re.compile(rf"\b{SKU.spelled}\b", re.I)
 
 def _in_a_sentence(identifier: NumberedId, number: str) -> tuple[re.Pattern[str], ...]:
     """An id as written in a sentence: spelled, perhaps after its noun ("CUST-42", "customer id
-    cust #42"), or its noun and ``number`` alone ("customer #42", "order no. 10023")."""
+    cust #42"), or its noun and ``number`` alone ("customer #42", "order no. 10023", "ORDER-10023")."""
     noun = f"(?:{'|'.join(identifier.nouns)})"
     return (
         re.compile(rf"\b(?:{noun}\s+(?:id\s+)?)?{identifier.spelled_with('#?')}\b", re.I),
-        re.compile(rf"\b{noun}\s*(?:id\s*)?(?:#|no\.?\s*|number\s+)?{number}\b", re.I),
+        re.compile(rf"\b{noun}(?:\s*|-)(?:id\s*)?(?:#|no\.?\s*|number\s+)?{number}\b", re.I),
     )
 
 
