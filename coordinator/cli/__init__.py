@@ -25,8 +25,11 @@ if start_sources_early(sys.argv):
     collector.hold_off()
 
 # isort: split
-# After the head start on purpose; importing each command module registers its commands.
-from coordinator.cli import ask, batch, chaos, compare, plan, replay, sources, sources_registry, task, traces  # noqa: F401
+# After the head start on purpose; importing a command module registers its commands: the command
+# the command line names, alone, or every one (``coordinator.cli.command_modules``).
+from coordinator.cli.command_modules import load_commands
 from coordinator.cli.common import app
+
+load_commands(sys.argv)
 
 __all__ = ["STARTED_AT", "app"]

@@ -1,8 +1,9 @@
 """What every `research` command shares: the command groups, exit statuses, the shared options.
 
-Start-up time: every command module is imported for any command, `--help` and usage errors
-included, so the modules load at their top only typer, rich, anyio, the standard library and the
-command line's shared modules (this one, ``coordinator.cli.params``). What a command needs to do
+Start-up time: every command module is imported for `research --help` and whenever the command
+line names no command for certain (a named command loads only its own, ``coordinator.cli.command_modules``),
+so the modules load at their top only typer, rich, anyio, the standard library and the command
+line's shared modules (this one, ``coordinator.cli.params``). What a command needs to do
 its work (mcp, the anthropic SDK, the sources, the planner, the fleet) is declared there too, but
 deferred (``sources.deferred``): it loads when the command first uses it, after its arguments are checked.
 """

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from coordinator.cli.command_modules import named_command
 from sources.deferred import deferred
 
 if TYPE_CHECKING:
@@ -50,12 +51,12 @@ def _preparing_a_forked_child() -> bool:
 def asks_over_stdio(argv: Sequence[str]) -> bool:
     """Whether ``argv`` reads as `research ask QUESTION` on spawned sources: the `ask` command with a
     question (a non-empty argument, or ``-`` for stdin), neither its help nor the running fleet."""
-    arguments = list(argv[1:])
-    if arguments[:1] != ["ask"] or any(a in ("--help", "-h") for a in arguments):
+    named = named_command(argv)
+    if named is None or named.name != "ask" or any(a in ("--help", "-h") for a in named.arguments):
         return False
-    if any(a in _OVER_HTTP for a in _pairs(arguments)):
+    if any(a in _OVER_HTTP for a in _pairs(named.arguments)):
         return False
-    return any(a == "-" or (a.strip() and not a.startswith("-")) for a in arguments[1:])
+    return any(a == "-" or (a.strip() and not a.startswith("-")) for a in named.arguments)
 
 
 def _pairs(arguments: list[str]) -> list[str]:
