@@ -7,6 +7,7 @@ did not read its code: phrasings support agents type, each with every call it mu
 from __future__ import annotations
 
 import functools
+import itertools
 import random
 import re
 from typing import Any
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from num2words import num2words
 
 from coordinator.llm import ClaudeSettings, claude_plan
+from coordinator.planning.lexicon import ID_KIND_WORDS, SHORTHAND
 from coordinator.planning.plan import Plan, Ref
 from coordinator.planning.planner import plan_query
 from coordinator.planning.reading import QueryError, read_query
@@ -364,6 +366,35 @@ def test_a_record_noun_and_its_number_joined_by_a_hyphen_is_that_id(written: str
     #42" are: looked up, not listed as an id of a kind no tool takes."""
     joined, apart = (plan_query(f"tickets of {identifier}") for identifier in (written, spelled))
     assert joined.tasks == apart.tasks and not joined.unplanned, joined.unplanned
+
+
+# Every way an id's prefix may name a kind of record: the words, and the shorthand read as one.
+_ID_KINDS = sorted({*ID_KIND_WORDS, *(short for short, word in SHORTHAND.items() if word in ID_KIND_WORDS)})
+
+
+@pytest.mark.parametrize("kind", _ID_KINDS)
+def test_an_id_with_a_short_number_after_a_kind_of_record_is_an_id(kind: str) -> None:
+    """ "REFUND-77", "TCK-12", "case-5": an id however short its number, looked for among the records
+    found or listed, never read as its word alone and the number dropped (a question about REFUND-77
+    once came back complete, REFUND-77 never mentioned)."""
+    shapes = ["{id} on order-10023, £20", "what about {id} for CUST-00042?", "{id} - jane.doe@example.com"]
+    for number, spelled, shape in itertools.product(("7", "77"), (str.upper, str.lower, str.title), shapes):
+        identifier = f"{spelled(kind)}-{number}"
+        plan = plan_query(shape.format(id=identifier))
+        said = [item.what for item in plan.unplanned] + [
+            note for note in plan.notes if "looked for among" in note
+        ]
+        assert any(identifier.upper() in line for line in said), (identifier, plan.unplanned, plan.notes)
+
+
+@pytest.mark.parametrize(
+    "word", ["COVID-19", "covid-19", "top-10", "Windows-11", "GPT-4", "MP-3", "iPhone-15"]
+)
+def test_a_short_number_after_any_other_word_is_no_id(word: str) -> None:
+    """ "COVID-19" and "top-10" name no record: nothing is listed or looked for as an id for them."""
+    plan = plan_query(f"{word} and the orders of CUST-00042")
+    said = " ".join([*(item.what for item in plan.unplanned), *plan.notes]).upper()
+    assert word.upper() not in said, (plan.unplanned, plan.notes)
 
 
 def test_a_month_and_its_year_joined_by_a_hyphen_is_a_date() -> None:

@@ -546,6 +546,15 @@ ABOUT_WORDS = frozenset({"about", "re", "regarding", "concerning", "touching", "
 
 # What may stand between a negation and what it leaves out ("not about order ORD-10134", "except for").
 RECORD_NOUNS = frozenset({"order", "orders", "customer", "customers", "account", "email", "sku", "article"})
+# The kinds of record an id's prefix may name, read through SHORTHAND ("TCK-12" is a ticket's): after
+# one of these a number of one or two digits makes an id too ("REFUND-77", "case-5"), where after
+# any other word it does not ("COVID-19", "top-10", "Windows-11"). Orders, customers, products and
+# articles are not here: their own readers say which of their numbers are ids. Each is at most ten
+# letters, an id's longest prefix (``reading._ID_SHAPE``).
+ID_KIND_WORDS = words_of(
+    "ticket case incident complaint claim request invoice bill payment charge refund credit return rma "
+    "shipment delivery"
+)
 # The words for one order ("my order", "the shipment"): with an order named, that order is meant.
 ONE_ORDER = frozenset({"order", "purchase", "shipment"})
 # "Who placed ORD-10412, and what else have they ordered?", "any other open tickets that customer has",

@@ -47,6 +47,7 @@ from coordinator.planning.lexicon import (
     COURTESY_WORDS,
     FULL_AMOUNT_PHRASES,
     GENERIC_WORDS,
+    ID_KIND_WORDS,
     LIGHT_WORDS,
     LINK_UNITS,
     NEGATION_WORDS,
@@ -300,10 +301,12 @@ _LINKS = re.compile(
 )
 
 
-# An id ("TCK-20051", "CUSTOMER-777"), not a file named like one ("TCK-20051.md"), nor a part of a
-# year ("mid-2024", "pre-2020"; "Mar-2024" is read as a date before ids are looked for).
+# An id ("TCK-20051", "CUSTOMER-777", "REFUND-77": ``_is_an_id``), not a file named like one
+# ("TCK-20051.md"), nor a part of a year ("mid-2024", "pre-2020"; "Mar-2024" is read as a date before
+# ids are looked for).
 _ID_SHAPE = re.compile(
-    r"\b(?!(?:mid|early|late|pre|post|end)-(?:19|20)\d\d\b)([A-Za-z]{2,10})-(\d{3,})\b(?!\.\w)", re.I
+    r"\b(?!(?:mid|early|late|pre|post|end)-(?:19|20)\d\d\b)(?P<prefix>[A-Za-z]{2,10})-(?P<number>\d+)\b(?!\.\w)",
+    re.I,
 )
 _KNOWN_PREFIXES = {ORDER_ID.prefix, CUSTOMER_ID.prefix, SKU.prefix, ARTICLE_ID.prefix}
 # A word with a slash in it: a path ("/tmp/pytest-917/notes.md", "docs/TCK-20051.md": folders and
@@ -320,18 +323,24 @@ def unknown_ids(text: str, read: Iterable[Mention] = ()) -> list[str]:
     for mention in read:
         end = mention.start + len(mention.text)
         text = text[: mention.start] + " " * len(mention.text) + text[end:]
-    found = (match.group(0).upper() for match in _ID_SHAPE.finditer(text))
+    found = (match.group(0).upper() for match in _ID_SHAPE.finditer(text) if _is_an_id(match))
     return list(dict.fromkeys(i for i in found if i.split("-")[0] not in _KNOWN_PREFIXES))
+
+
+def _is_an_id(match: re.Match[str] | None) -> bool:
+    """Whether an id's shape is an id: a number of three digits or more ("TCK-20051"), or a shorter one
+    after a kind of record ("REFUND-77", "TCK-12"); "COVID-19" and "top-10" are none."""
+    if match is None:
+        return False
+    prefix = match["prefix"].lower()
+    return len(match["number"]) >= 3 or SHORTHAND.get(prefix, prefix) in ID_KIND_WORDS
 
 
 def _unless_ids_alone(slashed: re.Match[str]) -> str:
     """The word as it is where every part between its slashes is an id; blanks for a path."""
     word = slashed.group(0)
-    return (
-        word
-        if all(_ID_SHAPE.fullmatch(part) for part in _SLASH.split(word.strip(_AROUND_A_WORD)))
-        else " " * len(word)
-    )
+    parts = _SLASH.split(word.strip(_AROUND_A_WORD))
+    return word if all(_is_an_id(_ID_SHAPE.fullmatch(part)) for part in parts) else " " * len(word)
 
 
 def _links(match: re.Match[str]) -> int:
