@@ -184,3 +184,42 @@ def test_importing_a_package_runs_none_of_its_modules(package: str) -> None:
         print(json.dumps(sorted(name for name in sys.modules if name.startswith("{package}."))))
     """)
     assert imported == []
+
+
+@pytest.mark.parametrize(("given", "in_effect"), [(None, "__all__"), ("", ""), ("logfire", "logfire")])
+def test_the_command_line_looks_for_no_pydantic_plugin_unless_told_to(
+    given: str | None, in_effect: str
+) -> None:
+    """pydantic reads every installed distribution's entry points for its plugins as it builds its first
+    model (35 to 50 ms): the command line, and the sources' fork server after it, skip that unless
+    PYDANTIC_DISABLE_PLUGINS says otherwise ("" looks for every plugin)."""
+    environment = {name: value for name, value in os.environ.items() if name != "PYDANTIC_DISABLE_PLUGINS"}
+    if given is not None:
+        environment["PYDANTIC_DISABLE_PLUGINS"] = given
+    code = """
+        import json, os, sys
+        sys.argv = ["research", "plan", "orders of CUST-00042"]
+        import coordinator.cli
+        import pydantic
+        from pydantic.plugin import _loader
+        from sources.processes import forked
+
+        class Built(pydantic.BaseModel):
+            count: int = 0
+
+        print(json.dumps({
+            "in_effect": os.environ.get("PYDANTIC_DISABLE_PLUGINS"),
+            "looked": _loader._plugins is not None,
+            "fork_server_inherits": forked._inherited().get("PYDANTIC_DISABLE_PLUGINS"),
+        }))
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=environment, cwd=PROJECT_ROOT,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {
+        "in_effect": in_effect,
+        "looked": in_effect != "__all__",
+        "fork_server_inherits": in_effect,
+    }

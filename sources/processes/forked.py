@@ -74,6 +74,7 @@ _PRELOAD = [
     "setproctitle",
     "sources.environment",
     "sources.security.keys",
+    "jwt",  # deferred by sources.security.auth, which a call with a credential verifies with
     "sources.processes.lifeline",
     "sources.processes.serve",
     *(f"sources.{source}" for source in SOURCES),
@@ -84,7 +85,8 @@ _PRELOAD = [
 _OWN_PREFIXES = ("RESEARCH_", "OTEL_")
 
 # What the fork server inherits of the coordinator's environment: what the mcp SDK passes a spawned
-# stdio server (DEFAULT_INHERITED_ENV_VARS), the locale, and what Python itself reads.
+# stdio server (DEFAULT_INHERITED_ENV_VARS), the locale, what Python itself reads, and whether
+# pydantic loads plugins.
 _INHERITED = (
     "HOME",
     "LOGNAME",
@@ -97,6 +99,7 @@ _INHERITED = (
     "LC_CTYPE",
     "TZ",
     "TMPDIR",
+    "PYDANTIC_DISABLE_PLUGINS",  # whether pydantic looks for plugins (``coordinator.cli`` says)
 )
 _INHERITED_PREFIXES = ("PYTHON",)
 

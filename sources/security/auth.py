@@ -47,15 +47,23 @@ import time
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from sources.contract import ErrorCategory, ToolError, ToolFailure
+from sources.deferred import deferred
 from sources.tool_failure import to_call_tool_result
+
+# PyJWT brings cryptography's X.509 along (25 to 30 ms to import): loaded when a credential is first
+# issued or verified, not by a coordinator whose run asks for none. The fork server preloads it for
+# its sources (``sources.processes.forked``).
+if TYPE_CHECKING:
+    import jwt
+else:
+    jwt = deferred("jwt")
 
 __all__ = [
     "ANONYMOUS",
