@@ -216,7 +216,7 @@ def _grown(
     )
     grown = Plan.of(
         plan.query, [*plan.tasks.values(), *kept], _still_unplanned(plan, kept, catalog), plan.notes,
-        offered=catalog.plannable, spans=plan.spans, rounds=plan.rounds + 1,
+        offered=catalog.plannable, spans=plan.spans, rounds=plan.rounds + 1, looked_for=plan.looked_for,
     )  # fmt: skip
     return LeadRound(grown, grew=True)
 

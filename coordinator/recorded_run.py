@@ -85,6 +85,7 @@ class RecordedRun(_Kept):
     approvals: list[tuple[str, str]] = Field(default_factory=list)  # (TOOL or TOOL:ID, given by)
     tasks: list[KeptTask]
     unplanned: list[dict[str, str]] = Field(default_factory=list)
+    looked_for: list[str] = Field(default_factory=list)  # the plan's ids looked for among the records found
     attempts: list[Attempt]
     outcomes: list[KeptOutcome]
 
@@ -106,7 +107,7 @@ class RecordedRun(_Kept):
         for task in tasks:
             offered.setdefault(task.source, set()).add(task.tool)
         unplanned = tuple(Unplanned(u["what"], u["why"], u["next_step"]) for u in self.unplanned)
-        return Plan.of(self.query, tasks, unplanned, offered=offered)
+        return Plan.of(self.query, tasks, unplanned, offered=offered, looked_for=tuple(self.looked_for))
 
 
 def _kept(value: Any) -> Any:
@@ -162,6 +163,7 @@ def save_recording(
             for task in plan.order()
         ],
         unplanned=[{"what": u.what, "why": u.why, "next_step": u.next_step} for u in plan.unplanned],
+        looked_for=list(plan.looked_for),
         attempts=attempts,
         outcomes=[KeptOutcome(id=t.id, state=t.state, decisions=t.decisions) for t in report.tasks],
     )

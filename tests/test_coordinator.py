@@ -304,3 +304,23 @@ async def test_a_permission_gap_names_the_grant_that_allows_it(settings: SourceS
         async with Coordinator(config, targets=in_memory(settings), clock=FakeClock()) as coordinator:
             granted = await coordinator.research(query, seed=1)
     assert granted.status == "complete" and granted.gaps == []
+
+
+async def test_an_id_looked_for_among_the_records_found_is_listed_when_not_among_them(
+    settings: SourceSettings,
+) -> None:
+    """No tool looks a ticket up by its id: one named beside its customer is looked for among the
+    customer's tickets. Found there, the answer is complete and leads with it; not there (a wrong id,
+    a short one), it is listed as not researched, never left to a note that says where it was looked
+    for."""
+    listed = await ask(settings, "tickets of CUST-00042")
+    held = next(f.record_id for f in listed.findings if f.record_id.startswith("TCK-"))
+    found = await ask(settings, f"what about {held} for CUST-00042?")
+    assert found.status == "complete" and not found.unplanned, found.unplanned
+    assert any(line.split(": ", 1)[-1].startswith(held) for line in found.answer.splitlines()), found.answer
+    for absent in ("TCK-99999", "TCK-12"):
+        report = await ask(settings, f"what about {absent} for CUST-00042?")
+        assert absent not in {f.record_id for f in report.findings}
+        (item,) = [u for u in report.unplanned if u.what == absent]
+        assert "not among the records found" in item.why and report.status == "partial"
+        assert any(absent in line for line in report.answer.splitlines()), report.answer

@@ -217,6 +217,9 @@ class Plan:
     rounds: int = 1  # how many rounds planned it: each later one added tasks that follow findings
     # The intent rules that fired (coordinator.planning.rules.RULES), by name: the deterministic planner's.
     rules: tuple[str, ...] = ()
+    # Ids no tool looks up by their id ("TCK-20051"), looked for among the records the tasks find
+    # instead; the report lists one not among them (``coordinator.reporting.synthesize``).
+    looked_for: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -231,6 +234,7 @@ class Plan:
         follow_ups: tuple[FollowUp, ...] = (),
         rounds: int = 1,
         rules: tuple[str, ...] = (),
+        looked_for: tuple[str, ...] = (),
     ) -> Plan:
         """Build and check a plan; a plan that must not run raises ``PlanError``.
 
@@ -268,7 +272,7 @@ class Plan:
                 raise PlanError(f"a follow-up waits for {follow_up.after!r}, which is not in the plan")
         return cls(
             query=query, tasks=by_id, unplanned=unplanned, notes=notes, spans=spans,
-            follow_ups=follow_ups, rounds=rounds, rules=rules,
+            follow_ups=follow_ups, rounds=rounds, rules=rules, looked_for=looked_for,
         )  # fmt: skip
 
     def order(self) -> list[PlannedTask]:
@@ -347,6 +351,7 @@ class Plan:
             **({"follow_ups": [f.describe() for f in self.follow_ups]} if self.follow_ups else {}),
             **({"rounds": self.rounds} if self.rounds > 1 else {}),
             **({"rules": list(self.rules)} if self.rules else {}),
+            **({"looked_for": list(self.looked_for)} if self.looked_for else {}),
         }
 
 

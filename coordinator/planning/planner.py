@@ -473,7 +473,7 @@ class _Planner:
             reading.query, tasks, tuple(self.unplanned),
             _notes(reading) + tuple(_looked_for_among(i) for i in self.looked_for_among),
             offered=self.catalog.plannable,
-            spans=tuple(spans), follow_ups=follow_ups, rules=self.rules,
+            spans=tuple(spans), follow_ups=follow_ups, rules=self.rules, looked_for=tuple(self.looked_for_among),
         )  # fmt: skip
 
     def _unaccounted_now(self, tasks: list[PlannedTask], follow_ups: tuple[FollowUp, ...]) -> list[Unplanned]:
@@ -836,6 +836,7 @@ def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:
         (*plan.unplanned, *missing),
         plan.notes,
         offered=catalog.plannable,
+        looked_for=plan.looked_for,
     )
 
 

@@ -286,7 +286,7 @@ def next_round(
         offered.setdefault(task.source, set()).add(task.tool)
     return Plan.of(
         plan.query, tasks, tuple(unplanned), plan.notes, offered=offered, spans=plan.spans, rules=plan.rules,
-        follow_ups=tuple(later), rounds=plan.rounds + 1,
+        follow_ups=tuple(later), rounds=plan.rounds + 1, looked_for=plan.looked_for,
     )  # fmt: skip
 
 

@@ -118,6 +118,21 @@ def _brief(
     return "\n".join(lines)
 
 
+def _not_found(plan: Plan, findings: list[Finding]) -> list[NotResearched]:
+    """Each id the plan looked for among the records found (no tool looks it up by its id) that is not
+    among them: listed, never left to a note that says where it was looked for."""
+    found = {finding.record_id.upper() for finding in findings}
+    return [
+        NotResearched(
+            what=identifier,
+            why=f"no tool looks {identifier} up by its id, and it is not among the records found",
+            next_step="check the id, or say which records hold it, e.g. 'the tickets of CUST-00042'",
+        )
+        for identifier in plan.looked_for
+        if identifier.upper() not in found
+    ]
+
+
 def _shown(value: Any) -> Any:
     return str(value) if isinstance(value, Ref) else value
 
@@ -128,15 +143,17 @@ def synthesize(
     """The report of a plan's run: complete only when every task answered and nothing was left unplanned."""
     ordered = list(outcomes.values())
     found = {outcome.task.id: _findings(outcome) for outcome in ordered}
+    findings = [finding for task_findings in found.values() for finding in task_findings]
     gaps = [gap for gap in map(_gap, ordered) if gap is not None]
     escalations = [outcome.escalation for outcome in ordered if outcome.escalation is not None]
     unplanned = [NotResearched(what=u.what, why=u.why, next_step=u.next_step) for u in plan.unplanned]
+    unplanned += _not_found(plan, findings)
     return ResearchReport(
         query=plan.query,
         trace_id=trace_id,
         status="partial" if gaps or unplanned else "complete",
         answer=_brief(plan.query, ordered, found, gaps, unplanned),
-        findings=[finding for task_findings in found.values() for finding in task_findings],
+        findings=findings,
         unplanned=unplanned,
         notes=list(plan.notes),
         tasks=[
