@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from coordinator.lead_conversation import Conversation, TaskInput, Unanswered, bounded, repaired_once
-from coordinator.planning.plan import Plan, PlanError, PlannedTask, Unplanned
+from coordinator.planning.plan import Plan, PlanError, PlannedTask
 from coordinator.planning.planner import account_for
 from coordinator.planning.rounds import MAX_ROUNDS
 from coordinator.planning.tools import Catalog
@@ -214,24 +214,25 @@ def _grown(
     summary.steps.append(
         PlanningStep(action="round", reason=f"round {plan.rounds + 1}: {len(kept)} tasks from {model}")
     )
-    grown = Plan.of(
-        plan.query, [*plan.tasks.values(), *kept], _still_unplanned(plan, kept, catalog), plan.notes,
-        offered=catalog.plannable, spans=plan.spans, rounds=plan.rounds + 1, looked_for=plan.looked_for,
-    )  # fmt: skip
-    return LeadRound(grown, grew=True)
+    return LeadRound(_with_tasks(plan, kept, catalog), grew=True)
 
 
-def _still_unplanned(plan: Plan, kept: list[PlannedTask], catalog: Catalog) -> tuple[Unplanned, ...]:
-    """What the plan listed as not researched, less what the lead's tasks now research: the query's
-    accounting (``account_for``) with and without them, so an item the model itself listed stays."""
+def _with_tasks(plan: Plan, kept: list[PlannedTask], catalog: Catalog) -> Plan:
+    """The plan with the lead's tasks: what it listed as not researched, less what they now research
+    (the query's accounting, ``account_for``, with and without them, so an item the model itself listed
+    stays), and the ids they look for among the records they find."""
     tasks = list(plan.tasks.values())
-
-    def unaccounted(among: list[PlannedTask]) -> set[str]:
-        checked = account_for(Plan.of(plan.query, among, offered=catalog.plannable), catalog)
-        return {item.what for item in checked.unplanned}
-
-    placed = unaccounted(tasks) - unaccounted([*tasks, *kept])
-    return tuple(item for item in plan.unplanned if item.what not in placed)
+    before = account_for(Plan.of(plan.query, tasks, offered=catalog.plannable), catalog)
+    after = account_for(Plan.of(plan.query, [*tasks, *kept], offered=catalog.plannable), catalog)
+    placed = {item.what for item in before.unplanned} - {item.what for item in after.unplanned}
+    return plan.rebuilt(
+        [*tasks, *kept],
+        tuple(item for item in plan.unplanned if item.what not in placed),
+        offered=catalog.plannable,
+        rounds=plan.rounds + 1,
+        notes=(*plan.notes, *(note for note in after.notes if note not in plan.notes)),
+        looked_for=(*plan.looked_for, *(i for i in after.looked_for if i not in plan.looked_for)),
+    )
 
 
 def _refusal(task: PlannedTask, bounds: _Bounds, kept: int) -> str | None:

@@ -19,6 +19,7 @@ from sources.catalogue import input_schemas
 from sources.settings import SourceSettings
 from sources.world import world_path
 from tests.conftest import PROJECT_ROOT, RESEARCH_INTERRUPTIBLE
+from tests.fresh_process import in_a_fresh_process
 
 pytestmark = pytest.mark.subprocess
 
@@ -565,17 +566,6 @@ def test_ask_a_partly_understood_question_is_partial_and_says_what_to_do(setting
     assert done.returncode == 3, done.stderr
     assert "not researched: a refund on ORD-10031" in done.stdout and "say how much" in done.stdout
     assert "Did you mean jane.doe@example.com?" in done.stdout
-
-
-def in_a_fresh_process(code: str) -> Any:
-    """Run ``code`` in a new interpreter (nothing imported yet) and return the JSON it prints last."""
-    environment = {name: value for name, value in os.environ.items() if name != "ANTHROPIC_API_KEY"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=environment, cwd=PROJECT_ROOT, capture_output=True, text=True,
-        timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 HEAVY = ("anthropic", "mcp")  # what a command loads only when it does its work (tests/test_start_up.py)

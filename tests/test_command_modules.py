@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.cli.command_modules import COMMAND_MODULES, NamedCommand, named_command
-from tests.test_start_up import in_a_fresh_process
+from tests.fresh_process import in_a_fresh_process
 
 # The click tree typer builds from ``coordinator.cli.app``: each command's path, its parameters'
 # names, and its help, walked in a fresh process that set ``sys.argv`` before importing the app (and,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from coordinator.planning.english import NOT_IN_THE_LIST, in_the_list, is_english
 from coordinator.planning.lexicon import STOPWORDS
+from tests.fresh_process import in_a_fresh_process
 from tests.test_head_start import STORY
-from tests.test_start_up import in_a_fresh_process
 
 
 def test_the_function_words_the_list_lacks_are_named() -> None:

@@ -11,8 +11,8 @@ import pytest
 from sources.settings import SourceSettings
 from tests import collector_after_fork
 from tests.conftest import PROJECT_ROOT, child_environment
+from tests.fresh_process import in_a_fresh_process
 from tests.imports_after_fork import REPORT_PREFIX
-from tests.test_start_up import in_a_fresh_process
 
 pytestmark = pytest.mark.subprocess
 

@@ -13,7 +13,7 @@ import pytest
 from coordinator.cli.head_start import asks_over_stdio
 from sources.settings import SourceSettings
 from tests.conftest import private_settings
-from tests.test_start_up import in_a_fresh_process
+from tests.fresh_process import in_a_fresh_process
 
 STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
 

@@ -148,6 +148,46 @@ async def test_the_report_of_a_claude_plan_has_the_same_gaps_as_the_deterministi
     assert json.loads(deterministic.to_json())["planning"]["planner"] == "deterministic"
 
 
+async def test_an_id_no_tool_looks_up_is_held_to_the_planners_rule_in_a_plan_claude_makes(
+    fake_api: Any, settings: SourceSettings
+) -> None:
+    """ "what about TCK-... for CUST-00042?": no tool looks a ticket up by its id. A plan Claude makes
+    that only looks her up lists the id as not researched; one that searches her tickets looks for it
+    among them, and the report lists it when it is not there. Her own ticket's id, found there, leaves
+    the report complete. (Claude's plans dropped such an id silently: complete, never mentioned.)"""
+    lookup = {
+        "id": "customer",
+        "source": "customers",
+        "tool": "customer_lookup",
+        "arguments": {"identifier": "CUST-00042"},
+    }
+    tickets = {"id": "tickets", "source": "tickets", "tool": "search_tickets", "arguments": {"customer_id": "CUST-00042"}}  # fmt: skip
+
+    async def research(query: str, *tasks: dict[str, Any]) -> Any:
+        api = fake_api(tool_use({"tasks": list(tasks)}))
+        with anyio.fail_after(30):
+            plan, summary = await claude_plan(query, settings_for(api))
+        servers = {name: module.create_server(settings) for name, module in MODULES.items()}
+        targets = {name: (lambda s=server: s) for name, server in servers.items()}
+        with anyio.fail_after(60):
+            async with Coordinator(Config(settings), targets=targets, clock=FakeClock()) as coordinator:
+                return await coordinator.research(query, seed=1, plan=plan, planning=summary)
+
+    listed = await research("tickets of CUST-00042", tickets)
+    held = next(f.record_id for f in listed.findings if f.record_id.startswith("TCK-"))
+    found = await research(f"what about {held} for CUST-00042?", lookup, tickets)
+    assert found.status == "complete" and not found.unplanned, found.unplanned
+    for absent in ("TCK-99999", "TCK-12"):
+        query = f"what about {absent} for CUST-00042?"
+        only_her = await research(query, lookup)
+        (item,) = [u for u in only_her.unplanned if u.what == absent]
+        assert "no tool looks a record up by an id of this kind" in item.why and only_her.status == "partial"
+        searched = await research(query, lookup, tickets)
+        assert absent not in {f.record_id for f in searched.findings}
+        (item,) = [u for u in searched.unplanned if u.what == absent]
+        assert "not among the records found" in item.why and searched.status == "partial"
+
+
 @pytest.mark.subprocess
 def test_research_ask_with_llm_claude_against_the_fake_api(fake_api: Any, settings: SourceSettings) -> None:
     import os

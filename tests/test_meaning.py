@@ -16,8 +16,8 @@ from coordinator.planning.lexicon import EXAMPLES, STOPWORDS
 from coordinator.planning.meaning import THRESHOLD, nearest_intent
 from coordinator.planning.reading import read_query
 from tests.conftest import PROJECT_ROOT
+from tests.fresh_process import in_a_fresh_process
 from tests.test_head_start import STORY
-from tests.test_start_up import in_a_fresh_process
 
 ASKS_IN_OTHER_WORDS = [
     ("did she reach out to us about the grinder", "tickets"),

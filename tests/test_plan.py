@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coordinator.planning.plan import Plan, PlanError, PlannedTask, QueryError, Ref
-from coordinator.planning.planner import plan_query
+from coordinator.planning.planner import account_for, plan_query
 from coordinator.planning.reading import DateRange, read_query
 
 STORY = "Investigate jane.doe@example.com: recent orders, open tickets, and whether a £750 refund on ORD-10023 is allowed"
@@ -223,3 +223,52 @@ def test_a_pasted_list_of_ids_is_researched_in_part_and_the_rest_listed() -> Non
     assert looked_up == orders[:10]
     assert [item.what for item in plan.unplanned] == orders[10:]
     assert all("at most 10 orders" in item.why for item in plan.unplanned)
+
+
+def test_a_plan_a_model_makes_is_held_to_the_planners_rule_for_ids_no_tool_looks_up() -> None:
+    """The planner's tasks, handed in as a model's plan, account for every id no tool looks up as the
+    planner did: looked for among the records found, or listed as not researched. Over generated
+    questions: kinds of record, short and long numbers, a customer, an email, an order or nobody."""
+    compared = 0
+    for prefix in ("TCK", "INV", "ticket", "invoice"):
+        for number in ("7", "12", "20051", "99999"):
+            identifier = f"{prefix}-{number}"
+            for subject in ("CUST-00042", "jane.doe@example.com", "ORD-10023", "her account"):
+                for shape in (
+                    "what about {id} for {subject}?",
+                    "{subject}: is {id} still open?",
+                    "{subject} and {id}",
+                ):
+                    query = shape.format(id=identifier, subject=subject)
+                    try:
+                        planned = plan_query(query)
+                    except QueryError:
+                        continue
+                    model_made = account_for(Plan.of(query, list(planned.tasks.values())))
+                    accounted = (planned.looked_for, listed_as(planned, identifier))
+                    assert (model_made.looked_for, listed_as(model_made, identifier)) == accounted, query
+                    assert any(accounted), query  # looked for or listed, one way or the other
+                    compared += 1
+    assert compared >= 100, compared
+
+
+def listed_as(plan: Plan, identifier: str) -> set[str]:
+    """The plan's not-researched entries for ``identifier``."""
+    return {item.what for item in plan.unplanned if item.what == identifier.upper()}
+
+
+def test_an_id_a_model_passes_to_a_tool_is_its_to_answer_and_only_that_id() -> None:
+    query = "what is TCK-12 about?"
+    for passed, listed in (
+        ("tck-12", False),
+        ("TCK-12 status", False),
+        ("TCK-1234", True),
+        ("XTCK-12", True),
+    ):
+        tasks = [
+            PlannedTask(
+                "tickets", "tickets", "search_tickets", {"customer_id": "CUST-00042", "query": passed}
+            )
+        ]
+        plan = account_for(Plan.of(query, tasks))
+        assert bool(listed_as(plan, "TCK-12")) is listed, passed

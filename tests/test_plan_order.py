@@ -8,8 +8,8 @@ import networkx as nx
 import pytest
 
 from coordinator.planning.plan import Plan, PlanError, PlannedTask
+from tests.fresh_process import in_a_fresh_process
 from tests.test_head_start import STORY
-from tests.test_start_up import in_a_fresh_process
 
 
 def _task(task_id: str, depends_on: tuple[str, ...] = ()) -> PlannedTask:

@@ -6,9 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +13,7 @@ import pytest
 
 from sources import deferred as deferring
 from tests.conftest import PROJECT_ROOT
+from tests.fresh_process import in_a_fresh_process
 
 PACKAGES = ("sources", "subagents", "coordinator", "traces")
 
@@ -30,17 +28,6 @@ FUNCTION_IMPORTS_ALLOWED = {
     "traces/otlp.py": "the OTLP exporter (40 ms) only when OTLP is chosen; traces imports no project package",
     "traces/personal.py": "libphonenumber (50 to 60 ms) only for a text holding a long run of digits; likewise",
 }
-
-
-def in_a_fresh_process(code: str) -> Any:
-    """Run ``code`` in a new interpreter (nothing imported yet) and return the JSON it prints last."""
-    environment = {name: value for name, value in os.environ.items() if name != "ANTHROPIC_API_KEY"}
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=environment, cwd=PROJECT_ROOT,
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 def test_help_of_the_command_line_loads_neither_an_sdk_nor_pydantic() -> None:
@@ -193,10 +180,15 @@ def test_the_command_line_looks_for_no_pydantic_plugin_unless_told_to(
     """pydantic reads every installed distribution's entry points for its plugins as it builds its first
     model (35 to 50 ms): the command line, and the sources' fork server after it, skip that unless
     PYDANTIC_DISABLE_PLUGINS says otherwise ("" looks for every plugin)."""
-    environment = {name: value for name, value in os.environ.items() if name != "PYDANTIC_DISABLE_PLUGINS"}
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in ("PYDANTIC_DISABLE_PLUGINS", "ANTHROPIC_API_KEY")
+    }
     if given is not None:
         environment["PYDANTIC_DISABLE_PLUGINS"] = given
-    code = """
+    outcome = in_a_fresh_process(
+        """
         import json, os, sys
         sys.argv = ["research", "plan", "orders of CUST-00042"]
         import coordinator.cli
@@ -212,13 +204,10 @@ def test_the_command_line_looks_for_no_pydantic_plugin_unless_told_to(
             "looked": _loader._plugins is not None,
             "fork_server_inherits": forked._inherited().get("PYDANTIC_DISABLE_PLUGINS"),
         }))
-    """
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], env=environment, cwd=PROJECT_ROOT,
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == {
+        """,
+        environment,
+    )
+    assert outcome == {
         "in_effect": in_effect,
         "looked": in_effect != "__all__",
         "fork_server_inherits": in_effect,

@@ -9,6 +9,7 @@ to the lexicon, not code.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from coordinator.planning.lexicon import (
@@ -20,7 +21,7 @@ from coordinator.planning.lexicon import (
 )
 from sources.identifiers import CUSTOMER_ID
 
-__all__ = ["INTENTS", "Intent", "intent_named", "vocabulary"]
+__all__ = ["INTENTS", "Intent", "intent_named", "intents_answered_by", "vocabulary"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,17 @@ INTENTS: tuple[Intent, ...] = (
 def intent_named(name: str) -> Intent:
     """The intent of that name."""
     return next(each for each in INTENTS if each.name == name)
+
+
+def intents_answered_by(tools: Iterable[str]) -> set[str]:
+    """The intents one of whose tools ("source.tool") is among ``tools``: what a plan made by a model
+    researches, read from the tools it calls."""
+    called = set(tools)
+    return {
+        intent.name
+        for intent in INTENTS
+        if any(tool.strip() in called for entry in intent.tools for tool in entry.split("|"))
+    }
 
 
 def vocabulary() -> frozenset[str]:

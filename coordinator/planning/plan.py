@@ -16,7 +16,7 @@ from __future__ import annotations
 import graphlib
 import heapq
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from coordinator.planning.query_error import QueryError
@@ -274,6 +274,25 @@ class Plan:
             query=query, tasks=by_id, unplanned=unplanned, notes=notes, spans=spans,
             follow_ups=follow_ups, rounds=rounds, rules=rules, looked_for=looked_for,
         )  # fmt: skip
+
+    def rebuilt(
+        self,
+        tasks: list[PlannedTask],
+        unplanned: tuple[Unplanned, ...],
+        *,
+        offered: Mapping[str, Collection[str]],
+        **changed: Any,
+    ) -> Plan:
+        """A plan of the same query with ``tasks`` and ``unplanned``, checked again as ``of`` checks.
+        Everything else this plan carries (its notes, spans, follow-ups, rounds, rules, the ids looked
+        for, and any field added later) is kept unless ``changed`` names it: a round that grows a plan
+        cannot drop what it did not mean to."""
+        carried = {
+            each.name: getattr(self, each.name)
+            for each in fields(self)
+            if each.name not in ("query", "tasks", "unplanned")
+        }
+        return Plan.of(self.query, tasks, unplanned, offered=offered, **{**carried, **changed})
 
     def order(self) -> list[PlannedTask]:
         """The tasks in an order that puts every task after what it depends on, and of the tasks free to

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from coordinator.planning.accounting import account_for_words
-from coordinator.planning.intents import INTENTS, Intent, intent_named
+from coordinator.planning.intents import INTENTS, Intent, intent_named, intents_answered_by
 from coordinator.planning.lexicon import (
     ARTICLE_LINKS,
     NOT_ARRIVED,
@@ -821,22 +821,38 @@ def _dated_elsewhere(reading: Reading, mention: Mention) -> str:
 
 def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:
     """``plan`` (made by a model) with what its query names but no task uses listed as unplanned, and
-    a write it seems to ask that cannot be honoured as asked."""
+    a write it seems to ask that cannot be honoured as asked. An id no tool looks up ("TCK-20051") is
+    held to the planner's own rule: looked for among the records the plan's tasks find where they find
+    records of its kind for a customer or an order named (the report lists it if it is not among
+    them), else listed, unless a task passes it to its tool."""
     catalog = catalog or demo_catalog()
     try:
         reading = read_for(plan.query, catalog)
     except QueryError:
         return plan  # the query was refused before planning; nothing to add
-    missing = _unaccounted(reading, list(plan.tasks.values()), list(plan.unplanned), catalog)
+    tasks = list(plan.tasks.values())
+    missing = _unaccounted(reading, tasks, list(plan.unplanned), catalog)
     listed = {item.what for item in (*plan.unplanned, *missing)}
     missing += [gap for gap in writes_in(reading).gaps if gap.what not in listed]
-    return Plan.of(
-        plan.query,
-        list(plan.tasks.values()),
+    _, unknown, among = _without_unknown_ids(
+        reading, intents_answered_by(f"{t.source}.{t.tool}" for t in tasks)
+    )
+    passed = " ".join(str(value) for task in tasks for value in task.arguments.values())
+    said = " ".join(str(item) for item in (*plan.unplanned, *missing))
+    subject_named = _names_a_subject(reading)
+    missing += [
+        _no_tool_takes(i, subject_named=subject_named)
+        for i in unknown
+        if not _names_id(passed, i) and not _names_id(said, i)
+    ]
+    looked_for = (*plan.looked_for, *(i for i in among if i not in plan.looked_for))
+    noted = tuple(_looked_for_among(i) for i in looked_for if i not in plan.looked_for)
+    return plan.rebuilt(
+        tasks,
         (*plan.unplanned, *missing),
-        plan.notes,
         offered=catalog.plannable,
-        looked_for=plan.looked_for,
+        notes=plan.notes + noted,
+        looked_for=looked_for,
     )
 
 
@@ -1008,6 +1024,11 @@ def _finds_records_of(intents: set[str], identifier: str) -> bool:
     prefix = identifier.split("-")[0].lower()
     read_as = SHORTHAND.get(prefix, prefix)
     return any(read_as in intent.words and not intent.topical for intent in map(intent_named, intents))
+
+
+def _names_id(text: str, identifier: str) -> bool:
+    """Whether ``text`` names ``identifier`` whole, in any case ("TCK-12" is not in "TCK-1234")."""
+    return re.search(rf"(?<![\w-]){re.escape(identifier)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
 def _looked_for_among(identifier: str) -> str:

@@ -284,10 +284,9 @@ def next_round(
     offered: dict[str, set[str]] = {source: set(tools) for source, tools in TOOLS.items()}
     for task in tasks:  # a registered source's tasks stay as the first round checked them
         offered.setdefault(task.source, set()).add(task.tool)
-    return Plan.of(
-        plan.query, tasks, tuple(unplanned), plan.notes, offered=offered, spans=plan.spans, rules=plan.rules,
-        follow_ups=tuple(later), rounds=plan.rounds + 1, looked_for=plan.looked_for,
-    )  # fmt: skip
+    return plan.rebuilt(
+        tasks, tuple(unplanned), offered=offered, follow_ups=tuple(later), rounds=plan.rounds + 1
+    )
 
 
 def _amounts_unused(follow_up: FollowUp, chosen: list[dict[str, Any]]) -> list[Unplanned]:
