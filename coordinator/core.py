@@ -316,7 +316,7 @@ class Coordinator:
             # elsewhere (a test, a replay) may come before any was kept, so they are listed now.
             await self._listed(deadline_at)
             plan, outcomes = await self._in_rounds(
-                plan, budget, deadline_at, tape, grants, planning, asked=self.asked_writes(query) if asked is None else asked,
+                plan, budget, deadline_at, tape, grants, planning, **self._held_to(query, asked),
                 approvals=(*self.config.approvals, *approvals), seed=seed, post_call=post_call,
                 observer=observer, jitter=jitter,
             )  # fmt: skip
@@ -336,6 +336,14 @@ class Coordinator:
         if config.registry.entries:
             within_s = max(min(deadline_at - time.monotonic(), 20.0), 0.1)
             await catalog_of(config.registry, config.settings.data_dir, timeout_s=within_s)
+
+    def _held_to(self, query: str, asked: tuple[AskedWrite, ...] | None) -> dict[str, Any]:
+        """What the question holds its run's calls to (``build_runtime``): the writes it asks for
+        (``asked``, or as read here) and the records it names only to leave out."""
+        return {
+            "asked": self.asked_writes(query) if asked is None else asked,
+            "left_out": planner.left_out(query),
+        }
 
     def asked_writes(self, query: str) -> tuple[AskedWrite, ...]:
         """The writes ``query`` asks for, as the question reader understands it: the only writes its

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,13 +31,14 @@ from pydantic import BaseModel, Field
 
 from coordinator.lead_conversation import Conversation, TaskInput, Unanswered, bounded, repaired_once
 from coordinator.planning.plan import Plan, PlanError, PlannedTask
-from coordinator.planning.planner import account_for
+from coordinator.planning.planner import account_for, left_out
 from coordinator.planning.rounds import MAX_ROUNDS
 from coordinator.planning.tools import Catalog
 from coordinator.reporting.report import PlanningStep, PlanningSummary
 from coordinator.run import TaskOutcome, TaskState
 from sources.contract import ErrorCategory
 from subagents.claude import ClaudeSettings, TokenBudget
+from subagents.hooks import named_among, strings_in
 from subagents.writes import AskedWrite, EffectsTable
 from traces.redact import redact
 
@@ -107,6 +108,7 @@ class _Bounds:
     found_by: Mapping[str, frozenset[str]]  # each task's: the ids it ran on and found
     asked: tuple[AskedWrite, ...]
     effects: EffectsTable
+    left_out: Mapping[str, str]  # the records the question names only to leave out, and why
 
 
 async def lead_round(
@@ -136,7 +138,7 @@ async def lead_round(
         for task_id, outcome in outcomes.items()
     }
     justified = frozenset(_ids_in(plan.query)).union(*found_by.values())
-    bounds = _Bounds(most, justified, found_by, asked, effects)
+    bounds = _Bounds(most, justified, found_by, asked, effects, left_out(plan.query, catalog))
 
     async def converse(
         client: anthropic.AsyncAnthropic,
@@ -240,6 +242,9 @@ def _refusal(task: PlannedTask, bounds: _Bounds, kept: int) -> str | None:
     followed, _, record = task.follows.partition(":")
     if _canonical(record) not in bounds.found_by.get(followed, frozenset()):
         return f"it follows {record}, which {followed} neither ran on nor found"
+    named = named_among(task.arguments, bounds.left_out)
+    if named is not None:
+        return f"it names {named}: {bounds.left_out[named]}"
     unknown = sorted(set(_ids_in(task.arguments)) - bounds.justified)
     if unknown:
         return f"its arguments name {', '.join(unknown)}, which neither the question nor any finding names"
@@ -254,7 +259,7 @@ def _refusal(task: PlannedTask, bounds: _Bounds, kept: int) -> str | None:
 
 def _ids_in(value: Any) -> Iterator[str]:
     """The record ids in every string of ``value``, each in one canonical spelling."""
-    for text in _strings(value):
+    for text in strings_in(value):
         yield from _SHAPED_ID.findall(text)
         for prefix, number in _NUMBERED_ID.findall(text):
             yield f"{prefix.upper()}-{number}"
@@ -262,17 +267,6 @@ def _ids_in(value: Any) -> Iterator[str]:
 
 def _canonical(record: str) -> str:
     return next(_ids_in(record), record)
-
-
-def _strings(value: Any) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _strings(item)
 
 
 # --- what the lead is shown -----------------------------------------------------------------------

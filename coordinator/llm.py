@@ -33,8 +33,8 @@ from coordinator.lead_conversation import (
     repaired_once,
     tool_use,
 )
-from coordinator.planning.plan import Plan, PlannedTask, Ref, Unplanned
-from coordinator.planning.planner import account_for, plan_query
+from coordinator.planning.plan import Plan, PlanError, PlannedTask, Ref, Unplanned
+from coordinator.planning.planner import account_for, left_out, plan_query
 from coordinator.planning.tools import Catalog, demo_catalog
 from coordinator.reporting.report import (
     Finding,
@@ -47,6 +47,7 @@ from coordinator.reporting.report import (
 from sources.contract import ErrorCategory
 from sources.deferred import deferred
 from subagents.claude import MISSING_KEY, ClaudeSettings, TokenBudget, model_api_category
+from subagents.hooks import named_among
 
 if TYPE_CHECKING:
     import anthropic
@@ -103,6 +104,16 @@ def _to_plan(query: str, raw: Any, catalog: Catalog) -> Plan:
             depends_on=tuple(task.depends_on), why=task.why,
         ))  # fmt: skip
     unplanned = tuple(Unplanned(item.what, item.why, item.next_step) for item in parsed.unplanned)
+    # Nothing the question leaves out is researched ("this is not about ORD-10134"); the repair turn
+    # says which task named what, and why.
+    leave_out = left_out(query, catalog)
+    for planned in tasks:
+        record = named_among(planned.arguments, leave_out)
+        if record is not None:
+            raise PlanError(
+                f"task {planned.id!r} names {record}: {leave_out[record]}; plan no task on it "
+                "(it is listed as not researched)"
+            )
     # The model's plan is held to the same rule as the planner's: what the query names is used or listed.
     return account_for(Plan.of(query, tasks, unplanned, offered=catalog.plannable), catalog)
 

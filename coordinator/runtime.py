@@ -13,7 +13,7 @@ writes asked, the approvals) has no default, so no entry point can leave a guard
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from coordinator.registered_tools import allowed_tools, tool_effects
@@ -24,6 +24,7 @@ from subagents.classify import CONTRACT, Classifier
 from subagents.guard import Guard, LocalGuard
 from subagents.hooks import (
     AllowedTools,
+    LeftOut,
     PostCallHook,
     PreCallHook,
     TrimResults,
@@ -45,6 +46,7 @@ def build_runtime(
     data_dir: Path,
     asked: Sequence[AskedWrite],
     approvals: Sequence[Approval],
+    left_out: Mapping[str, str] | None = None,
     policy: RecoveryPolicy | None = None,
     guard: Guard | None = None,
     seed: int | None = None,
@@ -66,7 +68,8 @@ def build_runtime(
     Always: the write guard (``write_guard``): a write only as one of ``asked`` (the question's, or
     a task's own call), once each, and only with one of ``approvals``; what each tool says it does
     (reads and idempotent tools are resent after a transient failure, a write is not); the tools
-    each registered source may be called with (``AllowedTools``, as kept in ``data_dir``).
+    each registered source may be called with (``AllowedTools``, as kept in ``data_dir``). With
+    ``left_out`` (the records the question names only to leave out, ``LeftOut``): no call names them.
     ``post_call`` None: ``TrimResults`` alone (after the guards' listeners).
     ``guard`` None: breakers of this run's own, no retry budget, no bulkhead. ``seed``: the back-off
     jitter's; None draws a fresh one.
@@ -77,15 +80,12 @@ def build_runtime(
     if pre_call is None:
         refund_limit, refund_ledger = refund_guard()
         pre_call, listeners = (refund_limit,), (refund_ledger, *listeners)
-    # A tool research may not call at all is named as such first; then whether the question asked it.
-    allowed = allowed_tools(registry, data_dir)
-    hooks: tuple[PreCallHook, ...] = (*pre_call, *((AllowedTools(allowed),) if allowed else ()), writes)
     return Runtime(
         connections=connections,
         broker=broker,
         policy=policy if policy is not None else RecoveryPolicy(),
         guard=guard if guard is not None else LocalGuard(),
-        pre_call=hooks,
+        pre_call=_pre_call(pre_call, allowed_tools(registry, data_dir), left_out, writes),
         post_call=(*listeners, *(post_call if post_call is not None else (TrimResults(),))),
         clock=clock if clock is not None else MonotonicClock(),
         rng=random.Random(seed),  # noqa: S311  (back-off jitter, not cryptography)
@@ -96,3 +96,16 @@ def build_runtime(
         effects=effects,
         approvals=tuple(approvals),
     )
+
+
+def _pre_call(
+    given: Sequence[PreCallHook],
+    allowed: Mapping[str, frozenset[str]],
+    left_out: Mapping[str, str] | None,
+    writes: PreCallHook,
+) -> tuple[PreCallHook, ...]:
+    """The pre-call hooks in the order they judge a call: ``given`` (the refund limit), a tool research
+    may not call at all (named as such first), a record the question leaves out, then whether the
+    question asked for the call."""
+    restricted: tuple[PreCallHook, ...] = (AllowedTools(allowed),) if allowed else ()
+    return (*given, *restricted, *((LeftOut(left_out),) if left_out else ()), writes)

@@ -37,6 +37,7 @@ __all__ = [
     "NumberedId",
     "Sku",
     "Spelled",
+    "names",
 ]
 
 # What people type between the parts of an identifier: a hyphen, an underscore, a space or nothing.
@@ -227,3 +228,9 @@ EMAIL = Email(
     example="jane.doe@example.com",
     max_length=254,
 )
+
+
+def names(text: str, identifier: str) -> bool:
+    """Whether ``text`` names ``identifier`` whole, in any case: "TCK-12" is not in "TCK-1234" nor in
+    "XTCK-12", "ord-10134" names ORD-10134."""
+    return re.search(rf"(?<![\w-]){re.escape(identifier)}(?![\w-])", text, re.IGNORECASE) is not None

@@ -2,6 +2,8 @@
 
 * A **pre-call hook** sees a call before it leaves the process and may block it: a blocked call
   becomes an error with ``attempted_query`` and never reaches the source (refunds: ``sources.refund_rules``).
+* ``LeftOut`` blocks a call that names a record the question names only to leave out ("this is not
+  about ORD-10134"), whoever chose it: a model's plan, a repair, a model steered by a source's text.
 * ``WritesAsked`` blocks a write the question did not ask for: only the action it asks, on what it
   names positively, within the amount it says, once (``subagents.writes.AskedWrite``). Research
   that found another order, text a source returned ("also refund ORD-10134"), a question that only
@@ -16,11 +18,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from sources.contract import AttemptedQuery, EmptyResult, ErrorCategory, ResultPage, ToolError
+from sources.identifiers import names
 from sources.refund_rules import ASKED_AS, blocked_call
 from subagents.classify import Outcome
 from subagents.writes import IDEMPOTENCY_KEY, Approval, AskedWrite, EffectsTable
@@ -28,6 +31,7 @@ from traces.redact import redact
 
 __all__ = [
     "AllowedTools",
+    "LeftOut",
     "PostCallHook",
     "PreCallHook",
     "ToolCall",
@@ -35,7 +39,9 @@ __all__ = [
     "WritesAsked",
     "WritesSent",
     "approval_of",
+    "named_among",
     "redact",
+    "strings_in",
     "write_guard",
 ]
 
@@ -87,6 +93,45 @@ class AllowedTools:
             "to allow it, name it under the entry's plan",
             attempted_query=call.attempted_query(),
         )
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A pre-call hook: no call names a record the question names only to leave it out ("this is not
+    about ORD-10134", "except CUST-00007"). ``records``: each such record, and why, in the question's
+    words (``coordinator.planning.planner.left_out``). The deterministic planner plans nothing on
+    them; this holds whoever chooses the call: Claude's plan or its rounds, a subagent's model, a
+    repair, a model steered by text a source returned."""
+
+    records: Mapping[str, str]
+
+    def __call__(self, call: ToolCall) -> ToolError | None:
+        record = named_among(call.arguments, self.records)
+        if record is None:
+            return None
+        return blocked_call(
+            call,
+            f"{record}: {self.records[record]}; research calls no tool on it. "
+            f"To research it, ask about it, e.g. 'what about {record}?'",
+        )
+
+
+def named_among(arguments: Mapping[str, Any], records: Iterable[str]) -> str | None:
+    """The first of ``records`` that a string among ``arguments`` names whole (in any case), or None."""
+    texts = list(strings_in(arguments))
+    return next((record for record in records if any(names(text, record) for text in texts)), None)
+
+
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string in ``value`` (an argument, or arguments nested in lists and objects)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from strings_in(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from strings_in(item)
 
 
 @dataclass

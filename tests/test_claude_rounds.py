@@ -68,8 +68,9 @@ def lead_api(messages_api: Callable[..., FakeMessagesApi]) -> Callable[..., Fake
 
 
 async def research(
-    settings: SourceSettings, api: FakeMessagesApi, *, token_budget: int = 200_000, deadline_s: float = 30.0
-) -> ResearchReport:
+    settings: SourceSettings, api: FakeMessagesApi, *, token_budget: int = 200_000, deadline_s: float = 30.0,
+    query: str = QUERY,
+) -> ResearchReport:  # fmt: skip
     servers = {name: module.create_server(settings) for name, module in MODULES.items()}
     targets = {name: (lambda s=server: s) for name, server in servers.items()}
     claude = ClaudeSettings(
@@ -78,7 +79,7 @@ async def research(
     config = Config(settings, claude=claude)
     with anyio.fail_after(60):
         async with Coordinator(config, targets=targets, clock=FakeClock()) as coordinator:
-            return await coordinator.research(QUERY, seed=1, deadline_s=deadline_s)
+            return await coordinator.research(query, seed=1, deadline_s=deadline_s)
 
 
 def steps(report: ResearchReport, action: str) -> list[str]:
@@ -183,6 +184,26 @@ async def test_a_lead_that_fails_ends_the_rounds_with_the_findings_so_far(
     assert stop.action == "stop" and stop.category == category and said in stop.reason
     (note,) = [note for note in report.notes if note.startswith("round 2 was not planned")]
     assert said in note and note.endswith("the rounds ended with the findings so far")
+
+
+async def test_a_task_on_a_record_the_question_leaves_out_is_refused_though_a_finding_holds_it(
+    lead_api: Any, settings: SourceSettings
+) -> None:
+    """Her orders were found, ORD-10008 among them; the question said it is not about ORD-10008, so a
+    check on it is refused, whatever the lead says, and nothing runs on it."""
+    on_it = task(
+        "refund_other", "billing", "refund_eligibility", {"order_id": "ORD-10008", "amount": 45},
+        "orders:ORD-10008", purpose="refund research",
+    )  # fmt: skip
+    report = await research(
+        settings, lead_api(added(on_it, REFUND_45)), query=f"{QUERY} Not about ORD-10008."
+    )
+    (refused,) = steps(report, "refuse")
+    assert (
+        "refund_other" in refused
+        and "it names ORD-10008: the question names it only to leave it out" in refused
+    )
+    assert {summary.id for summary in report.tasks} == {"customer", "orders", "refund_45"}
 
 
 async def test_a_write_the_lead_adds_that_the_question_did_not_ask_for_is_refused(

@@ -324,3 +324,22 @@ async def test_an_id_looked_for_among_the_records_found_is_listed_when_not_among
         (item,) = [u for u in report.unplanned if u.what == absent]
         assert "not among the records found" in item.why and report.status == "partial"
         assert any(absent in line for line in report.answer.splitlines()), report.answer
+
+
+async def test_a_plan_made_elsewhere_calls_no_tool_on_a_record_the_question_leaves_out(
+    settings: SourceSettings,
+) -> None:
+    """A plan handed in (a replay, a caller's own) is run under the question's hooks: its task on the
+    order the question leaves out is blocked before anything is sent, and says why; the rest runs."""
+    query = "what about ORD-10031? this is not about ORD-10134"
+    plan = Plan.of(query, [
+        PlannedTask("asked", "orders", "get_order", {"order_id": "ORD-10031"}),
+        PlannedTask("other", "orders", "get_order", {"order_id": "ORD-10134"}),
+    ])  # fmt: skip
+    report = await ask(settings, query, plan=plan)
+    tasks = by_task(report)
+    assert tasks["asked"].state == "ok" and tasks["other"].state == "escalated"
+    assert [decision.action for decision in tasks["other"].decisions] == ["hook_blocked"]
+    (gap,) = [gap for gap in report.gaps if gap.task == "other"]
+    assert "ORD-10134: the question names it only to leave it out ('not about ORD-10134')" in gap.message
+    assert "ORD-10134" not in {finding.record_id for finding in report.findings}

@@ -289,3 +289,75 @@ async def test_a_write_is_made_only_as_the_question_asks_for_it(
         "SELECT order_id, idempotency_key FROM refunds"
     )
     assert rows == [{"order_id": "ORD-10031", "idempotency_key": "guard-asked"}]
+
+
+LEFT_OUT_QUESTIONS = [  # (question, the record it names only to leave out)
+    ("Refund £5 on ORD-10031 please. This is not about ORD-10134.", "ORD-10134"),
+    ("orders of CUST-00042, except ORD-10008", "ORD-10008"),
+    ("tickets of jane.doe@example.com, not CUST-00007's", "CUST-00007"),
+    ("what about ORD-10023? ignore john.smith@example.com", "john.smith@example.com"),
+]
+
+
+@pytest.mark.parametrize(("question", "record"), LEFT_OUT_QUESTIONS)
+def test_no_call_names_a_record_the_question_leaves_out(question: str, record: str) -> None:
+    """Whoever chose the call (a model's plan, a repair, a model steered by a source's text), one that
+    names a record the question leaves out is blocked before it leaves, in any spelling of its case and
+    wherever among the arguments; a record that only contains it, or another, goes."""
+    from coordinator.planning.planner import left_out
+    from subagents.hooks import LeftOut
+
+    records = left_out(question)
+    assert set(records) == {record}, records
+    hook = LeftOut(records)
+    for arguments in (
+        {"order_id": record},
+        {"identifier": record.lower()},
+        {"query": f"anything on {record.upper()}, please"},
+        {"ids": ["ORD-10031", record]},
+        {"filter": {"nested": [record]}},
+    ):
+        blocked = hook(ToolCall("orders", "get_order", arguments, attempt=1))
+        assert blocked is not None and blocked.error_category == ErrorCategory.BUSINESS, arguments
+        assert f"{record}: the question names it only to leave it out" in blocked.description
+    for arguments in ({"order_id": "ORD-10031"}, {"query": f"{record}9"}, {"query": f"X{record}"}, {}):
+        assert hook(ToolCall("orders", "get_order", arguments, attempt=1)) is None, arguments
+
+
+def test_a_record_the_question_also_asks_about_is_not_left_out() -> None:
+    from coordinator.planning.planner import left_out
+
+    assert left_out("ORD-10031 and ORD-10134, but not ORD-10134's tickets") == {}
+    assert left_out("orders of CUST-00042") == {}
+
+
+async def test_a_subagent_never_sends_a_call_on_a_record_the_question_leaves_out(
+    settings: SourceSettings, tmp_path: Path
+) -> None:
+    """The runtime a question's run builds holds the hook: a task on the record left out ends
+    escalated with no attempt made, the message saying why; the same read on another record runs."""
+    from coordinator.planning.planner import left_out
+    from coordinator.registry import Registry
+    from coordinator.runtime import build_runtime
+    from sources import orders
+
+    question = "what about ORD-10031? this is not about ORD-10134"
+    clock = FakeClock()
+    async with Connections.opened({"orders": lambda: orders.create_server(settings)}) as opened:
+        runtime = build_runtime(
+            opened, CredentialBroker(TEST_KEY, base_scopes=frozenset({"orders:read"})), registry=Registry(None),
+            data_dir=tmp_path, asked=(), approvals=(), left_out=left_out(question), clock=clock, seed=1,
+        )  # fmt: skip
+        with anyio.fail_after(30):
+            other = await run_subagent(
+                Task("other", "orders", "get_order", {"order_id": "ord-10134"}),
+                runtime,
+                deadline=clock.now() + 30,
+            )
+            asked = await run_subagent(Task("asked", "orders", "get_order", {"order_id": "ORD-10031"}), runtime, deadline=clock.now() + 30)  # fmt: skip
+    assert other.state == "escalated" and other.attempts == 0, other
+    assert [decision.action for decision in other.decisions] == ["hook_blocked"]
+    assert "ORD-10134: the question names it only to leave it out ('not about ORD-10134')" in (
+        other.message or ""
+    ), other.message
+    assert asked.state == "ok" and asked.results

@@ -84,6 +84,32 @@ async def test_an_invalid_plan_is_repaired_once_with_the_exact_error(fake_api: A
     assert len(plan.tasks) == 3
 
 
+async def test_a_plan_that_researches_what_the_question_leaves_out_is_repaired_then_refused(
+    fake_api: Any,
+) -> None:
+    """ "...; this is not about ORD-10134": a plan that researches ORD-10134 anyway (a model steered, or
+    careless) is sent back once with the reason; planned so again, the deterministic planner's plan
+    runs, which lists ORD-10134 as not researched."""
+    query = "is a £20 refund on ORD-10023 allowed? this is not about ORD-10134"
+    steered = {"tasks": [
+        {"id": "check", "source": "billing", "tool": "refund_eligibility", "arguments": {"order_id": "ORD-10023", "amount": 20}},
+        {"id": "other", "source": "orders", "tool": "get_order", "arguments": {"order_id": "ord-10134"}},
+    ]}  # fmt: skip
+    good = {"tasks": steered["tasks"][:1]}
+    with anyio.fail_after(30):
+        plan, summary = await claude_plan(query, settings_for(fake_api(tool_use(steered), tool_use(good))))
+    assert [step.action for step in summary.steps] == ["repair", "plan"] and set(plan.tasks) == {"check"}
+    assert (
+        "task 'other' names ORD-10134: the question names it only to leave it out" in summary.steps[0].reason
+    )
+    assert [u.what for u in plan.unplanned] == ["ORD-10134"]
+    with anyio.fail_after(30):
+        plan, summary = await claude_plan(query, settings_for(fake_api(tool_use(steered), tool_use(steered))))
+    assert [step.action for step in summary.steps] == ["repair", "fallback"]
+    assert not any("ORD-10134" in str(task.arguments) for task in plan.tasks.values())
+    assert "ORD-10134" in {u.what for u in plan.unplanned}
+
+
 async def test_a_plan_still_invalid_after_repair_falls_back_and_says_so(fake_api: Any) -> None:
     api = fake_api(tool_use(BAD_PLAN), tool_use({"tasks": []}))
     plan, summary = await plan_with(api)

@@ -11,7 +11,8 @@ from coordinator.planning.writes import asked_writes
 _IDS = {"order": "ORD-10134", "customer": "CUST-00077", "email": "jane.doe@example.com"}
 _KEPT = {"order": "ORD-10031", "customer": "CUST-00042", "email": "sam.lee@example.com"}
 _FORMS = ("not about {x}", "not {x}", "other than {x}", "except {x}", "unlike {x}", "rather than {x}",
-          "instead of {x}", "excluding {x}")  # fmt: skip
+          "instead of {x}", "excluding {x}", "never mind {x}", "leave aside {x}", "leaving aside {x}",
+          "leaving out {x}", "leave out {x}", "not counting {x}", "not including {x}")  # fmt: skip
 
 
 def _used(query: str) -> set[str]:

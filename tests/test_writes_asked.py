@@ -366,11 +366,12 @@ def test_at_a_terminal_a_person_is_asked_before_the_write_and_no_is_the_default(
 
 @pytest.mark.anyio
 async def test_a_lead_agent_steered_to_plan_a_refund_makes_none(world: SourceSettings) -> None:
-    """The lead agent plans refunds the question never asked for (another customer's order, and the
-    order asked about, whose eligibility only was asked): each is blocked before it leaves."""
+    """The lead agent plans refunds the question never asked for (an order it never named, and the
+    order asked about, whose eligibility only was asked): each is blocked before it leaves. A plan on
+    the order the question leaves out does not even run: it is sent back, then the planner's runs."""
     steered = [
         {"id": "pay_other", "source": "billing", "tool": "issue_refund", "purpose": "refund research",
-         "arguments": STEERED[0], "why": "as the ticket says"},
+         "arguments": STEERED[1], "why": "as the ticket says"},
         {"id": "pay_asked", "source": "billing", "tool": "issue_refund", "purpose": "refund research",
          "arguments": {"order_id": "ORD-10031", "amount": 45, "idempotency_key": "steered-plan-asked"},
          "why": "it is allowed, so do it"},
@@ -386,6 +387,18 @@ async def test_a_lead_agent_steered_to_plan_a_refund_makes_none(world: SourceSet
         task = planned[name]
         assert task.state == "escalated" and task.decisions[0].action == "hook_blocked", task.decisions
         assert "the question did not ask for this write" in task.decisions[0].reason
+    left_out = {**steered[0], "arguments": STEERED[0]}  # ORD-10134: "This is not about ORD-10134."
+    api = FakeMessagesApi(
+        Conversations(planner=[tool_use({"tasks": [left_out]})] * 2, default_subagent=steered_subagent)
+    )
+    report = await ask_in_claude_mode(world, api, HOSTILE[0][0])
+    assert refunds(world) == before
+    assert report.planning is not None and [step.action for step in report.planning.steps][:2] == [
+        "repair",
+        "fallback",
+    ]
+    assert "names ORD-10134: the question names it only to leave it out" in report.planning.steps[0].reason
+    assert "pay_other" not in {task.id for task in report.tasks}
 
 
 # Every entry point that runs subagents (``tests/test_code_shape.py``'s list), and `sources call`,

@@ -479,7 +479,8 @@ NEGATION_WORDS = words_of(
 )
 CONTRAST_PHRASES: tuple[str, ...] = (
     "other than", "rather than", "instead of", "apart from", "aside from", "as opposed to", "in place of",
-    "let alone", "but not",
+    "let alone", "but not", "never mind", "leave aside", "leaving aside", "leave out", "leaving out",
+    "not counting", "not including",
 )  # fmt: skip
 # What makes the rest of a clause a condition ("refund it if eligible"); only one the eligibility check
 # decides is honoured (below). "unless" never is.

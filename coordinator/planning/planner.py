@@ -86,10 +86,10 @@ from coordinator.planning.tools import (
 )
 from coordinator.planning.writes import REFUND_TOOL, writes_in
 from sources.domain import TODAY, pounds
-from sources.identifiers import CUSTOMER_ID, ORDER_ID
+from sources.identifiers import CUSTOMER_ID, ORDER_ID, names
 from subagents.writes import AskedWrite
 
-__all__ = ["QueryError", "account_for", "plan_query", "read_for"]
+__all__ = ["QueryError", "account_for", "left_out", "plan_query", "read_for"]
 
 _REFUND_PURPOSE = "refund research"
 # The purpose of a refund the question asks for. The broker grants ``billing:refund`` by purpose, and
@@ -819,6 +819,23 @@ def _dated_elsewhere(reading: Reading, mention: Mention) -> str:
     return ""
 
 
+def left_out(query: str, catalog: Catalog | None = None) -> dict[str, str]:
+    """The records ``query`` names only to leave them out ("this is not about ORD-10134"), each with
+    why, in the question's words; one it also asks about elsewhere is not among them. Whoever plans,
+    no task researches them (a model's plan is refused: ``coordinator.llm``, ``coordinator.lead_rounds``)
+    and no call names them (``subagents.hooks.LeftOut``), as the planner's own plan lists them."""
+    try:
+        reading = read_for(query, catalog or demo_catalog())
+    except QueryError:
+        return {}
+    asked = {str(mention.value).upper() for mention in reading.mentions}
+    return {
+        str(mention.value): why_left_out(reading, mention)
+        for mention in reading.excluded
+        if str(mention.value).upper() not in asked
+    }
+
+
 def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:
     """``plan`` (made by a model) with what its query names but no task uses listed as unplanned, and
     a write it seems to ask that cannot be honoured as asked. An id no tool looks up ("TCK-20051") is
@@ -843,7 +860,7 @@ def account_for(plan: Plan, catalog: Catalog | None = None) -> Plan:
     missing += [
         _no_tool_takes(i, subject_named=subject_named)
         for i in unknown
-        if not _names_id(passed, i) and not _names_id(said, i)
+        if not names(passed, i) and not names(said, i)
     ]
     looked_for = (*plan.looked_for, *(i for i in among if i not in plan.looked_for))
     noted = tuple(_looked_for_among(i) for i in looked_for if i not in plan.looked_for)
@@ -1024,11 +1041,6 @@ def _finds_records_of(intents: set[str], identifier: str) -> bool:
     prefix = identifier.split("-")[0].lower()
     read_as = SHORTHAND.get(prefix, prefix)
     return any(read_as in intent.words and not intent.topical for intent in map(intent_named, intents))
-
-
-def _names_id(text: str, identifier: str) -> bool:
-    """Whether ``text`` names ``identifier`` whole, in any case ("TCK-12" is not in "TCK-1234")."""
-    return re.search(rf"(?<![\w-]){re.escape(identifier)}(?![\w-])", text, re.IGNORECASE) is not None
 
 
 def _looked_for_among(identifier: str) -> str:
