@@ -3,6 +3,8 @@ refund target, and is listed as not researched with why, and no action offered o
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from coordinator.planning.planner import plan_query
@@ -74,3 +76,8 @@ def test_generated_left_out_forms(form: str, kind: str, first: bool) -> None:
     assert left not in used, query
     assert kept in used, query
     assert "leave it out" in _listed(query, left), query
+    # The words that leave it out are neither searched for nor listed as not understood.
+    leaving = set(re.findall(r"[a-z]+", form.format(x="").lower()))
+    searched = {word for value in used for word in re.findall(r"[a-z]+", value.lower())}
+    assert not leaving & searched, (query, searched)
+    assert [item.what for item in plan_query(query).unplanned] == [left], query

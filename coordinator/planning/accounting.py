@@ -139,6 +139,7 @@ def _unexplained_runs(
             or word.isdigit()
             or index > about
             or token.start < verb_until
+            or any(start <= token.start < end for start, end in reading.leaving)  # "never mind ORD-10134"
         ):
             continue
         if _corrected_to_a_topic(token):

@@ -158,6 +158,7 @@ class Reading:
     # Named only to be left out: negated, excluded, contrasted or quoted ("not about ORD-10134",
     # 'unlike "ORD-10134"'); never researched, never acted on (``excluded``).
     excluded: tuple[Mention, ...] = ()
+    leaving: tuple[tuple[int, int], ...] = ()  # where the words that leave each of them out are
     # Each amount in another currency, as typed ("129 Euro"): billing works in pounds, so none is read.
     other_currency: tuple[str, ...] = ()
     # Each thing that looks like an amount and is not one to check, as typed, and why: "£1.299", a
@@ -225,6 +226,13 @@ def left_out(
         strict or _WORD.search(text, quote[0], at) or _WORD.search(_ID_END.sub("", text[at : quote[1]]))
     ):
         return "quoted"
+    start = _leaving_from(at, span, strict=strict)
+    return "" if start is None else " ".join(text[start:at].split())
+
+
+def _leaving_from(at: int, span: Span | None, *, strict: bool) -> int | None:
+    """Where the words that leave out what is named at ``at`` begin ("not about", "never mind"), as
+    ``left_out`` reads them; None where none do."""
     before = [token for token in (span.tokens if span is not None else ()) if token.start < at]
     written = [token.written for token in before]
     found = [(i, 1) for i, word in enumerate(written) if word in NEGATION_WORDS]
@@ -233,10 +241,7 @@ def left_out(
         found += [(i, size) for i in range(len(written)) if " ".join(written[i : i + size]) == phrase]
     if not strict:
         found = [(i, size) for i, size in found if all(word in _GOVERNED for word in written[i + size :])]
-    if not found:
-        return ""
-    first = min(i for i, _ in found)
-    return " ".join(text[before[first].start : at].split())
+    return before[min(i for i, _ in found)].start if found else None
 
 
 def _excluded(text: str, spans: list[Span], mentions: list[Mention]) -> list[Mention]:
@@ -708,19 +713,29 @@ def read_query(query: str, entities: Mapping[str, str] | None = None, *, paths: 
     mentions = sorted(scanner.mentions, key=lambda mention: mention.start)
     told = _told(spans, mentions)
     excluded = _excluded(text, spans, mentions)
+    # The words that leave a mention out ("never mind ORD-10134") are neither searched for nor asks.
+    leaving = tuple(
+        (start, mention.start)
+        for mention in excluded
+        if (start := _leaving_from(mention.start, _span_at(spans, mention.start), strict=False)) is not None
+    )
+    leaving_words = {word for start, end in leaving for word in _WORD.findall(text[start:end].lower())}
     return Reading(
         query=text,
         mentions=tuple(m for m in mentions if m not in told and m not in excluded),
         intents=intents,
         weak_intents=weak_intents,
         words=tuple(words),
-        topic=tuple(dict.fromkeys([*(word for word in words if _is_topic(word)), *matched_topics])),
+        topic=tuple(
+            dict.fromkeys([*(w for w in words if _is_topic(w) and w not in leaving_words), *matched_topics])
+        ),
         corrections=tuple(dict.fromkeys(corrections)),
         spans=tuple(spans),
         context=(*told, *aliases),
         full_amount=full[0] if full is not None else "",
         inferred=intents - keyword_intents,
         excluded=tuple(excluded),
+        leaving=leaving,
         other_currency=tuple(scanner.set_aside),
         unread_amounts=tuple(scanner.unread),
     )
