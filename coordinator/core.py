@@ -286,13 +286,15 @@ class Coordinator:
         jitter: Callable[[str], random.Random] | None = None,
         record: bool = True,
         asked: tuple[AskedWrite, ...] | None = None,
+        left_out: Mapping[str, str] | None = None,
     ) -> ResearchReport:
         """Research one query. Bad queries raise ``QueryError`` before anything runs.
 
         The deadline counts from ``started_at`` (the command's first instant; None: now) and covers
         planning, opening the sessions, the calls and the brief. A caller that planned already passes
         ``plan`` and ``planning``, the ``budget`` the planning spent from, and may pass ``asked`` (the
-        writes the query asks for; None: read here). ``grants``: what the broker may grant this query
+        writes the query asks for) and ``left_out`` (what it names only to leave out; each None: read
+        here, with the planner). ``grants``: what the broker may grant this query
         beyond the config's; ``approvals``, the writes a person approved for it beyond the config's. A
         write is made only as the question asks for it (``coordinator.planning.writes``) and approved.
         ``seed``: the back-off jitter's (None draws a fresh one); ``jitter`` gives each task's instead
@@ -316,7 +318,7 @@ class Coordinator:
             # elsewhere (a test, a replay) may come before any was kept, so they are listed now.
             await self._listed(deadline_at)
             plan, outcomes = await self._in_rounds(
-                plan, budget, deadline_at, tape, grants, planning, **self._held_to(query, asked),
+                plan, budget, deadline_at, tape, grants, planning, **self._held_to(query, asked, left_out),
                 approvals=(*self.config.approvals, *approvals), seed=seed, post_call=post_call,
                 observer=observer, jitter=jitter,
             )  # fmt: skip
@@ -337,12 +339,14 @@ class Coordinator:
             within_s = max(min(deadline_at - time.monotonic(), 20.0), 0.1)
             await catalog_of(config.registry, config.settings.data_dir, timeout_s=within_s)
 
-    def _held_to(self, query: str, asked: tuple[AskedWrite, ...] | None) -> dict[str, Any]:
-        """What the question holds its run's calls to (``build_runtime``): the writes it asks for
-        (``asked``, or as read here) and the records it names only to leave out."""
+    def _held_to(
+        self, query: str, asked: tuple[AskedWrite, ...] | None, left_out: Mapping[str, str] | None
+    ) -> dict[str, Any]:
+        """What the question holds its run's calls to (``build_runtime``): the writes it asks for and
+        the records it names only to leave out, each as given or, None, as read here."""
         return {
             "asked": self.asked_writes(query) if asked is None else asked,
-            "left_out": planner.left_out(query),
+            "left_out": planner.left_out(query) if left_out is None else left_out,
         }
 
     def asked_writes(self, query: str) -> tuple[AskedWrite, ...]:

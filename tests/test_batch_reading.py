@@ -86,3 +86,14 @@ def test_every_http_session_of_a_process_shares_one_tls_context() -> None:
     reopened after faults, held one per session. One context serves them all."""
     first, second = _BoundedJsonTransport(1), _BoundedJsonTransport(1)
     assert first._inner._pool._ssl_context is second._inner._pool._ssl_context
+
+
+def test_the_driver_reads_what_a_question_leaves_out_for_its_worker(settings: SourceSettings) -> None:
+    """A worker holds its calls to what the question leaves out without reading the question itself:
+    the driver's reading carries it, as it carries the writes asked."""
+    setup = Setup(settings, urls={})
+    question = Question(id="except", query="orders of CUST-00042, except ORD-10008")
+    planned = anyio.run(read, question, setup, reading_coordinator(setup))
+    assert not isinstance(planned, Answer), planned
+    assert list(planned.left_out) == ["ORD-10008"] and "except ORD-10008" in planned.left_out["ORD-10008"]
+    assert pickle.loads(pickle.dumps(planned)).left_out == planned.left_out  # noqa: S301  (it crosses to Ray)

@@ -34,9 +34,10 @@ from subagents.hooks import TrimResults
 from subagents.writes import Approval, AskedWrite
 
 if TYPE_CHECKING:
-    from coordinator.planning import writes
+    from coordinator.planning import planner, writes
 else:
     writes = deferred("coordinator.planning.writes")  # reading a question's writes: the driver's work
+    planner = deferred("coordinator.planning.planner")  # and what it leaves out
 
 __all__ = [
     "Answer",
@@ -104,6 +105,7 @@ class Planned:
     planning: PlanningSummary | None
     asked: tuple[AskedWrite, ...]  # what the run may write (``Coordinator.asked_writes``)
     judged: tuple[AskedWrite, ...]  # what the checker allows (``ScenarioResult.asked``)
+    left_out: dict[str, str]  # what the question names only to leave out (``planner.left_out``)
     reading_s: float  # the time reading took, which the question's deadline counts
 
 
@@ -124,7 +126,8 @@ async def read(
     except QueryError as exc:
         return Answer(question.id, question.query, "failed", error=str(exc))
     asked, judged = coordinator.asked_writes(question.query), writes.asked_writes(question.query).writes
-    return Planned(plan, planning, asked, judged, reading_s=time.monotonic() - started)
+    left_out = planner.left_out(question.query)
+    return Planned(plan, planning, asked, judged, left_out, reading_s=time.monotonic() - started)
 
 
 async def answer(
@@ -146,7 +149,7 @@ async def answer(
     report = await coordinator.research(
         question.query, deadline_s=deadline_s, started_at=started, seed=seed, plan=plan,
         planning=planned.planning, budget=budget, grants=tuple(Grant(scope) for scope in question.grant),
-        post_call=(history.recorder(), TrimResults()), asked=planned.asked,
+        post_call=(history.recorder(), TrimResults()), asked=planned.asked, left_out=planned.left_out,
     )  # fmt: skip
     elapsed = time.monotonic() - started
     # Judged as a chaos scenario's query, but for what is not one question's to judge on a shared
