@@ -292,11 +292,10 @@ class Coordinator:
 
         The deadline counts from ``started_at`` (the command's first instant; None: now) and covers
         planning, opening the sessions, the calls and the brief. A caller that planned already passes
-        ``plan`` and ``planning``, the ``budget`` the planning spent from, and may pass ``asked`` (the
-        writes the query asks for) and ``left_out`` (what it names only to leave out; each None: read
-        here, with the planner). ``grants``: what the broker may grant this query
-        beyond the config's; ``approvals``, the writes a person approved for it beyond the config's. A
-        write is made only as the question asks for it (``coordinator.planning.writes``) and approved.
+        ``plan`` and ``planning``, the ``budget`` the planning spent from, and may pass ``asked`` and
+        ``left_out`` (``_held_to``). ``grants``: what the broker may grant this query beyond the
+        config's; ``approvals``, the writes a person approved for it beyond the config's. A write is
+        made only as the question asks for it (``coordinator.planning.writes``) and approved.
         ``seed``: the back-off jitter's (None draws a fresh one); ``jitter`` gives each task's instead
         (a replay, its recorded one). With ``record``, the run is kept beside its trace.
         """
@@ -314,8 +313,7 @@ class Coordinator:
                         query, deadline_s=deadline_s, started_at=started_at, budget=budget
                     )
                 record_plan(planning_span, [task.id for task in plan.order()])
-            # What each registered tool says it does is read from its listing, as kept: a plan made
-            # elsewhere (a test, a replay) may come before any was kept, so they are listed now.
+            # Registered tools are listed now if never kept: a plan made elsewhere (a replay) comes first.
             await self._listed(deadline_at)
             plan, outcomes = await self._in_rounds(
                 plan, budget, deadline_at, tape, grants, planning, **self._held_to(query, asked, left_out),
@@ -342,8 +340,9 @@ class Coordinator:
     def _held_to(
         self, query: str, asked: tuple[AskedWrite, ...] | None, left_out: Mapping[str, str] | None
     ) -> dict[str, Any]:
-        """What the question holds its run's calls to (``build_runtime``): the writes it asks for and
-        the records it names only to leave out, each as given or, None, as read here."""
+        """What the question holds its run's calls to (``build_runtime``): ``asked``, the writes it asks
+        for, and ``left_out``, the records it names only to leave out; each as given, or (None) as read
+        here with the planner (a batch's worker is given both: it loads no planner)."""
         return {
             "asked": self.asked_writes(query) if asked is None else asked,
             "left_out": planner.left_out(query) if left_out is None else left_out,

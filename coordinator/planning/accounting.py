@@ -130,7 +130,7 @@ def _unexplained_runs(
     thing_until, which = (0 if keyword_asked else _thing_until(span)), _which_thing(span)
     runs: list[list[tuple[int, Token]]] = []
     unread = {word.lower() for part in span.unread for word in part.split()}  # listed as not read
-    content = {token for token in span.content if token.written.lower() not in unread}
+    content = {t for t in span.content if t.written.lower() not in unread and not reading.leaving_at(t.start)}
     for index, token in enumerate(span.tokens):
         word = token.word
         if (
@@ -139,7 +139,6 @@ def _unexplained_runs(
             or word.isdigit()
             or index > about
             or token.start < verb_until
-            or any(start <= token.start < end for start, end in reading.leaving)  # "never mind ORD-10134"
         ):
             continue
         if _corrected_to_a_topic(token):

@@ -170,6 +170,10 @@ class Reading:
         """Where the query quotes something (``quotations``)."""
         return quotations(self.query)
 
+    def leaving_at(self, at: int) -> bool:
+        """Whether the word at ``at`` is one that leaves a mention out ("never mind" ORD-10134): no ask."""
+        return any(start <= at < end for start, end in self.leaving)
+
     def positive(self, at: int, span: Span) -> bool:
         """Whether what is named at ``at`` (in ``span``) is named positively (``left_out``)."""
         return not left_out(self.query, self.quoted, at, span)
